@@ -1,0 +1,187 @@
+//! The engine (spec section 2): orders the records reachable from the root by an iterative
+//! post-order depth-first search over input edges (in input order), runs them in reverse,
+//! keeps one pending gradient per record summed in emission order, accumulates into leaves,
+//! sums broadcast gradients down to each input's shape, and releases records unless asked
+//! to retain them. Runs with recording off.
+
+use super::{Edge, GradSink, Meta, NoGradGuard, Node};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::basic;
+use crate::tensor::Tensor;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Back-propagates from `root` (see [`Tensor::backward_with`]).
+pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
+    const OP: &str = "backward";
+    if !root.needs_grad() {
+        return Err(Error::NoGrad { op: OP });
+    }
+    let seed = match gradient {
+        None => {
+            if root.numel() != 1 {
+                return Err(Error::shape(
+                    OP,
+                    &[root.shape()],
+                    "backward without a gradient needs a one-element tensor; pass a gradient of the tensor's shape",
+                ));
+            }
+            Tensor::full(root.shape(), 1.0)?
+        }
+        Some(g) => {
+            if g.shape() != root.shape() {
+                return Err(Error::shape(
+                    OP,
+                    &[root.shape(), g.shape()],
+                    "the gradient must have the tensor's shape",
+                ));
+            }
+            if g.dtype() != DType::F32 {
+                return Err(Error::DType {
+                    op: OP,
+                    arg: "gradient",
+                    expected: DType::F32,
+                    got: g.dtype(),
+                });
+            }
+            basic::copy_contiguous(g)
+        }
+    };
+    let _no_grad = NoGradGuard::new();
+    let Some(root_node) = root.grad_fn() else {
+        // A leaf: the seed is its gradient.
+        return accumulate_into_leaf(root.meta_arc(), seed);
+    };
+
+    let order = post_order(&root_node);
+    // A released record anywhere in the graph fails the pass before any work is done.
+    for node in &order {
+        if lock(&node.record).is_none() {
+            return Err(Error::GraphReleased { op: node.name });
+        }
+    }
+    let index: HashMap<*const Node, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (Arc::as_ptr(n), i))
+        .collect();
+    let mut pending: Vec<Option<Tensor>> = vec![None; order.len()];
+    pending[order.len() - 1] = Some(seed);
+
+    for i in (0..order.len()).rev() {
+        let node = &order[i];
+        let Some(g) = pending[i].take() else {
+            // No gradient reached this record (its consumers emitted none for it).
+            if !retain_graph {
+                lock(&node.record).take();
+            }
+            continue;
+        };
+        let mut sink = GradSink::new(node.edges.iter().map(Option::is_some).collect());
+        {
+            let mut slot = lock(&node.record);
+            let record = slot
+                .as_ref()
+                .ok_or(Error::GraphReleased { op: node.name })?;
+            record.check_versions()?;
+            record.backward(&g, &mut sink)?;
+            if !retain_graph {
+                slot.take();
+            }
+        }
+        drop(g);
+        for (j, edge) in node.edges.iter().enumerate() {
+            let Some(edge) = edge else { continue };
+            let Some(grad) = sink.grads[j].take() else {
+                return Err(Error::argument(
+                    node.name,
+                    format!("the backward rule emitted no gradient for input {j}, which needs one"),
+                ));
+            };
+            let grad = fit_to_input(node, j, grad)?;
+            match edge {
+                Edge::Node(target) => {
+                    let t = index[&Arc::as_ptr(target)];
+                    pending[t] = Some(match pending[t].take() {
+                        None => grad,
+                        Some(acc) => basic::add_same_shape(&acc, &grad),
+                    });
+                }
+                Edge::Leaf(meta) => accumulate_into_leaf(meta, grad)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Iterative post-order DFS over node edges in input order; the root comes last.
+fn post_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
+    let mut order = Vec::new();
+    let mut seen: std::collections::HashSet<*const Node> = std::collections::HashSet::new();
+    let mut stack: Vec<(Arc<Node>, usize)> = vec![(root.clone(), 0)];
+    seen.insert(Arc::as_ptr(root));
+    while let Some((node, next)) = stack.last_mut() {
+        let node = node.clone();
+        if *next < node.edges.len() {
+            let e = *next;
+            *next += 1;
+            if let Some(Edge::Node(child)) = &node.edges[e] {
+                if seen.insert(Arc::as_ptr(child)) {
+                    stack.push((child.clone(), 0));
+                }
+            }
+        } else {
+            stack.pop();
+            order.push(node);
+        }
+    }
+    order
+}
+
+/// Checks an emitted gradient against its input's shape, summing a broadcast gradient
+/// down to the input's shape (the engine does this once for every rule).
+fn fit_to_input(node: &Node, j: usize, grad: Tensor) -> Result<Tensor> {
+    let shape = &node.input_shapes[j];
+    if grad.dtype() != DType::F32 {
+        return Err(Error::DType {
+            op: node.name,
+            arg: "gradient",
+            expected: DType::F32,
+            got: grad.dtype(),
+        });
+    }
+    if grad.shape() == shape.as_slice() {
+        return Ok(grad);
+    }
+    if !broadcasts_to(shape, grad.shape()) {
+        return Err(Error::shape(
+            node.name,
+            &[shape, grad.shape()],
+            format!("the backward rule emitted a gradient for input {j} that does not broadcast from the input's shape"),
+        ));
+    }
+    Ok(basic::sum_to(&grad, shape))
+}
+
+fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
+fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
+    let mut m = lock(meta);
+    match &m.grad {
+        None => m.grad = Some(basic::copy_contiguous(&grad)),
+        Some(acc) => basic::add_assign(acc, &grad)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,303 @@
+//! Arithmetic settings shared by every kernel: the [`Mode`] (fast or exact),
+//! the thread count and the [`KernelPath`] (which instruction set the kernels use).
+//!
+//! Settings are per calling thread (so tests running side by side cannot disturb each
+//! other) and start from the process defaults: `Mode::Fast`, one thread, and
+//! `KernelPath::best()`. Kernels never read the settings themselves: the operator layer
+//! reads them once and passes them down, so a kernel's result depends only on its
+//! arguments. Work is split into chunks that depend only on the kernel and the shape,
+//! never on the thread count; threads only decide who computes which chunk.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Which flavour of arithmetic the kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Fused multiply-add in products, fastest available elementary functions.
+    #[default]
+    Fast,
+    /// Separate multiply and add in a canonical order, fixed polynomials: every value is
+    /// bit-identical on every [`KernelPath`] and at every thread count.
+    Exact,
+}
+
+impl Mode {
+    /// `"fast"` or `"exact"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Fast => "fast",
+            Mode::Exact => "exact",
+        }
+    }
+
+    /// Parses `"fast"` or `"exact"`.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "fast" => Some(Mode::Fast),
+            "exact" => Some(Mode::Exact),
+            _ => None,
+        }
+    }
+}
+
+/// The instruction set a kernel runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelPath {
+    /// Plain scalar Rust; the reference every other path must match bit for bit in exact mode.
+    Scalar,
+    /// 128-bit SSE (x86-64 baseline).
+    Sse,
+    /// 256-bit AVX2 with FMA.
+    Avx2,
+    /// 512-bit AVX-512 (F, VL, DQ, BW).
+    Avx512,
+    /// 128-bit NEON (aarch64).
+    Neon,
+}
+
+impl KernelPath {
+    /// Every path, in increasing width.
+    pub const ALL: [KernelPath; 5] = [
+        KernelPath::Scalar,
+        KernelPath::Sse,
+        KernelPath::Avx2,
+        KernelPath::Avx512,
+        KernelPath::Neon,
+    ];
+
+    /// Lower-case name: `scalar`, `sse`, `avx2`, `avx512`, `neon`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPath::Scalar => "scalar",
+            KernelPath::Sse => "sse",
+            KernelPath::Avx2 => "avx2",
+            KernelPath::Avx512 => "avx512",
+            KernelPath::Neon => "neon",
+        }
+    }
+
+    /// Parses a name printed by [`KernelPath::name`].
+    pub fn parse(s: &str) -> Option<KernelPath> {
+        KernelPath::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// Whether this CPU can run the path (runtime detection).
+    pub fn is_supported(self) -> bool {
+        match self {
+            KernelPath::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Sse => std::arch::is_x86_feature_detected!("sse2"),
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "aarch64")]
+            KernelPath::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// Every path this CPU supports, scalar first.
+    pub fn supported() -> Vec<KernelPath> {
+        KernelPath::ALL
+            .into_iter()
+            .filter(|p| p.is_supported())
+            .collect()
+    }
+
+    /// The widest supported path.
+    pub fn best() -> KernelPath {
+        static BEST: OnceLock<KernelPath> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            *KernelPath::supported()
+                .last()
+                .unwrap_or(&KernelPath::Scalar)
+        })
+    }
+}
+
+impl std::fmt::Display for KernelPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+thread_local! {
+    static MODE: Cell<Mode> = const { Cell::new(Mode::Fast) };
+    static THREADS: Cell<usize> = const { Cell::new(1) };
+    static PATH: Cell<Option<KernelPath>> = const { Cell::new(None) };
+}
+
+/// Largest thread count accepted by [`Compute::set_threads`].
+pub const MAX_THREADS: usize = 256;
+
+/// The calling thread's arithmetic settings.
+///
+/// ```
+/// use om_core::compute::{Compute, Mode};
+/// Compute::set_mode(Mode::Exact);
+/// assert_eq!(Compute::mode(), Mode::Exact);
+/// Compute::set_mode(Mode::Fast);
+/// ```
+pub struct Compute;
+
+impl Compute {
+    /// Sets the arithmetic mode for operators called from this thread.
+    pub fn set_mode(mode: Mode) {
+        MODE.with(|m| m.set(mode));
+    }
+
+    /// The arithmetic mode of this thread.
+    pub fn mode() -> Mode {
+        MODE.with(|m| m.get())
+    }
+
+    /// Sets how many threads the kernels may use (1 to [`MAX_THREADS`]).
+    pub fn set_threads(n: usize) -> crate::Result<()> {
+        if n == 0 || n > MAX_THREADS {
+            return Err(crate::Error::argument(
+                "set_threads",
+                format!("thread count must be between 1 and {MAX_THREADS}, got {n}"),
+            ));
+        }
+        THREADS.with(|t| t.set(n));
+        Ok(())
+    }
+
+    /// The thread count of this thread's kernels.
+    pub fn threads() -> usize {
+        THREADS.with(|t| t.get())
+    }
+
+    /// Forces a kernel path (tests and benchmarks); `None` returns to [`KernelPath::best`].
+    /// Fails if the CPU does not support the path.
+    pub fn set_path(path: Option<KernelPath>) -> crate::Result<()> {
+        if let Some(p) = path {
+            if !p.is_supported() {
+                return Err(crate::Error::argument(
+                    "set_path",
+                    format!("kernel path {p} is not supported by this CPU"),
+                ));
+            }
+        }
+        PATH.with(|c| c.set(path));
+        Ok(())
+    }
+
+    /// The kernel path of this thread.
+    pub fn path() -> KernelPath {
+        PATH.with(|c| c.get()).unwrap_or_else(KernelPath::best)
+    }
+
+    /// The current settings as one value, to hand to kernels.
+    pub fn settings() -> Settings {
+        Settings {
+            mode: Compute::mode(),
+            threads: Compute::threads(),
+            path: Compute::path(),
+        }
+    }
+
+    /// Runs `f` with the given settings on this thread, restoring the previous ones after.
+    pub fn with<R>(settings: Settings, f: impl FnOnce() -> R) -> R {
+        let old = Compute::settings();
+        let forced = PATH.with(|c| c.get());
+        MODE.with(|m| m.set(settings.mode));
+        THREADS.with(|t| t.set(settings.threads.clamp(1, MAX_THREADS)));
+        PATH.with(|c| c.set(Some(settings.path)));
+        struct Restore(Settings, Option<KernelPath>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                MODE.with(|m| m.set(self.0.mode));
+                THREADS.with(|t| t.set(self.0.threads));
+                PATH.with(|c| c.set(self.1));
+            }
+        }
+        let _restore = Restore(old, forced);
+        f()
+    }
+}
+
+/// A snapshot of the arithmetic settings, passed to kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Fast or exact.
+    pub mode: Mode,
+    /// Threads the kernel may use.
+    pub threads: usize,
+    /// Instruction set.
+    pub path: KernelPath,
+}
+
+fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = pools.lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(threads)
+        .or_insert_with(|| {
+            Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(move |i| format!("om-{threads}-{i}"))
+                    .build()
+                    .expect("building a rayon thread pool"),
+            )
+        })
+        .clone()
+}
+
+/// Runs `f(chunk)` for every chunk in `0..chunks`, on `threads` threads.
+///
+/// The chunks must be a function of the kernel and the shape only; which thread runs a
+/// chunk is not specified, so `f` must write disjoint outputs per chunk.
+pub fn for_each_chunk(threads: usize, chunks: usize, f: impl Fn(usize) + Sync + Send) {
+    if threads <= 1 || chunks <= 1 {
+        (0..chunks).for_each(f);
+        return;
+    }
+    use rayon::prelude::*;
+    pool(threads).install(|| (0..chunks).into_par_iter().for_each(f));
+}
+
+/// Splits `data` into consecutive chunks of `chunk_len` elements (the last may be shorter)
+/// and runs `f(chunk_index, chunk)` for each, on `threads` threads.
+///
+/// `chunk_len` must be a function of the kernel and the shape only, never of `threads`.
+pub fn for_each_chunk_mut<T: Send>(
+    threads: usize,
+    data: &mut [T],
+    chunk_len: usize,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
+    let chunk_len = chunk_len.max(1);
+    if threads <= 1 || data.len() <= chunk_len {
+        data.chunks_mut(chunk_len)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+        return;
+    }
+    use rayon::prelude::*;
+    pool(threads).install(|| {
+        data.par_chunks_mut(chunk_len)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c))
+    });
+}

@@ -1,0 +1,126 @@
+//! The one error type of the library. Every public operator returns [`Result`]; each
+//! variant names the operator (filled in by the `#[op]` wrapper when the code that
+//! raised it did not know it) and carries the offending shapes or values.
+
+use crate::dtype::DType;
+
+/// Result alias used throughout the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in an operator, the engine or the pool.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Shapes that do not fit together.
+    #[error("{op}: {msg} (shapes {shapes:?})")]
+    Shape {
+        /// Operator name.
+        op: &'static str,
+        /// The shapes involved, in argument order.
+        shapes: Vec<Vec<usize>>,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A tensor of the wrong element type.
+    #[error("{op}: `{arg}` must be {expected}, got {got}")]
+    DType {
+        /// Operator name.
+        op: &'static str,
+        /// Which argument.
+        arg: &'static str,
+        /// What the operator accepts.
+        expected: DType,
+        /// What it was given.
+        got: DType,
+    },
+    /// An axis outside `-rank..rank`.
+    #[error("{op}: axis {axis} is out of range for a tensor of rank {rank}")]
+    Axis {
+        /// Operator name.
+        op: &'static str,
+        /// The axis as given.
+        axis: isize,
+        /// The rank of the tensor.
+        rank: usize,
+    },
+    /// Any other invalid argument value.
+    #[error("{op}: {msg}")]
+    Argument {
+        /// Operator name.
+        op: &'static str,
+        /// What is wrong, with the values.
+        msg: String,
+    },
+    /// `backward` on a tensor that does not require gradients.
+    #[error("{op}: the tensor does not require gradients (make a leaf with `.requires_grad()` and compute from it with grad mode on)")]
+    NoGrad {
+        /// `backward` or the operation attempted.
+        op: &'static str,
+    },
+    /// A second backward pass through a record released by the first.
+    #[error("backward: the graph was released by an earlier backward pass (the record of `{op}` is gone); pass `retain_graph = true` to the first pass to run backward twice")]
+    GraphReleased {
+        /// The first released record found.
+        op: &'static str,
+    },
+    /// A saved tensor was modified in place between forward and backward.
+    #[error("backward: saved tensor `{slot}` of `{op}` was modified in place after the forward pass (version {saved} when saved, {now} now)")]
+    TensorVersion {
+        /// The operator whose record holds the tensor.
+        op: &'static str,
+        /// The saved slot.
+        slot: &'static str,
+        /// Storage version when saved.
+        saved: u64,
+        /// Storage version now.
+        now: u64,
+    },
+}
+
+impl Error {
+    /// A [`Error::Shape`] error.
+    pub fn shape(op: &'static str, shapes: &[&[usize]], msg: impl Into<String>) -> Error {
+        Error::Shape {
+            op,
+            shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+            msg: msg.into(),
+        }
+    }
+
+    /// An [`Error::Argument`] error.
+    pub fn argument(op: &'static str, msg: impl Into<String>) -> Error {
+        Error::Argument {
+            op,
+            msg: msg.into(),
+        }
+    }
+
+    /// The operator the error names (empty if none was known yet).
+    pub fn op(&self) -> &'static str {
+        match self {
+            Error::Shape { op, .. }
+            | Error::DType { op, .. }
+            | Error::Axis { op, .. }
+            | Error::Argument { op, .. }
+            | Error::NoGrad { op }
+            | Error::GraphReleased { op }
+            | Error::TensorVersion { op, .. } => op,
+        }
+    }
+
+    /// Fills in the operator name if the code that raised the error left it empty.
+    pub fn with_op(mut self, name: &'static str) -> Error {
+        match &mut self {
+            Error::Shape { op, .. }
+            | Error::DType { op, .. }
+            | Error::Axis { op, .. }
+            | Error::Argument { op, .. }
+            | Error::NoGrad { op } => {
+                if op.is_empty() {
+                    *op = name;
+                }
+            }
+            Error::GraphReleased { .. } | Error::TensorVersion { .. } => {}
+        }
+        self
+    }
+}

@@ -1,0 +1,215 @@
+//! Shapes, strides and the walks over strided memory that every kernel shares:
+//! broadcasting, axis normalisation, and [`for_each_row`], which visits a (possibly
+//! broadcast, strided or transposed) N-d layout one innermost row at a time in row-major
+//! order, after merging the dimensions that can be merged.
+
+use crate::error::{Error, Result};
+
+/// Row-major (C-order) strides of `shape`.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; shape.len()];
+    let mut s = 1usize;
+    for (i, &d) in shape.iter().enumerate().rev() {
+        strides[i] = s;
+        s = s.saturating_mul(d.max(1));
+    }
+    strides
+}
+
+/// Number of elements of `shape` (1 for a scalar), or `None` on overflow.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Number of elements of `shape` (1 for a scalar). Shapes inside tensors never overflow.
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// The broadcast of two shapes (NumPy rules), or a shape error naming `op`.
+pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0; rank];
+    for i in 0..rank {
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => {
+                return Err(Error::shape(
+                    op,
+                    &[a, b],
+                    format!("dimension {i} of the broadcast does not match ({da} vs {db})"),
+                ))
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// Strides that read a tensor of `shape`/`strides` as if broadcast to `out_shape`
+/// (0 on broadcast dimensions). The caller has checked that the shapes broadcast.
+pub fn broadcast_strides(shape: &[usize], strides: &[usize], out_shape: &[usize]) -> Vec<usize> {
+    let lead = out_shape.len() - shape.len();
+    (0..out_shape.len())
+        .map(|i| {
+            if i < lead || shape[i - lead] == 1 && out_shape[i] != 1 {
+                0
+            } else {
+                strides[i - lead]
+            }
+        })
+        .collect()
+}
+
+/// Normalises `axis` in `-rank..rank` (or `-(rank+1)..=rank` when `inclusive`, for insertion).
+pub fn normalize_axis(
+    op: &'static str,
+    axis: isize,
+    rank: usize,
+    inclusive: bool,
+) -> Result<usize> {
+    let n = rank as isize + isize::from(inclusive);
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n {
+        return Err(Error::Axis { op, axis, rank });
+    }
+    Ok(a as usize)
+}
+
+/// Visits every innermost row of a layout of `shape` read through `K` operands, each with
+/// its own strides (0 where broadcast) and offset, in row-major order.
+///
+/// `f(starts, len, steps)` receives each operand's offset of the row's first element, the
+/// row length and each operand's step along the row. Dimensions are merged where every
+/// operand allows it, so a contiguous walk is a single row.
+pub fn for_each_row<const K: usize>(
+    shape: &[usize],
+    strides: [&[usize]; K],
+    offsets: [usize; K],
+    mut f: impl FnMut([usize; K], usize, [usize; K]),
+) {
+    if shape.iter().any(|&d| d == 0) {
+        return;
+    }
+    // Merge dimensions (drop size-1 dims, fuse i with i+1 when stride[i] == stride[i+1]*dim[i+1]).
+    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut st: Vec<[usize; K]> = Vec::with_capacity(shape.len());
+    for (i, &d) in shape.iter().enumerate() {
+        if d == 1 {
+            continue;
+        }
+        let s: [usize; K] = std::array::from_fn(|k| strides[k][i]);
+        if let (Some(pd), Some(ps)) = (dims.last_mut(), st.last_mut()) {
+            if (0..K).all(|k| ps[k] == s[k] * d) {
+                *pd *= d;
+                *ps = s;
+                continue;
+            }
+        }
+        dims.push(d);
+        st.push(s);
+    }
+    if dims.is_empty() {
+        f(offsets, 1, [0; K]);
+        return;
+    }
+    let r = dims.len();
+    let inner = dims[r - 1];
+    let inner_steps = st[r - 1];
+    let outer = &dims[..r - 1];
+    let mut idx = vec![0usize; outer.len()];
+    let mut starts = offsets;
+    loop {
+        f(starts, inner, inner_steps);
+        // Advance the odometer over the outer dimensions.
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            for k in 0..K {
+                starts[k] += st[d][k];
+            }
+            if idx[d] < outer[d] {
+                break;
+            }
+            for k in 0..K {
+                starts[k] -= st[d][k] * outer[d];
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Visits the storage offset of every element of a strided layout in row-major order.
+pub fn for_each_offset(
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    mut f: impl FnMut(usize),
+) {
+    for_each_row(shape, [strides], [offset], |[start], len, [step]| {
+        for i in 0..len {
+            f(start + i * step);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_visit_transposed_layout_in_row_major_order() {
+        // A 2x3 row-major buffer read as its 3x2 transpose.
+        let mut seen = vec![];
+        for_each_offset(&[3, 2], &[1, 3], 0, |o| seen.push(o));
+        assert_eq!(seen, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn contiguous_layout_is_one_row() {
+        let mut rows = 0;
+        for_each_row(&[2, 3, 4], [&[12, 4, 1]], [5], |[s], len, [step]| {
+            rows += 1;
+            assert_eq!((s, len, step), (5, 24, 1));
+        });
+        assert_eq!(rows, 1);
+    }
+
+    #[test]
+    fn broadcast_rules() {
+        assert_eq!(
+            broadcast_shapes("t", &[2, 1, 3], &[4, 1]).unwrap(),
+            vec![2, 4, 3]
+        );
+        assert!(broadcast_shapes("t", &[2, 3], &[4]).is_err());
+        assert_eq!(
+            broadcast_strides(&[1, 3], &[3, 1], &[2, 2, 3]),
+            vec![0, 0, 1]
+        );
+    }
+
+    #[test]
+    fn axes_normalise() {
+        assert_eq!(normalize_axis("t", -1, 3, false).unwrap(), 2);
+        assert!(normalize_axis("t", 3, 3, false).is_err());
+        assert_eq!(normalize_axis("t", 3, 3, true).unwrap(), 3);
+        assert_eq!(normalize_axis("t", -4, 3, true).unwrap(), 0);
+        assert!(normalize_axis("t", 0, 0, false).is_err());
+        assert_eq!(normalize_axis("t", 0, 0, true).unwrap(), 0);
+    }
+}

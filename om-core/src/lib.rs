@@ -1,0 +1,46 @@
+//! # om-core
+//!
+//! The foundation of OneModel: [`Tensor`] (shape, strides, offset, dtype over a shared,
+//! versioned [`storage::Storage`]), the buffer [`pool`], grad mode, the reverse-mode
+//! [`autograd`] engine, the arithmetic settings of [`compute`], the [`kernels`], the
+//! operator [`registry`] and [`gradcheck`]. Operators themselves live in `om-ops`, each
+//! declared once with `#[op]`.
+//!
+//! ```
+//! use om_core::Tensor;
+//! let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?.requires_grad()?;
+//! assert!(x.needs_grad() && x.is_leaf());
+//! # Ok::<(), om_core::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod autograd;
+pub mod compute;
+pub mod dtype;
+pub mod error;
+pub mod gradcheck;
+pub mod kernels;
+pub mod layout;
+pub mod pool;
+pub mod registry;
+pub mod rng;
+pub mod storage;
+pub mod tensor;
+
+pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
+pub use compute::{Compute, KernelPath, Mode};
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use registry::Case;
+pub use tensor::Tensor;
+
+/// Items the `#[op]` expansion refers to; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::autograd::{
+        attach, check_grad_dtypes, should_record, Backward, GradSink, Saved,
+    };
+    pub use crate::registry::{OpEntry, OpKind};
+    pub use inventory;
+}

@@ -1,0 +1,202 @@
+//! The operator registry: every `#[op]` item submits one [`OpEntry`] through `inventory`;
+//! the test suite, `om gradcheck`, `om ops` and `docs/ops.md` all read [`entries`].
+//! Also the list of operator rows of spec section 5 ([`SPEC_ROWS`]) that the registry is
+//! checked against.
+
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Whether the operator has its own record or is built from other operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Has a generated record and backward rule.
+    Primitive,
+    /// Composed of other operators; its gradient comes from theirs.
+    Composition,
+}
+
+/// What one `#[op]` declaration registers (all `const` data).
+pub struct OpEntry {
+    /// snake_case operator name (`om ops` prints it).
+    pub name: &'static str,
+    /// Primitive or composition.
+    pub kind: OpKind,
+    /// Tensor inputs, in order.
+    pub inputs: &'static [&'static str],
+    /// Saved slots as declared (e.g. `a if b`).
+    pub saved: &'static [&'static str],
+    /// Attributes as declared (`name: type`).
+    pub attrs: &'static [&'static str],
+    /// First line of the operator's documentation.
+    pub summary: &'static str,
+    /// The operator's gradient-check cases.
+    pub cases: fn() -> Vec<Case>,
+}
+
+inventory::collect!(OpEntry);
+
+/// A function of the case's inputs, checked by [`crate::gradcheck::run`].
+pub type CaseFn = Box<dyn Fn(&[Tensor]) -> Result<Tensor> + Send + Sync>;
+
+/// One gradient-check case: inputs (those that require gradients are checked) and the
+/// function of them.
+pub struct Case {
+    /// Short name, unique within the operator (e.g. `broadcast`, `transposed`).
+    pub name: String,
+    /// Inputs; build them with [`Case::input`] (checked) or pass constants.
+    pub inputs: Vec<Tensor>,
+    /// The function under test.
+    pub f: CaseFn,
+    /// Finite-difference step.
+    pub eps: f32,
+    /// Absolute tolerance.
+    pub atol: f64,
+    /// Relative tolerance.
+    pub rtol: f64,
+}
+
+impl Case {
+    /// Default finite-difference step.
+    pub const EPS: f32 = 1e-2;
+    /// Default absolute tolerance.
+    pub const ATOL: f64 = 2e-3;
+    /// Default relative tolerance.
+    pub const RTOL: f64 = 2e-3;
+
+    /// A case with the default step and tolerances.
+    pub fn new(
+        name: impl Into<String>,
+        inputs: Vec<Tensor>,
+        f: impl Fn(&[Tensor]) -> Result<Tensor> + Send + Sync + 'static,
+    ) -> Case {
+        Case {
+            name: name.into(),
+            inputs,
+            f: Box::new(f),
+            eps: Case::EPS,
+            atol: Case::ATOL,
+            rtol: Case::RTOL,
+        }
+    }
+
+    /// Overrides the step and tolerances; `why` documents the reason in the source.
+    pub fn with_tolerance(mut self, eps: f32, atol: f64, rtol: f64, why: &'static str) -> Case {
+        let _ = why;
+        self.eps = eps;
+        self.atol = atol;
+        self.rtol = rtol;
+        self
+    }
+
+    /// A checked input: deterministic values uniform in `[lo, hi)`, requiring gradients.
+    pub fn input(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Tensor {
+        Tensor::rand_uniform(shape, lo, hi, seed)
+            .and_then(|t| t.requires_grad())
+            .unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
+    }
+
+    /// A checked input whose values are at least `gap` away from zero in magnitude (for
+    /// kinks and poles): uniform magnitudes in `[gap, hi)` with pseudo-random signs.
+    pub fn input_away_from_zero(shape: &[usize], gap: f32, hi: f32, seed: u64) -> Tensor {
+        let mut rng = crate::rng::Rng::new(seed);
+        let n = crate::layout::numel(shape);
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                let m = rng.uniform(gap, hi);
+                if rng.next_u64() & 1 == 0 {
+                    m
+                } else {
+                    -m
+                }
+            })
+            .collect();
+        Tensor::from_vec(v, shape)
+            .and_then(|t| t.requires_grad())
+            .unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
+    }
+}
+
+/// The registered operators sorted by name, or the names registered more than once.
+pub fn entries() -> std::result::Result<Vec<&'static OpEntry>, Vec<&'static str>> {
+    let mut v: Vec<&'static OpEntry> = inventory::iter::<OpEntry>.into_iter().collect();
+    v.sort_by_key(|e| e.name);
+    let dups: Vec<&'static str> = v
+        .windows(2)
+        .filter(|w| w[0].name == w[1].name)
+        .map(|w| w[0].name)
+        .collect();
+    if dups.is_empty() {
+        Ok(v)
+    } else {
+        Err(dups)
+    }
+}
+
+/// The operator rows of spec section 5 and the operator names implementing each.
+pub const SPEC_ROWS: &[(&str, &[&str])] = &[
+    ("Add, Sub", &["add", "sub"]),
+    ("Mul", &["mul"]),
+    ("Div", &["div"]),
+    ("Neg", &["neg"]),
+    ("Relu", &["relu"]),
+    ("Gelu", &["gelu"]),
+    ("Sigmoid", &["sigmoid"]),
+    ("Tanh", &["tanh"]),
+    ("MatMul", &["matmul"]),
+    ("Linear", &["linear"]),
+    ("Sum, Mean", &["sum", "mean"]),
+    ("Softmax", &["softmax"]),
+    ("LogSoftmax", &["log_softmax"]),
+    ("LayerNorm", &["layer_norm"]),
+    ("BatchNorm2d", &["batch_norm2d"]),
+    ("Conv2d", &["conv2d"]),
+    ("MaxPool2d", &["max_pool2d"]),
+    ("AvgPool2d", &["avg_pool2d"]),
+    ("GlobalAvgPool2d", &["global_avg_pool2d"]),
+    ("Concat", &["concat"]),
+    ("ConvTranspose2d", &["conv_transpose2d"]),
+    ("Resize2d", &["resize2d"]),
+    ("LstmLayer", &["lstm_layer", "lstm"]),
+    ("GruLayer", &["gru_layer", "gru"]),
+    ("CtcLoss", &["ctc_loss"]),
+    ("Embedding", &["embedding"]),
+    ("NllLoss", &["nll_loss"]),
+    ("CrossEntropy", &["cross_entropy"]),
+    ("Attention", &["attention"]),
+    (
+        "Views",
+        &[
+            "slice",
+            "select",
+            "permute",
+            "transpose",
+            "reshape",
+            "squeeze",
+            "unsqueeze",
+            "contiguous",
+            "expand",
+            "flip",
+            "cast",
+        ],
+    ),
+];
+
+/// Every operator name the spec requires, in [`SPEC_ROWS`] order.
+pub fn spec_names() -> Vec<&'static str> {
+    SPEC_ROWS
+        .iter()
+        .flat_map(|(_, names)| names.iter().copied())
+        .collect()
+}
+
+/// Spec operator names with no registered operator yet.
+pub fn missing_spec_names() -> Vec<&'static str> {
+    let have: Vec<&str> = inventory::iter::<OpEntry>
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    spec_names()
+        .into_iter()
+        .filter(|n| !have.contains(n))
+        .collect()
+}

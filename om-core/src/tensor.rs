@@ -1,0 +1,509 @@
+//! `Tensor`: a cheap, clonable handle to a strided view of a [`Storage`], plus its autograd
+//! metadata. Views (slice, transpose, reshape, ...) share storage; cloning a `Tensor` clones
+//! the handle (like PyTorch), not the data.
+
+use crate::autograd::{self, Meta, Node};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::{self, contiguous_strides, for_each_offset};
+use crate::pool::Buffer;
+use crate::storage::Storage;
+use std::sync::{Arc, Mutex};
+
+pub(crate) struct Inner {
+    pub(crate) storage: Arc<Storage>,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) strides: Vec<usize>,
+    pub(crate) offset: usize,
+    pub(crate) meta: Arc<Mutex<Meta>>,
+}
+
+/// An n-dimensional array of `f32` (or `i32`) values with optional gradient tracking.
+///
+/// ```
+/// use om_core::Tensor;
+/// let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+/// assert_eq!(t.shape(), &[2, 2]);
+/// assert_eq!(t.to_vec(), vec![1.0, 2.0, 3.0, 4.0]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<Inner>);
+
+fn check_len(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
+    match layout::checked_numel(shape) {
+        Some(n) if n == len => Ok(()),
+        Some(n) => Err(Error::shape(
+            op,
+            &[shape],
+            format!("{len} values do not fill a shape of {n} elements"),
+        )),
+        None => Err(Error::shape(op, &[shape], "the element count overflows")),
+    }
+}
+
+impl Tensor {
+    // ----- construction -----
+
+    pub(crate) fn from_storage(
+        storage: Arc<Storage>,
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        offset: usize,
+    ) -> Tensor {
+        Tensor(Arc::new(Inner {
+            storage,
+            shape,
+            strides,
+            offset,
+            meta: Arc::new(Mutex::new(Meta::default())),
+        }))
+    }
+
+    /// A contiguous tensor of `shape` whose values `fill` writes (it receives exactly
+    /// `numel` elements, initially holding unspecified values).
+    pub fn build_f32(
+        shape: &[usize],
+        fill: impl FnOnce(&mut [f32]) -> Result<()>,
+    ) -> Result<Tensor> {
+        let n = layout::checked_numel(shape)
+            .ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
+        let mut buf = Buffer::new(n * 4);
+        fill(&mut buf.f32_mut()[..n])?;
+        Ok(Tensor::from_storage(
+            Arc::new(Storage::new(buf, n, DType::F32)),
+            shape.to_vec(),
+            contiguous_strides(shape),
+            0,
+        ))
+    }
+
+    /// Like [`Tensor::build_f32`] for an `i32` tensor.
+    pub fn build_i32(
+        shape: &[usize],
+        fill: impl FnOnce(&mut [i32]) -> Result<()>,
+    ) -> Result<Tensor> {
+        let n = layout::checked_numel(shape)
+            .ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
+        let mut buf = Buffer::new(n * 4);
+        fill(&mut buf.i32_mut()[..n])?;
+        Ok(Tensor::from_storage(
+            Arc::new(Storage::new(buf, n, DType::I32)),
+            shape.to_vec(),
+            contiguous_strides(shape),
+            0,
+        ))
+    }
+
+    /// A tensor holding `data` in row-major order.
+    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_slice(&data, shape)
+    }
+
+    /// A tensor holding a copy of `data` in row-major order.
+    pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Tensor> {
+        check_len("from_slice", data.len(), shape)?;
+        Tensor::build_f32(shape, |out| {
+            out.copy_from_slice(data);
+            Ok(())
+        })
+    }
+
+    /// An `i32` tensor holding `data` in row-major order.
+    pub fn from_vec_i32(data: Vec<i32>, shape: &[usize]) -> Result<Tensor> {
+        check_len("from_vec_i32", data.len(), shape)?;
+        Tensor::build_i32(shape, |out| {
+            out.copy_from_slice(&data);
+            Ok(())
+        })
+    }
+
+    /// A 0-d tensor holding `v`.
+    pub fn scalar(v: f32) -> Tensor {
+        Tensor::full(&[], v).unwrap_or_else(|_| unreachable!("a scalar shape never overflows"))
+    }
+
+    /// A tensor of `shape` filled with `v`.
+    pub fn full(shape: &[usize], v: f32) -> Result<Tensor> {
+        Tensor::build_f32(shape, |out| {
+            out.fill(v);
+            Ok(())
+        })
+        .map_err(|e| e.with_op("full"))
+    }
+
+    /// Zeros of `shape`.
+    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
+        Tensor::full(shape, 0.0).map_err(|e| e.with_op("zeros"))
+    }
+
+    /// Ones of `shape`.
+    pub fn ones(shape: &[usize]) -> Result<Tensor> {
+        Tensor::full(shape, 1.0).map_err(|e| e.with_op("ones"))
+    }
+
+    /// `0, 1, ..., n-1` as a 1-d `f32` tensor.
+    pub fn arange(n: usize) -> Result<Tensor> {
+        Tensor::build_f32(&[n], |out| {
+            for (i, v) in out.iter_mut().enumerate() {
+                *v = i as f32;
+            }
+            Ok(())
+        })
+    }
+
+    /// Standard normal values from a fixed generator seeded with `seed` (reproducible on
+    /// every machine).
+    pub fn randn(shape: &[usize], seed: u64) -> Result<Tensor> {
+        let mut rng = crate::rng::Rng::new(seed);
+        Tensor::build_f32(shape, |out| {
+            out.iter_mut().for_each(|v| *v = rng.normal());
+            Ok(())
+        })
+        .map_err(|e| e.with_op("randn"))
+    }
+
+    /// Uniform values in `[lo, hi)` from a fixed generator seeded with `seed`.
+    pub fn rand_uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
+        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            return Err(Error::argument(
+                "rand_uniform",
+                format!("need finite lo < hi, got [{lo}, {hi})"),
+            ));
+        }
+        let mut rng = crate::rng::Rng::new(seed);
+        Tensor::build_f32(shape, |out| {
+            out.iter_mut().for_each(|v| *v = rng.uniform(lo, hi));
+            Ok(())
+        })
+        .map_err(|e| e.with_op("rand_uniform"))
+    }
+
+    // ----- layout -----
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// Element strides of each dimension.
+    pub fn strides(&self) -> &[usize] {
+        &self.0.strides
+    }
+
+    /// Element offset of the first element in the storage.
+    pub fn offset(&self) -> usize {
+        self.0.offset
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.0.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        layout::numel(&self.0.shape)
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.0.storage.dtype()
+    }
+
+    /// Whether the elements lie in row-major order without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        let mut expect = 1;
+        for (&d, &s) in self.0.shape.iter().zip(&self.0.strides).rev() {
+            if d != 1 && s != expect {
+                return false;
+            }
+            expect *= d;
+        }
+        true
+    }
+
+    /// The storage's version counter (bumped by every in-place write).
+    pub fn version(&self) -> u64 {
+        self.0.storage.version()
+    }
+
+    /// Whether two tensors share one storage (one is a view of the other).
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    /// A new handle on the same storage with another layout and no autograd history.
+    /// The caller guarantees that the layout stays inside the storage.
+    pub fn view_as(&self, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+        debug_assert_eq!(shape.len(), strides.len());
+        Tensor::from_storage(self.0.storage.clone(), shape, strides, offset)
+    }
+
+    // ----- data access -----
+
+    /// Runs `f` on the values in row-major order: the storage slice itself when the tensor
+    /// is contiguous, a pooled gathered copy otherwise. `i32` values are converted.
+    pub fn with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        let n = self.numel();
+        let storage = self.0.storage.read();
+        if self.dtype() == DType::F32 && self.is_contiguous() {
+            return f(&storage.f32()[self.0.offset..self.0.offset + n]);
+        }
+        let mut tmp = Buffer::new(n * 4);
+        let out = &mut tmp.f32_mut()[..n];
+        let mut i = 0;
+        match self.dtype() {
+            DType::F32 => {
+                let src = storage.f32();
+                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                    out[i] = src[o];
+                    i += 1;
+                });
+            }
+            DType::I32 => {
+                let src = storage.i32();
+                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                    out[i] = src[o] as f32;
+                    i += 1;
+                });
+            }
+        }
+        drop(storage);
+        f(out)
+    }
+
+    /// Runs `f` on the values in row-major order as `i32` (`f32` values are truncated
+    /// toward zero, saturating, as `as i32` does).
+    pub fn with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> R {
+        let n = self.numel();
+        let storage = self.0.storage.read();
+        if self.dtype() == DType::I32 && self.is_contiguous() {
+            return f(&storage.i32()[self.0.offset..self.0.offset + n]);
+        }
+        let mut tmp = Buffer::new(n * 4);
+        let out = &mut tmp.i32_mut()[..n];
+        let mut i = 0;
+        match self.dtype() {
+            DType::I32 => {
+                let src = storage.i32();
+                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                    out[i] = src[o];
+                    i += 1;
+                });
+            }
+            DType::F32 => {
+                let src = storage.f32();
+                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                    out[i] = src[o] as i32;
+                    i += 1;
+                });
+            }
+        }
+        drop(storage);
+        f(out)
+    }
+
+    /// Runs `f` on the whole storage as `f32` (for kernels that walk strides themselves).
+    /// Must only be called on `f32` tensors.
+    pub fn with_storage_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        debug_assert_eq!(self.dtype(), DType::F32);
+        let storage = self.0.storage.read();
+        f(&storage.f32()[..self.0.storage.len()])
+    }
+
+    /// The values in row-major order (`i32` values converted to `f32`).
+    pub fn to_vec(&self) -> Vec<f32> {
+        self.with_f32(|s| s.to_vec())
+    }
+
+    /// The values in row-major order as `i32`.
+    pub fn to_vec_i32(&self) -> Vec<i32> {
+        self.with_i32(|s| s.to_vec())
+    }
+
+    /// The single value of a one-element tensor.
+    pub fn item(&self) -> Result<f32> {
+        if self.numel() != 1 {
+            return Err(Error::shape(
+                "item",
+                &[self.shape()],
+                "item() needs exactly one element",
+            ));
+        }
+        Ok(self.with_f32(|s| s[0]))
+    }
+
+    /// A contiguous copy when the tensor is not contiguous (or not `f32`), else a handle
+    /// to the same storage. Records nothing (use the `contiguous` operator for that).
+    pub fn to_contiguous(&self) -> Tensor {
+        if self.dtype() == DType::F32 && self.is_contiguous() {
+            return self.detach();
+        }
+        self.with_f32(|s| {
+            Tensor::build_f32(self.shape(), |out| {
+                out.copy_from_slice(s);
+                Ok(())
+            })
+        })
+        .unwrap_or_else(|_| unreachable!("the shape of an existing tensor never overflows"))
+    }
+
+    // ----- in-place writes (each bumps the storage version) -----
+
+    /// Runs `f` on the tensor's elements in row-major order for an in-place update.
+    /// The tensor must be contiguous and `f32`.
+    pub fn update_f32(&self, op: &'static str, f: impl FnOnce(&mut [f32])) -> Result<()> {
+        if self.dtype() != DType::F32 {
+            return Err(Error::DType {
+                op,
+                arg: "self",
+                expected: DType::F32,
+                got: self.dtype(),
+            });
+        }
+        if !self.is_contiguous() {
+            return Err(Error::argument(
+                op,
+                "in-place updates need a contiguous tensor",
+            ));
+        }
+        let n = self.numel();
+        let mut storage = self.0.storage.write();
+        f(&mut storage.f32_mut()[self.0.offset..self.0.offset + n]);
+        Ok(())
+    }
+
+    /// Sets every element to `v` in place.
+    pub fn fill_(&self, v: f32) -> Result<()> {
+        self.update_f32("fill_", |s| s.fill(v))
+    }
+
+    /// Copies `src` (same shape) into this tensor in place.
+    pub fn copy_(&self, src: &Tensor) -> Result<()> {
+        if src.shape() != self.shape() {
+            return Err(Error::shape(
+                "copy_",
+                &[self.shape(), src.shape()],
+                "copy_ needs equal shapes",
+            ));
+        }
+        if self.shares_storage(src) {
+            let c = src.to_contiguous();
+            return c.with_f32(|s| self.update_f32("copy_", |d| d.copy_from_slice(s)));
+        }
+        src.with_f32(|s| self.update_f32("copy_", |d| d.copy_from_slice(s)))
+    }
+
+    // ----- autograd -----
+
+    pub(crate) fn meta(&self) -> std::sync::MutexGuard<'_, Meta> {
+        self.0.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn meta_arc(&self) -> &Arc<Mutex<Meta>> {
+        &self.0.meta
+    }
+
+    /// Marks this tensor as a leaf that accumulates gradients (PyTorch's
+    /// `requires_grad_()`). Only `f32` tensors can require gradients.
+    pub fn requires_grad(self) -> Result<Tensor> {
+        self.set_requires_grad(true)?;
+        Ok(self)
+    }
+
+    /// Turns gradient tracking of a leaf on or off.
+    pub fn set_requires_grad(&self, on: bool) -> Result<()> {
+        if on && self.dtype() != DType::F32 {
+            return Err(Error::DType {
+                op: "requires_grad",
+                arg: "self",
+                expected: DType::F32,
+                got: self.dtype(),
+            });
+        }
+        let mut m = self.meta();
+        if m.grad_fn.is_some() {
+            return Err(Error::argument(
+                "requires_grad",
+                "only leaves can change requires_grad; call .detach() first to make a new leaf",
+            ));
+        }
+        m.requires_grad = on;
+        Ok(())
+    }
+
+    /// Whether gradients flow to or through this tensor.
+    pub fn needs_grad(&self) -> bool {
+        let m = self.meta();
+        m.requires_grad || m.grad_fn.is_some()
+    }
+
+    /// Whether this tensor is a leaf (not produced by a recorded operator).
+    pub fn is_leaf(&self) -> bool {
+        self.meta().grad_fn.is_none()
+    }
+
+    /// The name of the operator that produced this tensor, if it was recorded.
+    pub fn grad_fn_name(&self) -> Option<&'static str> {
+        self.meta().grad_fn.as_ref().map(|n| n.name())
+    }
+
+    pub(crate) fn grad_fn(&self) -> Option<Arc<Node>> {
+        self.meta().grad_fn.clone()
+    }
+
+    /// The accumulated gradient of a leaf.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.meta().grad.clone()
+    }
+
+    /// Zeroes the accumulated gradient in place (keeps its buffer).
+    pub fn zero_grad(&self) -> Result<()> {
+        let g = self.grad();
+        match g {
+            Some(g) => g.fill_(0.0),
+            None => Ok(()),
+        }
+    }
+
+    /// Frees the accumulated gradient.
+    pub fn clear_grad(&self) {
+        self.meta().grad = None;
+    }
+
+    /// A handle on the same storage with no autograd history.
+    pub fn detach(&self) -> Tensor {
+        self.view_as(
+            self.shape().to_vec(),
+            self.strides().to_vec(),
+            self.offset(),
+        )
+    }
+
+    /// Back-propagates from this one-element tensor (seed 1) and releases the graph.
+    pub fn backward(&self) -> Result<()> {
+        autograd::backward(self, None, false)
+    }
+
+    /// Back-propagates `gradient` (of this tensor's shape; `None` seeds a one-element
+    /// tensor with 1). With `retain_graph` the records are kept for another pass.
+    pub fn backward_with(&self, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
+        autograd::backward(self, gradient, retain_graph)
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor(shape={:?}, dtype={}", self.shape(), self.dtype())?;
+        if let Some(n) = self.grad_fn_name() {
+            write!(f, ", grad_fn={n}")?;
+        } else if self.needs_grad() {
+            write!(f, ", requires_grad")?;
+        }
+        if self.numel() <= 16 {
+            write!(f, ", values={:?}", self.to_vec())?;
+        }
+        write!(f, ")")
+    }
+}

@@ -1,0 +1,700 @@
+//! View operators: `slice`, `select`, `permute`, `transpose`, `reshape`, `squeeze`,
+//! `unsqueeze`, `contiguous`, `expand` share the input's storage where the layout allows
+//! (`reshape` and `contiguous` copy when it does not); `flip` and `cast` copy.
+//! Backward: scatter into zeros, inverse permutation, reshape back, sum-to, flip, cast back.
+
+use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis};
+use om_core::{Case, DType, Error, Result, Tensor};
+use om_macros::op;
+
+/// Operators declared in this file.
+pub const NAMES: &[&str] = &[
+    "slice",
+    "select",
+    "permute",
+    "transpose",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "contiguous",
+    "expand",
+    "flip",
+    "cast",
+];
+
+/// A strided layout: shape, strides, offset.
+type Layout = (Vec<usize>, Vec<usize>, usize);
+
+/// The gradient of a view: zeros of the input's shape with `g` written where the view
+/// (computed by `layout` on a contiguous input) reads.
+fn scatter_into_zeros(
+    g: &Tensor,
+    input_shape: &[usize],
+    layout: impl Fn(&[usize], &[usize], usize) -> Result<Layout>,
+) -> Result<Tensor> {
+    let (shape, strides, offset) = layout(input_shape, &contiguous_strides(input_shape), 0)?;
+    g.with_f32(|gv| {
+        Tensor::build_f32(input_shape, |out| {
+            out.fill(0.0);
+            let mut i = 0;
+            for_each_offset(&shape, &strides, offset, |o| {
+                out[o] += gv[i];
+                i += 1;
+            });
+            Ok(())
+        })
+    })
+}
+
+fn view(x: &Tensor, l: Layout) -> Tensor {
+    x.view_as(l.0, l.1, l.2)
+}
+
+fn slice_layout(
+    op: &'static str,
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    axis: isize,
+    start: usize,
+    end: usize,
+    step: usize,
+) -> Result<Layout> {
+    let a = normalize_axis(op, axis, shape.len(), false)?;
+    let dim = shape[a];
+    if step == 0 {
+        return Err(Error::argument(op, "step must be at least 1, got 0"));
+    }
+    if start > end || end > dim {
+        return Err(Error::argument(
+            op,
+            format!(
+                "range {start}..{end} does not fit axis {axis} of size {dim} (shape {shape:?})"
+            ),
+        ));
+    }
+    let mut s = shape.to_vec();
+    let mut st = strides.to_vec();
+    s[a] = (end - start).div_ceil(step);
+    st[a] = strides[a] * step;
+    let off = if s[a] == 0 {
+        offset
+    } else {
+        offset + start * strides[a]
+    };
+    Ok((s, st, off))
+}
+
+fn cases_1(
+    f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + Clone + 'static,
+    shape: &[usize],
+) -> Vec<Case> {
+    let g = f.clone();
+    let mut t = shape.to_vec();
+    t.reverse();
+    vec![
+        Case::new(
+            "contiguous",
+            vec![Case::input(shape, -1.0, 1.0, 1)],
+            move |x| f(&x[0]),
+        ),
+        Case::new(
+            "transposed",
+            vec![Case::input(&t, -1.0, 1.0, 2)],
+            move |x| {
+                let r = x[0].rank();
+                let dims: Vec<isize> = (0..r as isize).rev().collect();
+                g(&crate::permute(&x[0], dims)?)
+            },
+        ),
+    ]
+}
+
+// ===== slicing =====
+
+/// Elements `start, start+step, .. < end` along `axis` (a view). Backward: `g` scattered
+/// into zeros of the input's shape.
+#[op(attrs = [axis: isize, start: usize, end: usize, step: usize])]
+pub mod slice {
+    use super::*;
+
+    pub fn forward(
+        x: &Tensor,
+        axis: isize,
+        start: usize,
+        end: usize,
+        step: usize,
+    ) -> Result<Tensor> {
+        Ok(view(
+            x,
+            slice_layout(
+                NAME,
+                x.shape(),
+                x.strides(),
+                x.offset(),
+                axis,
+                start,
+                end,
+                step,
+            )?,
+        ))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(scatter_into_zeros(g, &r.input_shapes[0], |s, st, o| {
+            slice_layout(NAME, s, st, o, r.axis, r.start, r.end, r.step)
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::slice(x, 1, 1, 4, 2), &[3, 5]);
+        c.push(Case::new(
+            "negative_axis",
+            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 3)],
+            |x| super::slice(&x[0], -1, 0, 3, 1),
+        ));
+        c
+    }
+}
+
+fn select_layout(
+    op: &'static str,
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    axis: isize,
+    index: isize,
+) -> Result<Layout> {
+    let a = normalize_axis(op, axis, shape.len(), false)?;
+    let dim = shape[a] as isize;
+    let i = if index < 0 { index + dim } else { index };
+    if i < 0 || i >= dim {
+        return Err(Error::argument(
+            op,
+            format!("index {index} is out of range for axis {axis} of size {dim}"),
+        ));
+    }
+    let mut s = shape.to_vec();
+    let mut st = strides.to_vec();
+    s.remove(a);
+    st.remove(a);
+    Ok((s, st, offset + i as usize * strides[a]))
+}
+
+/// The slice at `index` along `axis`, removing that axis (a view; negative indices count
+/// from the end). Backward: `g` scattered into zeros.
+#[op(attrs = [axis: isize, index: isize])]
+pub mod select {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: isize, index: isize) -> Result<Tensor> {
+        Ok(view(
+            x,
+            select_layout(NAME, x.shape(), x.strides(), x.offset(), axis, index)?,
+        ))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(scatter_into_zeros(g, &r.input_shapes[0], |s, st, o| {
+            select_layout(NAME, s, st, o, r.axis, r.index)
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::select(x, 0, -1), &[3, 4]);
+        c.push(Case::new(
+            "middle_axis",
+            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4)],
+            |x| super::select(&x[0], 1, 1),
+        ));
+        c
+    }
+}
+
+// ===== axis order =====
+
+fn check_permutation(op: &'static str, dims: &[isize], rank: usize) -> Result<Vec<usize>> {
+    if dims.len() != rank {
+        return Err(Error::argument(
+            op,
+            format!(
+                "permutation {dims:?} has {} axes but the tensor has rank {rank}",
+                dims.len()
+            ),
+        ));
+    }
+    let mut seen = vec![false; rank];
+    let mut out = Vec::with_capacity(rank);
+    for &d in dims {
+        let a = normalize_axis(op, d, rank, false)?;
+        if std::mem::replace(&mut seen[a], true) {
+            return Err(Error::argument(
+                op,
+                format!("axis {d} appears twice in permutation {dims:?}"),
+            ));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// Reorders the axes: output axis `i` is input axis `dims[i]` (a view). Backward: the
+/// inverse permutation of `g`.
+#[op(attrs = [dims: Vec<isize>])]
+pub mod permute {
+    use super::*;
+
+    pub fn forward(x: &Tensor, dims: Vec<isize>) -> Result<Tensor> {
+        let p = check_permutation(NAME, &dims, x.rank())?;
+        let shape = p.iter().map(|&a| x.shape()[a]).collect();
+        let strides = p.iter().map(|&a| x.strides()[a]).collect();
+        Ok(x.view_as(shape, strides, x.offset()))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let p = check_permutation(NAME, &r.dims, r.input_shapes[0].len())?;
+        let mut inv = vec![0isize; p.len()];
+        for (i, &a) in p.iter().enumerate() {
+            inv[a] = i as isize;
+        }
+        d.x(crate::permute(g, inv)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        cases_1(|x| super::permute(x, vec![2, 0, 1]), &[2, 3, 4])
+    }
+}
+
+/// Swaps two axes (a view). Backward: the same swap of `g`.
+#[op(attrs = [dim0: isize, dim1: isize])]
+pub mod transpose {
+    use super::*;
+
+    pub fn forward(x: &Tensor, dim0: isize, dim1: isize) -> Result<Tensor> {
+        let a = normalize_axis(NAME, dim0, x.rank(), false)?;
+        let b = normalize_axis(NAME, dim1, x.rank(), false)?;
+        let mut shape = x.shape().to_vec();
+        let mut strides = x.strides().to_vec();
+        shape.swap(a, b);
+        strides.swap(a, b);
+        Ok(x.view_as(shape, strides, x.offset()))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(crate::transpose(g, r.dim0, r.dim1)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::transpose(x, 0, -1), &[2, 3, 4]);
+        c.push(Case::new(
+            "strided",
+            vec![Case::input(&[4, 6], -1.0, 1.0, 5)],
+            |x| super::transpose(&crate::slice(&x[0], 1, 0, 6, 2)?, 0, 1),
+        ));
+        c
+    }
+}
+
+// ===== shape changes =====
+
+/// Resolves a requested shape with at most one `-1` against `numel` elements.
+fn resolve_shape(
+    op: &'static str,
+    from: &[usize],
+    requested: &[isize],
+    numel: usize,
+) -> Result<Vec<usize>> {
+    let mut infer = None;
+    let mut known = 1usize;
+    for (i, &d) in requested.iter().enumerate() {
+        match d {
+            -1 if infer.is_none() => infer = Some(i),
+            -1 => {
+                return Err(Error::argument(
+                    op,
+                    format!("only one dimension may be -1, got {requested:?}"),
+                ))
+            }
+            d if d < 0 => {
+                return Err(Error::argument(
+                    op,
+                    format!("invalid dimension {d} in {requested:?}"),
+                ))
+            }
+            d => {
+                known = known
+                    .checked_mul(d as usize)
+                    .ok_or_else(|| Error::argument(op, format!("shape {requested:?} overflows")))?
+            }
+        }
+    }
+    let mut shape: Vec<usize> = requested.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(i) = infer {
+        if known == 0 || numel % known != 0 {
+            return Err(Error::shape(
+                op,
+                &[from],
+                format!("cannot infer the -1 in {requested:?} for {numel} elements"),
+            ));
+        }
+        shape[i] = numel / known;
+    }
+    if om_core::layout::checked_numel(&shape) != Some(numel) {
+        return Err(Error::shape(
+            op,
+            &[from],
+            format!("shape {requested:?} does not hold {numel} elements"),
+        ));
+    }
+    Ok(shape)
+}
+
+/// Strides that view a layout as `new_shape` without copying, if any exist (the rule
+/// PyTorch's `view` uses: each run of mutually contiguous input axes maps to output axes).
+fn view_strides(
+    old_shape: &[usize],
+    old_strides: &[usize],
+    new_shape: &[usize],
+) -> Option<Vec<usize>> {
+    if old_shape.iter().product::<usize>() <= 1 || old_shape.is_empty() {
+        return Some(contiguous_strides(new_shape));
+    }
+    let mut new_strides = vec![0usize; new_shape.len()];
+    let mut view_d = new_shape.len() as isize - 1;
+    let mut chunk_base = *old_strides.last()?;
+    let mut tensor_numel = 1usize;
+    let mut view_numel = 1usize;
+    for td in (0..old_shape.len()).rev() {
+        tensor_numel *= old_shape[td];
+        let boundary =
+            td == 0 || (old_shape[td - 1] != 1 && old_strides[td - 1] != tensor_numel * chunk_base);
+        if boundary {
+            while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1) {
+                new_strides[view_d as usize] = view_numel * chunk_base;
+                view_numel *= new_shape[view_d as usize];
+                view_d -= 1;
+            }
+            if view_numel != tensor_numel {
+                return None;
+            }
+            if td > 0 {
+                chunk_base = old_strides[td - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if view_d != -1 {
+        return None;
+    }
+    Some(new_strides)
+}
+
+/// `x` with the same elements in row-major order as `shape` (`-1` infers one dimension):
+/// a view when the strides allow, else a contiguous copy.
+fn reshape_to(x: &Tensor, shape: Vec<usize>) -> Tensor {
+    match view_strides(x.shape(), x.strides(), &shape) {
+        Some(strides) => x.view_as(shape, strides, x.offset()),
+        None => {
+            let c = x.to_contiguous();
+            let strides = contiguous_strides(&shape);
+            c.view_as(shape, strides, 0)
+        }
+    }
+}
+
+/// The elements in row-major order as a new shape (one `-1` is inferred). A view when
+/// the layout allows, else a copy. Backward: `g` reshaped to the input's shape.
+#[op(attrs = [shape: Vec<isize>])]
+pub mod reshape {
+    use super::*;
+
+    pub fn forward(x: &Tensor, shape: Vec<isize>) -> Result<Tensor> {
+        let s = resolve_shape(NAME, x.shape(), &shape, x.numel())?;
+        Ok(reshape_to(x, s))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(reshape_to(g, r.input_shapes[0].clone()));
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::reshape(x, vec![4, -1]), &[2, 3, 4]);
+        c.push(Case::new(
+            "strided_copy",
+            vec![Case::input(&[3, 8], -1.0, 1.0, 6)],
+            |x| super::reshape(&crate::slice(&x[0], 1, 0, 8, 2)?, vec![-1]),
+        ));
+        c
+    }
+}
+
+/// Removes `axis` if its size is 1, or every size-1 axis when `axis` is `None` (a view).
+/// Backward: `g` reshaped to the input's shape.
+#[op(attrs = [axis: Option<isize>])]
+pub mod squeeze {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>) -> Result<Tensor> {
+        let keep: Vec<usize> = match axis {
+            Some(a) => {
+                let a = normalize_axis(NAME, a, x.rank(), false)?;
+                (0..x.rank())
+                    .filter(|&i| i != a || x.shape()[i] != 1)
+                    .collect()
+            }
+            None => (0..x.rank()).filter(|&i| x.shape()[i] != 1).collect(),
+        };
+        Ok(x.view_as(
+            keep.iter().map(|&i| x.shape()[i]).collect(),
+            keep.iter().map(|&i| x.strides()[i]).collect(),
+            x.offset(),
+        ))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(reshape_to(g, r.input_shapes[0].clone()));
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::squeeze(x, None), &[3, 1, 4]);
+        c.push(Case::new(
+            "one_axis",
+            vec![Case::input(&[1, 3, 1], -1.0, 1.0, 7)],
+            |x| super::squeeze(&x[0], Some(-1)),
+        ));
+        c
+    }
+}
+
+/// Inserts a size-1 axis at `axis` (`-rank-1..=rank`; a view). Backward: `g` reshaped to
+/// the input's shape.
+#[op(attrs = [axis: isize])]
+pub mod unsqueeze {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis(NAME, axis, x.rank(), true)?;
+        let mut shape = x.shape().to_vec();
+        let mut strides = x.strides().to_vec();
+        let s = if a < x.rank() {
+            x.strides()[a] * x.shape()[a]
+        } else {
+            1
+        };
+        shape.insert(a, 1);
+        strides.insert(a, s);
+        Ok(x.view_as(shape, strides, x.offset()))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(reshape_to(g, r.input_shapes[0].clone()));
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::unsqueeze(x, 1), &[3, 4]);
+        c.push(Case::new(
+            "last",
+            vec![Case::input(&[3, 4], -1.0, 1.0, 8)],
+            |x| super::unsqueeze(&x[0], -1),
+        ));
+        c
+    }
+}
+
+/// The same values in row-major order: the input's storage if already contiguous, else
+/// a copy. Backward: `g`.
+#[op]
+pub mod contiguous {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        Ok(x.to_contiguous())
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        cases_1(super::contiguous, &[3, 4])
+    }
+}
+
+/// Broadcasts size-1 axes (and new leading axes) to `shape` without copying (`-1` keeps
+/// a dimension). Backward: `g` summed back to the input's shape (by the engine).
+#[op(attrs = [shape: Vec<isize>])]
+pub mod expand {
+    use super::*;
+
+    pub fn forward(x: &Tensor, shape: Vec<isize>) -> Result<Tensor> {
+        let r = x.rank();
+        if shape.len() < r {
+            return Err(Error::argument(
+                NAME,
+                format!(
+                    "target {shape:?} has fewer axes than the input shape {:?}",
+                    x.shape()
+                ),
+            ));
+        }
+        let lead = shape.len() - r;
+        let mut out_shape = Vec::with_capacity(shape.len());
+        let mut strides = Vec::with_capacity(shape.len());
+        for (i, &want) in shape.iter().enumerate() {
+            if i < lead {
+                if want < 0 {
+                    return Err(Error::argument(
+                        NAME,
+                        format!("new leading axis {i} of {shape:?} needs an explicit size"),
+                    ));
+                }
+                out_shape.push(want as usize);
+                strides.push(0);
+                continue;
+            }
+            let have = x.shape()[i - lead];
+            let st = x.strides()[i - lead];
+            match want {
+                -1 => {
+                    out_shape.push(have);
+                    strides.push(st);
+                }
+                w if w >= 0 && w as usize == have => {
+                    out_shape.push(have);
+                    strides.push(st);
+                }
+                w if w >= 0 && have == 1 => {
+                    out_shape.push(w as usize);
+                    strides.push(0);
+                }
+                w => {
+                    return Err(Error::shape(
+                        NAME,
+                        &[x.shape()],
+                        format!("axis {i} of size {have} cannot expand to {w} (target {shape:?})"),
+                    ));
+                }
+            }
+        }
+        Ok(x.view_as(out_shape, strides, x.offset()))
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::expand(x, vec![2, -1, 3]), &[1, 1]);
+        c.push(Case::new(
+            "middle",
+            vec![Case::input(&[2, 1, 3], -1.0, 1.0, 9)],
+            |x| super::expand(&x[0], vec![2, 4, 3]),
+        ));
+        c
+    }
+}
+
+/// Reverses the order along `axes` (a copy, as in PyTorch). Backward: `g` flipped back.
+#[op(attrs = [axes: Vec<isize>])]
+pub mod flip {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axes: Vec<isize>) -> Result<Tensor> {
+        let r = x.rank();
+        let mut flipped = vec![false; r];
+        for &a in &axes {
+            let i = normalize_axis(NAME, a, r, false)?;
+            if std::mem::replace(&mut flipped[i], true) {
+                return Err(Error::argument(
+                    NAME,
+                    format!("axis {a} appears twice in {axes:?}"),
+                ));
+            }
+        }
+        // Walk the input with reversed axes: start at the last element of each flipped axis.
+        let shape = x.shape().to_vec();
+        let out_strides = contiguous_strides(&shape);
+        x.with_f32(|src| {
+            Tensor::build_f32(&shape, |out| {
+                let src_strides = contiguous_strides(&shape);
+                let mut o = 0usize;
+                for_each_offset(&shape, &out_strides, 0, |lin| {
+                    // Map the output position `lin` to its source position.
+                    let mut rem = lin;
+                    let mut s = 0usize;
+                    for i in 0..r {
+                        let idx = rem / out_strides[i];
+                        rem %= out_strides[i];
+                        let j = if flipped[i] { shape[i] - 1 - idx } else { idx };
+                        s += j * src_strides[i];
+                    }
+                    out[o] = src[s];
+                    o += 1;
+                });
+                Ok(())
+            })
+        })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(crate::flip(g, r.axes.clone())?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut c = cases_1(|x| super::flip(x, vec![0, -1]), &[3, 4]);
+        c.push(Case::new(
+            "one_axis",
+            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 10)],
+            |x| super::flip(&x[0], vec![1]),
+        ));
+        c
+    }
+}
+
+/// Converts the element type (`f32` → `i32` truncates toward zero and saturates, NaN
+/// becomes 0; `i32` → `f32` rounds to nearest). Casting to the same type returns a view.
+/// Backward: `g` cast back to the input's type (only `f32` inputs carry gradients).
+#[op(attrs = [dtype: DType])]
+pub mod cast {
+    use super::*;
+
+    pub fn forward(x: &Tensor, dtype: DType) -> Result<Tensor> {
+        if x.dtype() == dtype {
+            return Ok(x.detach());
+        }
+        match dtype {
+            DType::F32 => x.with_f32(|s| {
+                Tensor::build_f32(x.shape(), |o| {
+                    o.copy_from_slice(s);
+                    Ok(())
+                })
+            }),
+            DType::I32 => x.with_i32(|s| {
+                Tensor::build_i32(x.shape(), |o| {
+                    o.copy_from_slice(s);
+                    Ok(())
+                })
+            }),
+        }
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        cases_1(|x| super::cast(x, DType::F32), &[3, 4])
+    }
+}
