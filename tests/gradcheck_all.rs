@@ -14,43 +14,27 @@ fn main() {
             std::process::exit(101);
         }
     };
-    let mut trials = vec![Trial::test(
-        "registry::every_declared_op_is_registered",
-        move || {
-            let names: Vec<&str> = registry::entries()
-                .map_err(|d| format!("duplicates {d:?}"))?
-                .iter()
-                .map(|e| e.name)
-                .collect();
-            let missing: Vec<&&str> = declared.iter().filter(|n| !names.contains(n)).collect();
-            if !missing.is_empty() {
-                return Err(format!(
-                    "declared but not registered (dropped by the linker?): {missing:?}"
-                )
-                .into());
-            }
-            if names.len() != declared.len() {
-                return Err(
-                    format!("{} registered, {} declared", names.len(), declared.len()).into(),
-                );
-            }
-            Ok(())
-        },
-    )];
+    let mut trials = vec![Trial::test("registry::every_declared_op_is_registered", move || {
+        let names: Vec<&str> = registry::entries().map_err(|d| format!("duplicates {d:?}"))?.iter().map(|e| e.name).collect();
+        let missing: Vec<&&str> = declared.iter().filter(|n| !names.contains(n)).collect();
+        if !missing.is_empty() {
+            return Err(format!("declared but not registered (dropped by the linker?): {missing:?}").into());
+        }
+        if names.len() != declared.len() {
+            return Err(format!("{} registered, {} declared", names.len(), declared.len()).into());
+        }
+        Ok(())
+    })];
     let mut seen = std::collections::BTreeSet::new();
     for entry in entries {
         let cases = (entry.cases)();
         if cases.is_empty() {
-            trials.push(Trial::test(format!("{}::has_cases", entry.name), || {
-                Err(Failed::from("no gradient-check cases"))
-            }));
+            trials.push(Trial::test(format!("{}::has_cases", entry.name), || Err(Failed::from("no gradient-check cases"))));
         }
         for (i, _) in cases.iter().enumerate() {
             let name = format!("{}::{}", entry.name, cases[i].name);
             if !seen.insert(name.clone()) {
-                trials.push(Trial::test(format!("{name}::unique"), || {
-                    Err(Failed::from("duplicate case name"))
-                }));
+                trials.push(Trial::test(format!("{name}::unique"), || Err(Failed::from("duplicate case name"))));
                 continue;
             }
             let cases_fn = entry.cases;

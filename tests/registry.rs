@@ -1,1 +1,71 @@
+//! The registry as a whole: `docs/ops.md` matches it, it covers the spec's operator rows
+//! (or `docs/ops.md` says which are not built yet), and the spec list itself matches the
+//! rows of the spec's table when the spec is present beside the repository.
 
+use om_core::registry::{self, SPEC_ROWS};
+use std::path::PathBuf;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn docs_ops_md_matches_the_registry() {
+    om_ops::declared_names();
+    let path = repo_root().join("docs/ops.md");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    let generated = registry::markdown();
+    if on_disk != generated {
+        panic!("docs/ops.md differs from the registry; regenerate it with `cargo run --release -- ops > docs/ops.md`\n--- generated ---\n{generated}");
+    }
+}
+
+#[test]
+fn registry_names_are_spec_names() {
+    let spec = registry::spec_names();
+    let entries = registry::entries().expect("no duplicate registrations");
+    for e in entries {
+        assert!(spec.contains(&e.name), "`{}` is registered but is not an operator name of the spec", e.name);
+    }
+}
+
+#[test]
+fn missing_spec_rows_are_listed_in_docs() {
+    let generated = registry::markdown();
+    for name in registry::missing_spec_names() {
+        assert!(generated.contains(name), "missing operator `{name}` is not listed");
+    }
+}
+
+/// The spec's section-5 table, first column, when `../shared/spec/autograd.md` is present.
+fn spec_table_rows() -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(repo_root().join("../shared/spec/autograd.md")).ok()?;
+    let sec = text.split("## 5.").nth(1)?.split("## 6.").next()?.to_string();
+    Some(
+        sec.lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| Operator"))
+            .map(|l| l.split('|').nth(1).unwrap_or("").trim().to_string())
+            .collect(),
+    )
+}
+
+#[test]
+fn spec_rows_list_matches_the_spec_table() {
+    let Some(rows) = spec_table_rows() else {
+        eprintln!("../shared/spec/autograd.md not found beside the repository; nothing to compare");
+        return;
+    };
+    assert_eq!(rows.len(), SPEC_ROWS.len(), "spec rows: {rows:#?}");
+    for (row, (ours, names)) in rows.iter().zip(SPEC_ROWS) {
+        // Every operator name the row mentions in backticks maps to one of ours.
+        let mentioned: Vec<String> = row.split('`').skip(1).step_by(2).map(|s| s.to_string()).collect();
+        let first = mentioned.first().cloned().unwrap_or_default();
+        let ours_first = ours.split(',').next().unwrap_or("").trim();
+        if *ours == "Views" {
+            assert!(row.starts_with("Views"), "expected the views row, got {row}");
+            continue;
+        }
+        assert_eq!(first, ours_first, "row {row} vs {ours}");
+        assert!(!names.is_empty());
+    }
+}

@@ -59,13 +59,7 @@ pub enum KernelPath {
 
 impl KernelPath {
     /// Every path, in increasing width.
-    pub const ALL: [KernelPath; 5] = [
-        KernelPath::Scalar,
-        KernelPath::Sse,
-        KernelPath::Avx2,
-        KernelPath::Avx512,
-        KernelPath::Neon,
-    ];
+    pub const ALL: [KernelPath; 5] = [KernelPath::Scalar, KernelPath::Sse, KernelPath::Avx2, KernelPath::Avx512, KernelPath::Neon];
 
     /// Lower-case name: `scalar`, `sse`, `avx2`, `avx512`, `neon`.
     pub fn name(self) -> &'static str {
@@ -90,10 +84,7 @@ impl KernelPath {
             #[cfg(target_arch = "x86_64")]
             KernelPath::Sse => std::arch::is_x86_feature_detected!("sse2"),
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 => {
-                std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
+            KernelPath::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             #[cfg(target_arch = "x86_64")]
             KernelPath::Avx512 => {
                 std::arch::is_x86_feature_detected!("avx512f")
@@ -111,20 +102,13 @@ impl KernelPath {
 
     /// Every path this CPU supports, scalar first.
     pub fn supported() -> Vec<KernelPath> {
-        KernelPath::ALL
-            .into_iter()
-            .filter(|p| p.is_supported())
-            .collect()
+        KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect()
     }
 
     /// The widest supported path.
     pub fn best() -> KernelPath {
         static BEST: OnceLock<KernelPath> = OnceLock::new();
-        *BEST.get_or_init(|| {
-            *KernelPath::supported()
-                .last()
-                .unwrap_or(&KernelPath::Scalar)
-        })
+        *BEST.get_or_init(|| *KernelPath::supported().last().unwrap_or(&KernelPath::Scalar))
     }
 }
 
@@ -173,10 +157,7 @@ impl Compute {
     /// Sets how many threads the kernels may use (1 to [`MAX_THREADS`]).
     pub fn set_threads(n: usize) -> crate::Result<()> {
         if n == 0 || n > MAX_THREADS {
-            return Err(crate::Error::argument(
-                "set_threads",
-                format!("thread count must be between 1 and {MAX_THREADS}, got {n}"),
-            ));
+            return Err(crate::Error::argument("set_threads", format!("thread count must be between 1 and {MAX_THREADS}, got {n}")));
         }
         THREADS.with(|t| t.set(n));
         Ok(())
@@ -192,10 +173,7 @@ impl Compute {
     pub fn set_path(path: Option<KernelPath>) -> crate::Result<()> {
         if let Some(p) = path {
             if !p.is_supported() {
-                return Err(crate::Error::argument(
-                    "set_path",
-                    format!("kernel path {p} is not supported by this CPU"),
-                ));
+                return Err(crate::Error::argument("set_path", format!("kernel path {p} is not supported by this CPU")));
             }
         }
         PATH.with(|c| c.set(path));
@@ -209,11 +187,7 @@ impl Compute {
 
     /// The current settings as one value, to hand to kernels.
     pub fn settings() -> Settings {
-        Settings {
-            mode: Compute::mode(),
-            threads: Compute::threads(),
-            path: Compute::path(),
-        }
+        Settings { mode: Compute::mode(), threads: Compute::threads(), path: Compute::path() }
     }
 
     /// Runs `f` with the given settings on this thread, restoring the previous ones after.
@@ -281,23 +255,12 @@ pub fn for_each_chunk(threads: usize, chunks: usize, f: impl Fn(usize) + Sync + 
 /// and runs `f(chunk_index, chunk)` for each, on `threads` threads.
 ///
 /// `chunk_len` must be a function of the kernel and the shape only, never of `threads`.
-pub fn for_each_chunk_mut<T: Send>(
-    threads: usize,
-    data: &mut [T],
-    chunk_len: usize,
-    f: impl Fn(usize, &mut [T]) + Sync + Send,
-) {
+pub fn for_each_chunk_mut<T: Send>(threads: usize, data: &mut [T], chunk_len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let chunk_len = chunk_len.max(1);
     if threads <= 1 || data.len() <= chunk_len {
-        data.chunks_mut(chunk_len)
-            .enumerate()
-            .for_each(|(i, c)| f(i, c));
+        data.chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c));
         return;
     }
     use rayon::prelude::*;
-    pool(threads).install(|| {
-        data.par_chunks_mut(chunk_len)
-            .enumerate()
-            .for_each(|(i, c)| f(i, c))
-    });
+    pool(threads).install(|| data.par_chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c)));
 }

@@ -63,7 +63,9 @@ pub enum Error {
         op: &'static str,
     },
     /// A saved tensor was modified in place between forward and backward.
-    #[error("backward: saved tensor `{slot}` of `{op}` was modified in place after the forward pass (version {saved} when saved, {now} now)")]
+    #[error(
+        "backward: saved tensor `{slot}` of `{op}` was modified in place after the forward pass (version {saved} when saved, {now} now)"
+    )]
     TensorVersion {
         /// The operator whose record holds the tensor.
         op: &'static str,
@@ -79,19 +81,12 @@ pub enum Error {
 impl Error {
     /// A [`Error::Shape`] error.
     pub fn shape(op: &'static str, shapes: &[&[usize]], msg: impl Into<String>) -> Error {
-        Error::Shape {
-            op,
-            shapes: shapes.iter().map(|s| s.to_vec()).collect(),
-            msg: msg.into(),
-        }
+        Error::Shape { op, shapes: shapes.iter().map(|s| s.to_vec()).collect(), msg: msg.into() }
     }
 
     /// An [`Error::Argument`] error.
     pub fn argument(op: &'static str, msg: impl Into<String>) -> Error {
-        Error::Argument {
-            op,
-            msg: msg.into(),
-        }
+        Error::Argument { op, msg: msg.into() }
     }
 
     /// The operator the error names (empty if none was known yet).

@@ -44,7 +44,7 @@ impl Report {
 }
 
 /// Seed of the fixed weights `W`.
-const WEIGHT_SEED: u64 = 0x5EED_0F_C0FFEE;
+const WEIGHT_SEED: u64 = 0x5EED_0FC0_FFEE;
 
 fn weighted_sum(out: &Tensor, w: &[f32]) -> f64 {
     out.with_f32(|o| o.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum())
@@ -53,36 +53,19 @@ fn weighted_sum(out: &Tensor, w: &[f32]) -> f64 {
 /// Runs one case: analytic gradients by `backward`, numeric ones by central differences.
 pub fn run(case: &Case) -> Result<Report> {
     const OP: &str = "gradcheck";
-    let checked: Vec<usize> = (0..case.inputs.len())
-        .filter(|&i| case.inputs[i].needs_grad())
-        .collect();
+    let checked: Vec<usize> = (0..case.inputs.len()).filter(|&i| case.inputs[i].needs_grad()).collect();
     if checked.is_empty() {
-        return Err(Error::argument(
-            OP,
-            format!("case `{}` has no input that requires gradients", case.name),
-        ));
+        return Err(Error::argument(OP, format!("case `{}` has no input that requires gradients", case.name)));
     }
     // Fresh leaves so repeated runs do not accumulate into the case's tensors.
     let inputs: Vec<Tensor> = case
         .inputs
         .iter()
-        .map(|t| {
-            if t.needs_grad() {
-                crate::kernels::basic::copy_contiguous(t).requires_grad()
-            } else {
-                Ok(t.clone())
-            }
-        })
+        .map(|t| if t.needs_grad() { crate::kernels::basic::copy_contiguous(t).requires_grad() } else { Ok(t.clone()) })
         .collect::<Result<_>>()?;
     let out = (case.f)(&inputs)?;
     if !out.needs_grad() {
-        return Err(Error::argument(
-            OP,
-            format!(
-                "case `{}`: the output does not depend on a checked input",
-                case.name
-            ),
-        ));
+        return Err(Error::argument(OP, format!("case `{}`: the output does not depend on a checked input", case.name)));
     }
     let w = Tensor::randn(out.shape(), WEIGHT_SEED)?;
     let wv = w.to_vec();
@@ -95,22 +78,13 @@ pub fn run(case: &Case) -> Result<Report> {
             None => vec![0.0; inputs[i].numel()],
         };
         let base = inputs[i].to_vec();
-        let mut rep = InputReport {
-            index: i,
-            worst_abs: 0.0,
-            worst_rel: 0.0,
-            failures: 0,
-        };
+        let mut rep = InputReport { index: i, worst_abs: 0.0, worst_rel: 0.0, failures: 0 };
         for e in 0..base.len() {
             let eval = |v: f32| -> Result<f64> {
                 let mut x = base.clone();
                 x[e] = v;
                 let xt = Tensor::from_vec(x, inputs[i].shape())?;
-                let args: Vec<Tensor> = inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| if j == i { xt.clone() } else { t.detach() })
-                    .collect();
+                let args: Vec<Tensor> = inputs.iter().enumerate().map(|(j, t)| if j == i { xt.clone() } else { t.detach() }).collect();
                 let y = no_grad(|| (case.f)(&args))?;
                 Ok(weighted_sum(&y, &wv))
             };
@@ -122,7 +96,8 @@ pub fn run(case: &Case) -> Result<Report> {
             let rel = abs / numeric.abs().max(a.abs()).max(1e-6);
             rep.worst_abs = rep.worst_abs.max(abs);
             rep.worst_rel = rep.worst_rel.max(rel);
-            if !(abs <= case.atol + case.rtol * numeric.abs()) {
+            let within = abs <= case.atol + case.rtol * numeric.abs();
+            if !within {
                 rep.failures += 1;
             }
         }

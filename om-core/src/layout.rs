@@ -31,27 +31,13 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank {
-            a[i + a.len() - rank]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= rank {
-            b[i + b.len() - rank]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            _ => {
-                return Err(Error::shape(
-                    op,
-                    &[a, b],
-                    format!("dimension {i} of the broadcast does not match ({da} vs {db})"),
-                ))
-            }
+            _ => return Err(Error::shape(op, &[a, b], format!("dimension {i} of the broadcast does not match ({da} vs {db})"))),
         };
     }
     Ok(out)
@@ -61,24 +47,11 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 /// (0 on broadcast dimensions). The caller has checked that the shapes broadcast.
 pub fn broadcast_strides(shape: &[usize], strides: &[usize], out_shape: &[usize]) -> Vec<usize> {
     let lead = out_shape.len() - shape.len();
-    (0..out_shape.len())
-        .map(|i| {
-            if i < lead || shape[i - lead] == 1 && out_shape[i] != 1 {
-                0
-            } else {
-                strides[i - lead]
-            }
-        })
-        .collect()
+    (0..out_shape.len()).map(|i| if i < lead || shape[i - lead] == 1 && out_shape[i] != 1 { 0 } else { strides[i - lead] }).collect()
 }
 
 /// Normalises `axis` in `-rank..rank` (or `-(rank+1)..=rank` when `inclusive`, for insertion).
-pub fn normalize_axis(
-    op: &'static str,
-    axis: isize,
-    rank: usize,
-    inclusive: bool,
-) -> Result<usize> {
+pub fn normalize_axis(op: &'static str, axis: isize, rank: usize, inclusive: bool) -> Result<usize> {
     let n = rank as isize + isize::from(inclusive);
     let a = if axis < 0 { axis + n } else { axis };
     if a < 0 || a >= n {
@@ -99,7 +72,7 @@ pub fn for_each_row<const K: usize>(
     offsets: [usize; K],
     mut f: impl FnMut([usize; K], usize, [usize; K]),
 ) {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return;
     }
     // Merge dimensions (drop size-1 dims, fuse i with i+1 when stride[i] == stride[i+1]*dim[i+1]).
@@ -155,12 +128,7 @@ pub fn for_each_row<const K: usize>(
 }
 
 /// Visits the storage offset of every element of a strided layout in row-major order.
-pub fn for_each_offset(
-    shape: &[usize],
-    strides: &[usize],
-    offset: usize,
-    mut f: impl FnMut(usize),
-) {
+pub fn for_each_offset(shape: &[usize], strides: &[usize], offset: usize, mut f: impl FnMut(usize)) {
     for_each_row(shape, [strides], [offset], |[start], len, [step]| {
         for i in 0..len {
             f(start + i * step);
@@ -192,15 +160,9 @@ mod tests {
 
     #[test]
     fn broadcast_rules() {
-        assert_eq!(
-            broadcast_shapes("t", &[2, 1, 3], &[4, 1]).unwrap(),
-            vec![2, 4, 3]
-        );
+        assert_eq!(broadcast_shapes("t", &[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
         assert!(broadcast_shapes("t", &[2, 3], &[4]).is_err());
-        assert_eq!(
-            broadcast_strides(&[1, 3], &[3, 1], &[2, 2, 3]),
-            vec![0, 0, 1]
-        );
+        assert_eq!(broadcast_strides(&[1, 3], &[3, 1], &[2, 2, 3]), vec![0, 0, 1]);
     }
 
     #[test]

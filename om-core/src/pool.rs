@@ -157,14 +157,11 @@ pub struct F64Scratch {
 impl F64Scratch {
     /// `len` zeros.
     pub fn zeroed(len: usize) -> F64Scratch {
-        F64Scratch {
-            buf: Buffer::zeroed(len * 8),
-            len,
-        }
+        F64Scratch { buf: Buffer::zeroed(len * 8), len }
     }
 
     /// The values.
-    pub fn as_mut(&mut self) -> &mut [f64] {
+    pub fn values(&mut self) -> &mut [f64] {
         &mut self.buf.f64_mut()[..self.len]
     }
 }
@@ -178,10 +175,7 @@ mod tests {
         for blocks in 1..5000 {
             let c = size_class(blocks);
             assert!(c >= blocks, "{blocks} -> {c}");
-            assert!(
-                c * 4 <= blocks * 5 + 4 * 4,
-                "{blocks} -> {c} wastes too much"
-            );
+            assert!(c * 4 <= blocks * 5 + 4 * 4, "{blocks} -> {c} wastes too much");
             assert_eq!(size_class(c), c, "classes are fixed points");
         }
     }

@@ -64,19 +64,8 @@ impl Case {
     pub const RTOL: f64 = 2e-3;
 
     /// A case with the default step and tolerances.
-    pub fn new(
-        name: impl Into<String>,
-        inputs: Vec<Tensor>,
-        f: impl Fn(&[Tensor]) -> Result<Tensor> + Send + Sync + 'static,
-    ) -> Case {
-        Case {
-            name: name.into(),
-            inputs,
-            f: Box::new(f),
-            eps: Case::EPS,
-            atol: Case::ATOL,
-            rtol: Case::RTOL,
-        }
+    pub fn new(name: impl Into<String>, inputs: Vec<Tensor>, f: impl Fn(&[Tensor]) -> Result<Tensor> + Send + Sync + 'static) -> Case {
+        Case { name: name.into(), inputs, f: Box::new(f), eps: Case::EPS, atol: Case::ATOL, rtol: Case::RTOL }
     }
 
     /// Overrides the step and tolerances; `why` documents the reason in the source.
@@ -110,9 +99,7 @@ impl Case {
                 }
             })
             .collect();
-        Tensor::from_vec(v, shape)
-            .and_then(|t| t.requires_grad())
-            .unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
+        Tensor::from_vec(v, shape).and_then(|t| t.requires_grad()).unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
     }
 }
 
@@ -120,11 +107,7 @@ impl Case {
 pub fn entries() -> std::result::Result<Vec<&'static OpEntry>, Vec<&'static str>> {
     let mut v: Vec<&'static OpEntry> = inventory::iter::<OpEntry>.into_iter().collect();
     v.sort_by_key(|e| e.name);
-    let dups: Vec<&'static str> = v
-        .windows(2)
-        .filter(|w| w[0].name == w[1].name)
-        .map(|w| w[0].name)
-        .collect();
+    let dups: Vec<&'static str> = v.windows(2).filter(|w| w[0].name == w[1].name).map(|w| w[0].name).collect();
     if dups.is_empty() {
         Ok(v)
     } else {
@@ -163,40 +146,58 @@ pub const SPEC_ROWS: &[(&str, &[&str])] = &[
     ("NllLoss", &["nll_loss"]),
     ("CrossEntropy", &["cross_entropy"]),
     ("Attention", &["attention"]),
-    (
-        "Views",
-        &[
-            "slice",
-            "select",
-            "permute",
-            "transpose",
-            "reshape",
-            "squeeze",
-            "unsqueeze",
-            "contiguous",
-            "expand",
-            "flip",
-            "cast",
-        ],
-    ),
+    ("Views", &["slice", "select", "permute", "transpose", "reshape", "squeeze", "unsqueeze", "contiguous", "expand", "flip", "cast"]),
 ];
 
 /// Every operator name the spec requires, in [`SPEC_ROWS`] order.
 pub fn spec_names() -> Vec<&'static str> {
-    SPEC_ROWS
-        .iter()
-        .flat_map(|(_, names)| names.iter().copied())
-        .collect()
+    SPEC_ROWS.iter().flat_map(|(_, names)| names.iter().copied()).collect()
 }
 
 /// Spec operator names with no registered operator yet.
 pub fn missing_spec_names() -> Vec<&'static str> {
-    let have: Vec<&str> = inventory::iter::<OpEntry>
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
-    spec_names()
-        .into_iter()
-        .filter(|n| !have.contains(n))
-        .collect()
+    let have: Vec<&str> = inventory::iter::<OpEntry>.into_iter().map(|e| e.name).collect();
+    spec_names().into_iter().filter(|n| !have.contains(n)).collect()
+}
+
+/// The registry as the Markdown document kept in `docs/ops.md` (printed by `om ops`).
+pub fn markdown() -> String {
+    let mut s = String::from(
+        "# Operators\n\nGenerated from the registry by `om ops`; do not edit by hand (a test compares this file with the registry).\n\
+         Each row is one `#[op]` declaration in `om-ops`; `cases` counts its registered gradient-check cases.\n\n\
+         | op | kind | inputs | saved | attrs | cases |\n|---|---|---|---|---|---|\n",
+    );
+    let entries = match entries() {
+        Ok(e) => e,
+        Err(dups) => return format!("error: operators registered more than once: {dups:?}\n"),
+    };
+    let list = |v: &[&str]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    for e in entries {
+        let kind = match e.kind {
+            OpKind::Primitive => "primitive",
+            OpKind::Composition => "composition",
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            e.name,
+            kind,
+            list(e.inputs),
+            list(e.saved),
+            list(e.attrs).replace('|', "\\|"),
+            (e.cases)().len()
+        ));
+    }
+    let missing = missing_spec_names();
+    s.push_str("\n## Spec rows not built yet\n\n");
+    if missing.is_empty() {
+        s.push_str("None: every operator row of spec section 5 is registered.\n");
+    } else {
+        for (row, names) in SPEC_ROWS {
+            let m: Vec<&str> = names.iter().copied().filter(|n| missing.contains(n)).collect();
+            if !m.is_empty() {
+                s.push_str(&format!("- {row}: {}\n", m.join(", ")));
+            }
+        }
+    }
+    s
 }

@@ -10,10 +10,7 @@ pub struct Rng {
 impl Rng {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng {
-            state: seed ^ 0x9E37_79B9_7F4A_7C15,
-            spare: None,
-        }
+        Rng { state: seed ^ 0x9E37_79B9_7F4A_7C15, spare: None }
     }
 
     /// The next 64 random bits.

@@ -19,12 +19,7 @@ impl Storage {
     /// Wraps a pooled buffer holding `len` elements of `dtype`.
     pub fn new(buffer: Buffer, len: usize, dtype: DType) -> Storage {
         debug_assert!(buffer.capacity_bytes() >= len * dtype.size());
-        Storage {
-            data: RwLock::new(buffer),
-            len,
-            dtype,
-            version: AtomicU64::new(0),
-        }
+        Storage { data: RwLock::new(buffer), len, dtype, version: AtomicU64::new(0) }
     }
 
     /// Elements held.

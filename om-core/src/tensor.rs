@@ -33,11 +33,7 @@ pub struct Tensor(pub(crate) Arc<Inner>);
 fn check_len(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
     match layout::checked_numel(shape) {
         Some(n) if n == len => Ok(()),
-        Some(n) => Err(Error::shape(
-            op,
-            &[shape],
-            format!("{len} values do not fill a shape of {n} elements"),
-        )),
+        Some(n) => Err(Error::shape(op, &[shape], format!("{len} values do not fill a shape of {n} elements"))),
         None => Err(Error::shape(op, &[shape], "the element count overflows")),
     }
 }
@@ -45,54 +41,25 @@ fn check_len(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
 impl Tensor {
     // ----- construction -----
 
-    pub(crate) fn from_storage(
-        storage: Arc<Storage>,
-        shape: Vec<usize>,
-        strides: Vec<usize>,
-        offset: usize,
-    ) -> Tensor {
-        Tensor(Arc::new(Inner {
-            storage,
-            shape,
-            strides,
-            offset,
-            meta: Arc::new(Mutex::new(Meta::default())),
-        }))
+    pub(crate) fn from_storage(storage: Arc<Storage>, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+        Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Arc::new(Mutex::new(Meta::default())) }))
     }
 
     /// A contiguous tensor of `shape` whose values `fill` writes (it receives exactly
     /// `numel` elements, initially holding unspecified values).
-    pub fn build_f32(
-        shape: &[usize],
-        fill: impl FnOnce(&mut [f32]) -> Result<()>,
-    ) -> Result<Tensor> {
-        let n = layout::checked_numel(shape)
-            .ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
+    pub fn build_f32(shape: &[usize], fill: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<Tensor> {
+        let n = layout::checked_numel(shape).ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
         let mut buf = Buffer::new(n * 4);
         fill(&mut buf.f32_mut()[..n])?;
-        Ok(Tensor::from_storage(
-            Arc::new(Storage::new(buf, n, DType::F32)),
-            shape.to_vec(),
-            contiguous_strides(shape),
-            0,
-        ))
+        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape.to_vec(), contiguous_strides(shape), 0))
     }
 
     /// Like [`Tensor::build_f32`] for an `i32` tensor.
-    pub fn build_i32(
-        shape: &[usize],
-        fill: impl FnOnce(&mut [i32]) -> Result<()>,
-    ) -> Result<Tensor> {
-        let n = layout::checked_numel(shape)
-            .ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
+    pub fn build_i32(shape: &[usize], fill: impl FnOnce(&mut [i32]) -> Result<()>) -> Result<Tensor> {
+        let n = layout::checked_numel(shape).ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
         let mut buf = Buffer::new(n * 4);
         fill(&mut buf.i32_mut()[..n])?;
-        Ok(Tensor::from_storage(
-            Arc::new(Storage::new(buf, n, DType::I32)),
-            shape.to_vec(),
-            contiguous_strides(shape),
-            0,
-        ))
+        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), shape.to_vec(), contiguous_strides(shape), 0))
     }
 
     /// A tensor holding `data` in row-major order.
@@ -166,10 +133,7 @@ impl Tensor {
     /// Uniform values in `[lo, hi)` from a fixed generator seeded with `seed`.
     pub fn rand_uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-            return Err(Error::argument(
-                "rand_uniform",
-                format!("need finite lo < hi, got [{lo}, {hi})"),
-            ));
+            return Err(Error::argument("rand_uniform", format!("need finite lo < hi, got [{lo}, {hi})")));
         }
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
@@ -325,11 +289,7 @@ impl Tensor {
     /// The single value of a one-element tensor.
     pub fn item(&self) -> Result<f32> {
         if self.numel() != 1 {
-            return Err(Error::shape(
-                "item",
-                &[self.shape()],
-                "item() needs exactly one element",
-            ));
+            return Err(Error::shape("item", &[self.shape()], "item() needs exactly one element"));
         }
         Ok(self.with_f32(|s| s[0]))
     }
@@ -355,18 +315,10 @@ impl Tensor {
     /// The tensor must be contiguous and `f32`.
     pub fn update_f32(&self, op: &'static str, f: impl FnOnce(&mut [f32])) -> Result<()> {
         if self.dtype() != DType::F32 {
-            return Err(Error::DType {
-                op,
-                arg: "self",
-                expected: DType::F32,
-                got: self.dtype(),
-            });
+            return Err(Error::DType { op, arg: "self", expected: DType::F32, got: self.dtype() });
         }
         if !self.is_contiguous() {
-            return Err(Error::argument(
-                op,
-                "in-place updates need a contiguous tensor",
-            ));
+            return Err(Error::argument(op, "in-place updates need a contiguous tensor"));
         }
         let n = self.numel();
         let mut storage = self.0.storage.write();
@@ -382,11 +334,7 @@ impl Tensor {
     /// Copies `src` (same shape) into this tensor in place.
     pub fn copy_(&self, src: &Tensor) -> Result<()> {
         if src.shape() != self.shape() {
-            return Err(Error::shape(
-                "copy_",
-                &[self.shape(), src.shape()],
-                "copy_ needs equal shapes",
-            ));
+            return Err(Error::shape("copy_", &[self.shape(), src.shape()], "copy_ needs equal shapes"));
         }
         if self.shares_storage(src) {
             let c = src.to_contiguous();
@@ -415,19 +363,11 @@ impl Tensor {
     /// Turns gradient tracking of a leaf on or off.
     pub fn set_requires_grad(&self, on: bool) -> Result<()> {
         if on && self.dtype() != DType::F32 {
-            return Err(Error::DType {
-                op: "requires_grad",
-                arg: "self",
-                expected: DType::F32,
-                got: self.dtype(),
-            });
+            return Err(Error::DType { op: "requires_grad", arg: "self", expected: DType::F32, got: self.dtype() });
         }
         let mut m = self.meta();
         if m.grad_fn.is_some() {
-            return Err(Error::argument(
-                "requires_grad",
-                "only leaves can change requires_grad; call .detach() first to make a new leaf",
-            ));
+            return Err(Error::argument("requires_grad", "only leaves can change requires_grad; call .detach() first to make a new leaf"));
         }
         m.requires_grad = on;
         Ok(())
@@ -474,11 +414,7 @@ impl Tensor {
 
     /// A handle on the same storage with no autograd history.
     pub fn detach(&self) -> Tensor {
-        self.view_as(
-            self.shape().to_vec(),
-            self.strides().to_vec(),
-            self.offset(),
-        )
+        self.view_as(self.shape().to_vec(), self.strides().to_vec(), self.offset())
     }
 
     /// Back-propagates from this one-element tensor (seed 1) and releases the graph.

@@ -14,8 +14,11 @@ pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {
     let module: ItemMod = match syn::parse2(item.clone()) {
         Ok(m) => m,
         Err(_) => {
-            let e = syn::Error::new_spanned(&item, "#[op] goes on an inline module: `mod name { fn forward(..) .. fn backward(..) .. fn cases() .. }`")
-                .to_compile_error();
+            let e = syn::Error::new_spanned(
+                &item,
+                "#[op] goes on an inline module: `mod name { fn forward(..) .. fn backward(..) .. fn cases() .. }`",
+            )
+            .to_compile_error();
             return quote! { #item #e };
         }
     };
@@ -45,11 +48,7 @@ fn summary(attrs: &[Attribute]) -> String {
     for a in attrs {
         if let syn::Meta::NameValue(nv) = &a.meta {
             if nv.path.is_ident("doc") {
-                if let syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) = &nv.value
-                {
+                if let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value {
                     let t = s.value().trim().to_string();
                     if !t.is_empty() {
                         return t;
@@ -85,18 +84,8 @@ fn generate(op: &Op) -> TokenStream {
             _ => None,
         })
         .collect();
-    let attr_strs: Vec<String> = op
-        .args
-        .attrs
-        .iter()
-        .map(|a| {
-            format!(
-                "{}: {}",
-                a.name,
-                a.ty.to_token_stream().to_string().replace(' ', "")
-            )
-        })
-        .collect();
+    let attr_strs: Vec<String> =
+        op.args.attrs.iter().map(|a| format!("{}: {}", a.name, a.ty.to_token_stream().to_string().replace(' ', ""))).collect();
     let saved_strs: Vec<String> = op
         .args
         .saved
@@ -139,11 +128,7 @@ fn generate(op: &Op) -> TokenStream {
     for s in &op.args.saved {
         let f = &s.name;
         let fs = f.to_string();
-        let optional_input = op
-            .inputs
-            .iter()
-            .find(|i| &i.name == f)
-            .is_some_and(|i| i.kind == InputKind::Optional);
+        let optional_input = op.inputs.iter().find(|i| &i.name == f).is_some_and(|i| i.kind == InputKind::Optional);
         let source = if fs == "out" {
             quote!(::core::option::Option::Some(&__out))
         } else if s.owned {
@@ -158,15 +143,15 @@ fn generate(op: &Op) -> TokenStream {
             owned_fields.push(quote! { pub #f: ::om_core::Tensor });
         }
         if is_option {
-            checks.push(
-                quote! { if let ::core::option::Option::Some(s) = &self.#f { s.check(NAME)?; } },
-            );
+            checks.push(quote! { if let ::core::option::Option::Some(s) = &self.#f { s.check(NAME)?; } });
             let cond = match &s.cond {
                 Some(c) => needs_expr(c),
                 None => quote!(true),
             };
             fields.push(quote! { pub #f: ::core::option::Option<::om_core::__private::Saved> });
-            inits.push(quote! { #f: if #cond { #source.map(|t| ::om_core::__private::Saved::new(#fs, t)) } else { ::core::option::Option::None } });
+            inits.push(
+                quote! { #f: if #cond { #source.map(|t| ::om_core::__private::Saved::new(#fs, t)) } else { ::core::option::Option::None } },
+            );
             let why = match &s.cond {
                 Some(c) => format!("saved slot `{fs}` of `{name}` was not recorded (it is saved only when `{c}` needs a gradient)"),
                 None => format!("saved slot `{fs}` of `{name}` is absent (the optional input was not given)"),
@@ -211,10 +196,7 @@ fn generate(op: &Op) -> TokenStream {
         .map(|(i, inp)| {
             let n = &inp.name;
             let needs = format_ident!("needs_{}", n);
-            let doc1 = format!(
-                "Emits the gradient of `{}` (summed to its shape by the engine if broadcast).",
-                n
-            );
+            let doc1 = format!("Emits the gradient of `{}` (summed to its shape by the engine if broadcast).", n);
             let doc2 = format!("Whether `{}` needs a gradient.", n);
             quote! {
                 #[doc = #doc1]
@@ -235,10 +217,7 @@ fn generate(op: &Op) -> TokenStream {
             quote! { let (__out, __owned): (::om_core::Tensor, Owned) = __result; },
         )
     } else {
-        (
-            quote!(),
-            quote! { let __out: ::om_core::Tensor = __result; },
-        )
+        (quote!(), quote! { let __out: ::om_core::Tensor = __result; })
     };
     let dtype_checks: Vec<TokenStream> = op
         .inputs
@@ -255,21 +234,10 @@ fn generate(op: &Op) -> TokenStream {
         .collect();
     let wrapper_doc = format!(
         "\n\n*Operator `{name}`* — saved: {}; attributes: {}.",
-        if saved_strs.is_empty() {
-            "none".to_string()
-        } else {
-            saved_strs.join(", ")
-        },
-        if attr_strs.is_empty() {
-            "none".to_string()
-        } else {
-            attr_strs.join(", ")
-        }
+        if saved_strs.is_empty() { "none".to_string() } else { saved_strs.join(", ") },
+        if attr_strs.is_empty() { "none".to_string() } else { attr_strs.join(", ") }
     );
-    let mod_attrs_no_doc: Vec<&Attribute> = mod_attrs
-        .iter()
-        .filter(|a| !a.path().is_ident("doc"))
-        .collect();
+    let mod_attrs_no_doc: Vec<&Attribute> = mod_attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
     let mod_vis = &module.vis;
     let mod_token = &module.mod_token;
 
@@ -378,10 +346,7 @@ fn composition(op: &Op) -> TokenStream {
     let name = mod_ident.to_string();
     let summary = summary(mod_attrs);
     let doc_attrs = docs(mod_attrs);
-    let mod_attrs_no_doc: Vec<&Attribute> = mod_attrs
-        .iter()
-        .filter(|a| !a.path().is_ident("doc"))
-        .collect();
+    let mod_attrs_no_doc: Vec<&Attribute> = mod_attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
     let input_strs: Vec<String> = op.inputs.iter().map(|i| i.name.to_string()).collect();
     let call_args: Vec<_> = forward
         .sig

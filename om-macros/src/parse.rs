@@ -9,17 +9,16 @@ use syn::{bracketed, FnArg, Ident, Item, ItemMod, Pat, Token, Type};
 /// Parses the attribute arguments; duplicate keys are gathered as errors.
 pub fn args(tokens: TokenStream, errors: &mut Vec<syn::Error>) -> syn::Result<OpArgs> {
     let parser = |input: ParseStream| {
-        let mut out = OpArgs {
-            saved: Vec::new(),
-            attrs: Vec::new(),
-            composition: None,
-        };
+        let mut out = OpArgs { saved: Vec::new(), attrs: Vec::new(), composition: None };
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
             let key: Ident = input.parse()?;
             let k = key.to_string();
             if seen.contains(&k) {
-                errors.push(syn::Error::new(key.span(), format!("duplicate item `{k}` in #[op(...)]; give each of `saved`, `attrs`, `composition` once")));
+                errors.push(syn::Error::new(
+                    key.span(),
+                    format!("duplicate item `{k}` in #[op(...)]; give each of `saved`, `attrs`, `composition` once"),
+                ));
             }
             seen.push(k.clone());
             match k.as_str() {
@@ -56,11 +55,7 @@ pub fn args(tokens: TokenStream, errors: &mut Vec<syn::Error>) -> syn::Result<Op
 
 fn saved_item(input: ParseStream) -> syn::Result<SavedItem> {
     let name: Ident = input.parse()?;
-    let mut item = SavedItem {
-        name,
-        cond: None,
-        owned: false,
-    };
+    let mut item = SavedItem { name, cond: None, owned: false };
     if input.peek(Token![if]) {
         input.parse::<Token![if]>()?;
         item.cond = Some(input.parse()?);
@@ -68,7 +63,10 @@ fn saved_item(input: ParseStream) -> syn::Result<SavedItem> {
         input.parse::<Token![:]>()?;
         let kw: Ident = input.parse()?;
         if kw != "owned" {
-            return Err(syn::Error::new(kw.span(), format!("expected `owned` after `{}:`; a saved slot is `x`, `x if y`, `out` or `name: owned`", item.name)));
+            return Err(syn::Error::new(
+                kw.span(),
+                format!("expected `owned` after `{}:`; a saved slot is `x`, `x if y`, `out` or `name: owned`", item.name),
+            ));
         }
         item.owned = true;
     }
@@ -113,21 +111,8 @@ fn is_tensor_ref(ty: &Type) -> bool {
 
 /// Parses the module and its functions.
 pub fn op(args: OpArgs, module: ItemMod, errors: &mut Vec<syn::Error>) -> Op {
-    let mut op = Op {
-        args,
-        module,
-        forward: None,
-        backward: None,
-        cases: None,
-        inputs: Vec::new(),
-        params: Vec::new(),
-    };
-    let items = op
-        .module
-        .content
-        .as_ref()
-        .map(|(_, items)| items.clone())
-        .unwrap_or_default();
+    let mut op = Op { args, module, forward: None, backward: None, cases: None, inputs: Vec::new(), params: Vec::new() };
+    let items = op.module.content.as_ref().map(|(_, items)| items.clone()).unwrap_or_default();
     for item in items {
         if let Item::Fn(f) = item {
             let slot = match f.sig.ident.to_string().as_str() {
@@ -142,26 +127,17 @@ pub fn op(args: OpArgs, module: ItemMod, errors: &mut Vec<syn::Error>) -> Op {
     if let Some(f) = &op.forward {
         for arg in &f.sig.inputs {
             let FnArg::Typed(pt) = arg else {
-                errors.push(syn::Error::new_spanned(
-                    arg,
-                    "`forward` is a free function; remove `self`",
-                ));
+                errors.push(syn::Error::new_spanned(arg, "`forward` is a free function; remove `self`"));
                 continue;
             };
             let Pat::Ident(pi) = &*pt.pat else {
-                errors.push(syn::Error::new_spanned(
-                    &pt.pat,
-                    "`forward` parameters must be plain names",
-                ));
+                errors.push(syn::Error::new_spanned(&pt.pat, "`forward` parameters must be plain names"));
                 continue;
             };
             let name = pi.ident.clone();
             match input_kind(&pt.ty) {
                 Some(kind) => op.inputs.push(Input { name, kind }),
-                None => op.params.push(Param {
-                    name,
-                    ty: (*pt.ty).clone(),
-                }),
+                None => op.params.push(Param { name, ty: (*pt.ty).clone() }),
             }
         }
     }

@@ -26,10 +26,7 @@ fn required_functions(op: &Op, errors: &mut Vec<Error>) {
     let name = op_name(op);
     let span = op.module.ident.span();
     if op.module.content.is_none() {
-        errors.push(Error::new(
-            span,
-            format!("#[op] needs an inline module: `mod {name} {{ fn forward(..) .. }}`"),
-        ));
+        errors.push(Error::new(span, format!("#[op] needs an inline module: `mod {name} {{ fn forward(..) .. }}`")));
         return;
     }
     if op.forward.is_none() {
@@ -50,10 +47,7 @@ fn required_functions(op: &Op, errors: &mut Vec<Error>) {
 fn has_tensor_input(op: &Op, errors: &mut Vec<Error>) {
     if let Some(f) = &op.forward {
         if op.inputs.is_empty() {
-            errors.push(Error::new(
-                f.sig.ident.span(),
-                "`forward` takes no tensor; inputs are `&Tensor` or `Option<&Tensor>` parameters",
-            ));
+            errors.push(Error::new(f.sig.ident.span(), "`forward` takes no tensor; inputs are `&Tensor` or `Option<&Tensor>` parameters"));
         }
     }
 }
@@ -67,18 +61,21 @@ fn saved_names_are_known(op: &Op, errors: &mut Vec<Error>) {
         if !s.owned && n != "out" && !inputs.contains(&n) {
             errors.push(Error::new(
                 s.name.span(),
-                format!("`{n}` is not an input of `{name}`; saved items name an input ({}), `out`, or an owned slot `{n}: owned`", inputs.join(", ")),
+                format!(
+                    "`{n}` is not an input of `{name}`; saved items name an input ({}), `out`, or an owned slot `{n}: owned`",
+                    inputs.join(", ")
+                ),
             ));
         }
         if s.owned && (n == "out" || inputs.contains(&n)) {
-            errors.push(Error::new(
-                s.name.span(),
-                format!("owned slot `{n}` clashes with an input or `out`; give it its own name"),
-            ));
+            errors.push(Error::new(s.name.span(), format!("owned slot `{n}` clashes with an input or `out`; give it its own name")));
         }
         if let Some(c) = &s.cond {
             if !inputs.contains(&c.to_string()) {
-                errors.push(Error::new(c.span(), format!("`if {c}`: `{c}` is not an input of `{name}`; the condition names the input whose gradient needs this slot")));
+                errors.push(Error::new(
+                    c.span(),
+                    format!("`if {c}`: `{c}` is not an input of `{name}`; the condition names the input whose gradient needs this slot"),
+                ));
             }
         }
     }
@@ -90,10 +87,7 @@ fn saved_names_are_unique(op: &Op, errors: &mut Vec<Error>) {
     for s in &op.args.saved {
         let n = s.name.to_string();
         if seen.contains(&n) {
-            errors.push(Error::new(
-                s.name.span(),
-                format!("`{n}` is saved twice; list each slot once"),
-            ));
+            errors.push(Error::new(s.name.span(), format!("`{n}` is saved twice; list each slot once")));
         }
         seen.push(n);
     }
@@ -110,7 +104,15 @@ fn attrs_match_forward(op: &Op, errors: &mut Vec<Error>) {
     }
     for a in &op.args.attrs {
         match op.params.iter().find(|p| p.name == a.name) {
-            None => errors.push(Error::new(a.name.span(), format!("attribute `{}` is not a parameter of `forward`; add `{}: {}` after the tensor inputs", a.name, a.name, type_string(&a.ty)))),
+            None => errors.push(Error::new(
+                a.name.span(),
+                format!(
+                    "attribute `{}` is not a parameter of `forward`; add `{}: {}` after the tensor inputs",
+                    a.name,
+                    a.name,
+                    type_string(&a.ty)
+                ),
+            )),
             Some(p) if type_string(&p.ty) != type_string(&a.ty) => errors.push(Error::new(
                 a.ty.span(),
                 format!("attribute `{}` is declared `{}` but `forward` takes `{}`", a.name, type_string(&a.ty), type_string(&p.ty)),
@@ -168,15 +170,9 @@ fn composition_has_no_record(op: &Op, errors: &mut Vec<Error>) {
         return;
     };
     if !op.args.saved.is_empty() {
-        errors.push(Error::new(
-            span,
-            "a composition has no record, so it saves nothing; remove `saved = [..]`",
-        ));
+        errors.push(Error::new(span, "a composition has no record, so it saves nothing; remove `saved = [..]`"));
     }
     if let Some(b) = &op.backward {
-        errors.push(Error::new(
-            b.sig.ident.span(),
-            "a composition gets its gradient from the operators it calls; remove `fn backward`",
-        ));
+        errors.push(Error::new(b.sig.ident.span(), "a composition gets its gradient from the operators it calls; remove `fn backward`"));
     }
 }

@@ -8,54 +8,21 @@ use om_core::{Case, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &[
-    "add", "sub", "mul", "div", "neg", "relu", "sigmoid", "tanh", "gelu",
-];
+pub const NAMES: &[&str] = &["add", "sub", "mul", "div", "neg", "relu", "sigmoid", "tanh", "gelu"];
 
 /// The standard cases of a binary operator: equal shapes, broadcasting both ways, a
 /// transposed operand and a strided (every other column) operand.
 fn binary_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>, lo: f32, hi: f32) -> Vec<Case> {
     vec![
-        Case::new(
-            "same_shape",
-            vec![
-                Case::input(&[2, 3], lo, hi, 1),
-                Case::input(&[2, 3], lo, hi, 2),
-            ],
-            move |x| f(&x[0], &x[1]),
-        ),
-        Case::new(
-            "broadcast_row",
-            vec![
-                Case::input(&[3, 4], lo, hi, 3),
-                Case::input(&[4], lo, hi, 4),
-            ],
-            move |x| f(&x[0], &x[1]),
-        ),
-        Case::new(
-            "broadcast_both",
-            vec![
-                Case::input(&[2, 1, 3], lo, hi, 5),
-                Case::input(&[4, 1], lo, hi, 6),
-            ],
-            move |x| f(&x[0], &x[1]),
-        ),
-        Case::new(
-            "transposed",
-            vec![
-                Case::input(&[3, 2], lo, hi, 7),
-                Case::input(&[2, 3], lo, hi, 8),
-            ],
-            move |x| f(&crate::transpose(&x[0], 0, 1)?, &x[1]),
-        ),
-        Case::new(
-            "strided",
-            vec![
-                Case::input(&[2, 6], lo, hi, 9),
-                Case::input(&[2, 3], lo, hi, 10),
-            ],
-            move |x| f(&crate::slice(&x[0], 1, 0, 6, 2)?, &x[1]),
-        ),
+        Case::new("same_shape", vec![Case::input(&[2, 3], lo, hi, 1), Case::input(&[2, 3], lo, hi, 2)], move |x| f(&x[0], &x[1])),
+        Case::new("broadcast_row", vec![Case::input(&[3, 4], lo, hi, 3), Case::input(&[4], lo, hi, 4)], move |x| f(&x[0], &x[1])),
+        Case::new("broadcast_both", vec![Case::input(&[2, 1, 3], lo, hi, 5), Case::input(&[4, 1], lo, hi, 6)], move |x| f(&x[0], &x[1])),
+        Case::new("transposed", vec![Case::input(&[3, 2], lo, hi, 7), Case::input(&[2, 3], lo, hi, 8)], move |x| {
+            f(&crate::transpose(&x[0], 0, 1)?, &x[1])
+        }),
+        Case::new("strided", vec![Case::input(&[2, 6], lo, hi, 9), Case::input(&[2, 3], lo, hi, 10)], move |x| {
+            f(&crate::slice(&x[0], 1, 0, 6, 2)?, &x[1])
+        }),
     ]
 }
 
@@ -63,12 +30,8 @@ fn binary_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>, lo: f32, hi: f32) -> 
 fn unary_cases(f: fn(&Tensor) -> Result<Tensor>, input: fn(&[usize], u64) -> Tensor) -> Vec<Case> {
     vec![
         Case::new("contiguous", vec![input(&[3, 4], 1)], move |x| f(&x[0])),
-        Case::new("transposed", vec![input(&[4, 3], 2)], move |x| {
-            f(&crate::transpose(&x[0], 0, 1)?)
-        }),
-        Case::new("strided", vec![input(&[3, 8], 3)], move |x| {
-            f(&crate::slice(&x[0], 1, 1, 8, 3)?)
-        }),
+        Case::new("transposed", vec![input(&[4, 3], 2)], move |x| f(&crate::transpose(&x[0], 0, 1)?)),
+        Case::new("strided", vec![input(&[3, 8], 3)], move |x| f(&crate::slice(&x[0], 1, 1, 8, 3)?)),
     ]
 }
 
@@ -164,14 +127,9 @@ pub mod div {
     fn cases() -> Vec<Case> {
         // Divisors stay in [1, 2) (the pole at 0 is avoided); numerators in [-1, 1).
         let mut cases = binary_cases(super::div, 1.0, 2.0);
-        cases.push(Case::new(
-            "negative_divisor",
-            vec![
-                Case::input(&[2, 3], -1.0, 1.0, 11),
-                Case::input(&[3], -2.0, -1.0, 12),
-            ],
-            |x| super::div(&x[0], &x[1]),
-        ));
+        cases.push(Case::new("negative_divisor", vec![Case::input(&[2, 3], -1.0, 1.0, 11), Case::input(&[3], -2.0, -1.0, 12)], |x| {
+            super::div(&x[0], &x[1])
+        }));
         cases
     }
 }
@@ -207,20 +165,13 @@ pub mod relu {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary(
-            NAME,
-            g,
-            r.out(),
-            |g, y| if y > 0.0 { g } else { 0.0 },
-        )?);
+        d.x(binary(NAME, g, r.out(), |g, y| if y > 0.0 { g } else { 0.0 })?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
         // Inputs keep 0.1 away from the kink at 0.
-        unary_cases(super::relu, |s, seed| {
-            Case::input_away_from_zero(s, 0.1, 1.0, seed)
-        })
+        unary_cases(super::relu, |s, seed| Case::input_away_from_zero(s, 0.1, 1.0, seed))
     }
 }
 
@@ -297,21 +248,13 @@ pub mod gelu {
     fn cases() -> Vec<Case> {
         let mut cases = Vec::new();
         for (form, tag) in [(GeluForm::Erf, "erf"), (GeluForm::Tanh, "tanh")] {
-            cases.push(Case::new(
-                format!("{tag}_contiguous"),
-                vec![Case::input(&[3, 4], -3.0, 3.0, 1)],
-                move |x| super::gelu(&x[0], form),
-            ));
-            cases.push(Case::new(
-                format!("{tag}_transposed"),
-                vec![Case::input(&[4, 3], -3.0, 3.0, 2)],
-                move |x| super::gelu(&crate::transpose(&x[0], 0, 1)?, form),
-            ));
-            cases.push(Case::new(
-                format!("{tag}_strided"),
-                vec![Case::input(&[3, 8], -3.0, 3.0, 3)],
-                move |x| super::gelu(&crate::slice(&x[0], 1, 1, 8, 3)?, form),
-            ));
+            cases.push(Case::new(format!("{tag}_contiguous"), vec![Case::input(&[3, 4], -3.0, 3.0, 1)], move |x| super::gelu(&x[0], form)));
+            cases.push(Case::new(format!("{tag}_transposed"), vec![Case::input(&[4, 3], -3.0, 3.0, 2)], move |x| {
+                super::gelu(&crate::transpose(&x[0], 0, 1)?, form)
+            }));
+            cases.push(Case::new(format!("{tag}_strided"), vec![Case::input(&[3, 8], -3.0, 3.0, 3)], move |x| {
+                super::gelu(&crate::slice(&x[0], 1, 1, 8, 3)?, form)
+            }));
         }
         cases
     }

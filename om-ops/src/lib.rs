@@ -12,20 +12,12 @@ pub mod views;
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::matmul;
 pub use reduce::{mean, sum};
-pub use views::{
-    cast, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze,
-};
+pub use views::{cast, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
 pub use om_core::{Error, Result, Tensor};
 
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [
-        elementwise::NAMES,
-        linalg::NAMES,
-        reduce::NAMES,
-        views::NAMES,
-    ]
-    .concat()
+    [elementwise::NAMES, linalg::NAMES, reduce::NAMES, views::NAMES].concat()
 }

@@ -17,11 +17,7 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (m, k) = (a.shape()[ra - 2], a.shape()[ra - 1]);
     let (k2, n) = (b.shape()[rb - 2], b.shape()[rb - 1]);
     if k != k2 {
-        return Err(Error::shape(
-            op,
-            &[a.shape(), b.shape()],
-            format!("inner dimensions differ ({k} vs {k2})"),
-        ));
+        return Err(Error::shape(op, &[a.shape(), b.shape()], format!("inner dimensions differ ({k} vs {k2})")));
     }
     let batch = broadcast_shapes(op, &a.shape()[..ra - 2], &b.shape()[..rb - 2])?;
     let nb: usize = batch.iter().product();
@@ -38,18 +34,7 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         b_c.with_f32(|bv| {
             Tensor::build_f32(&out_shape, |out| {
                 for i in 0..nb {
-                    gemm(
-                        settings,
-                        m,
-                        k,
-                        n,
-                        &av[i * m * k..],
-                        k,
-                        &bv[i * k * n..],
-                        n,
-                        &mut out[i * m * n..],
-                        n,
-                    );
+                    gemm(settings, m, k, n, &av[i * m * k..], k, &bv[i * k * n..], n, &mut out[i * m * n..], n);
                 }
                 Ok(())
             })
@@ -68,31 +53,14 @@ pub mod matmul {
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         for (arg, t) in [("a", a), ("b", b)] {
             if t.dtype() != DType::F32 {
-                return Err(Error::DType {
-                    op: NAME,
-                    arg,
-                    expected: DType::F32,
-                    got: t.dtype(),
-                });
+                return Err(Error::DType { op: NAME, arg, expected: DType::F32, got: t.dtype() });
             }
             if t.rank() == 0 {
-                return Err(Error::shape(
-                    NAME,
-                    &[a.shape(), b.shape()],
-                    format!("`{arg}` must have at least one dimension"),
-                ));
+                return Err(Error::shape(NAME, &[a.shape(), b.shape()], format!("`{arg}` must have at least one dimension")));
             }
         }
-        let a2 = if a.rank() == 1 {
-            crate::unsqueeze(a, 0)?
-        } else {
-            a.clone()
-        };
-        let b2 = if b.rank() == 1 {
-            crate::unsqueeze(b, 1)?
-        } else {
-            b.clone()
-        };
+        let a2 = if a.rank() == 1 { crate::unsqueeze(a, 0)? } else { a.clone() };
+        let b2 = if b.rank() == 1 { crate::unsqueeze(b, 1)? } else { b.clone() };
         let mut y = batched(NAME, &a2, &b2)?;
         if b.rank() == 1 {
             y = crate::squeeze(&y, Some(-1))?;
@@ -115,11 +83,7 @@ pub mod matmul {
         }
         if d.needs_a() {
             let b = r.b()?;
-            let b2 = if rb == 1 {
-                crate::unsqueeze(b, 1)?
-            } else {
-                b.clone()
-            };
+            let b2 = if rb == 1 { crate::unsqueeze(b, 1)? } else { b.clone() };
             let mut da = batched(NAME, &g2, &crate::transpose(&b2, -1, -2)?)?;
             if ra == 1 {
                 da = crate::squeeze(&da, Some(-2))?;
@@ -128,11 +92,7 @@ pub mod matmul {
         }
         if d.needs_b() {
             let a = r.a()?;
-            let a2 = if ra == 1 {
-                crate::unsqueeze(a, 0)?
-            } else {
-                a.clone()
-            };
+            let a2 = if ra == 1 { crate::unsqueeze(a, 0)? } else { a.clone() };
             let mut db = batched(NAME, &crate::transpose(&a2, -1, -2)?, &g2)?;
             if rb == 1 {
                 db = crate::squeeze(&db, Some(-1))?;
@@ -145,67 +105,17 @@ pub mod matmul {
     fn cases() -> Vec<Case> {
         let mm = |x: &[Tensor]| super::matmul(&x[0], &x[1]);
         vec![
-            Case::new(
-                "2d",
-                vec![
-                    Case::input(&[3, 4], -1.0, 1.0, 1),
-                    Case::input(&[4, 2], -1.0, 1.0, 2),
-                ],
-                mm,
-            ),
-            Case::new(
-                "batched",
-                vec![
-                    Case::input(&[2, 3, 4], -1.0, 1.0, 3),
-                    Case::input(&[2, 4, 5], -1.0, 1.0, 4),
-                ],
-                mm,
-            ),
-            Case::new(
-                "broadcast_batch",
-                vec![
-                    Case::input(&[2, 1, 3, 4], -1.0, 1.0, 5),
-                    Case::input(&[3, 4, 2], -1.0, 1.0, 6),
-                ],
-                mm,
-            ),
-            Case::new(
-                "vector_matrix",
-                vec![
-                    Case::input(&[4], -1.0, 1.0, 7),
-                    Case::input(&[2, 4, 3], -1.0, 1.0, 8),
-                ],
-                mm,
-            ),
-            Case::new(
-                "matrix_vector",
-                vec![
-                    Case::input(&[3, 4], -1.0, 1.0, 9),
-                    Case::input(&[4], -1.0, 1.0, 10),
-                ],
-                mm,
-            ),
-            Case::new(
-                "transposed",
-                vec![
-                    Case::input(&[4, 3], -1.0, 1.0, 11),
-                    Case::input(&[2, 4], -1.0, 1.0, 12),
-                ],
-                |x| {
-                    super::matmul(
-                        &crate::transpose(&x[0], 0, 1)?,
-                        &crate::transpose(&x[1], 0, 1)?,
-                    )
-                },
-            ),
-            Case::new(
-                "strided",
-                vec![
-                    Case::input(&[3, 8], -1.0, 1.0, 13),
-                    Case::input(&[4, 2], -1.0, 1.0, 14),
-                ],
-                |x| super::matmul(&crate::slice(&x[0], 1, 0, 8, 2)?, &x[1]),
-            ),
+            Case::new("2d", vec![Case::input(&[3, 4], -1.0, 1.0, 1), Case::input(&[4, 2], -1.0, 1.0, 2)], mm),
+            Case::new("batched", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 3), Case::input(&[2, 4, 5], -1.0, 1.0, 4)], mm),
+            Case::new("broadcast_batch", vec![Case::input(&[2, 1, 3, 4], -1.0, 1.0, 5), Case::input(&[3, 4, 2], -1.0, 1.0, 6)], mm),
+            Case::new("vector_matrix", vec![Case::input(&[4], -1.0, 1.0, 7), Case::input(&[2, 4, 3], -1.0, 1.0, 8)], mm),
+            Case::new("matrix_vector", vec![Case::input(&[3, 4], -1.0, 1.0, 9), Case::input(&[4], -1.0, 1.0, 10)], mm),
+            Case::new("transposed", vec![Case::input(&[4, 3], -1.0, 1.0, 11), Case::input(&[2, 4], -1.0, 1.0, 12)], |x| {
+                super::matmul(&crate::transpose(&x[0], 0, 1)?, &crate::transpose(&x[1], 0, 1)?)
+            }),
+            Case::new("strided", vec![Case::input(&[3, 8], -1.0, 1.0, 13), Case::input(&[4, 2], -1.0, 1.0, 14)], |x| {
+                super::matmul(&crate::slice(&x[0], 1, 0, 8, 2)?, &x[1])
+            }),
         ]
     }
 }

@@ -11,29 +11,14 @@ use om_macros::op;
 pub const NAMES: &[&str] = &["sum", "mean"];
 
 /// Reduces `x` over `axis` (or all axes) with `scale` applied to each f64 sum.
-fn reduce(
-    op: &'static str,
-    x: &Tensor,
-    axis: Option<isize>,
-    keep_dim: bool,
-    mean: bool,
-) -> Result<Tensor> {
+fn reduce(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, mean: bool) -> Result<Tensor> {
     if x.dtype() != DType::F32 {
-        return Err(Error::DType {
-            op,
-            arg: "x",
-            expected: DType::F32,
-            got: x.dtype(),
-        });
+        return Err(Error::DType { op, arg: "x", expected: DType::F32, got: x.dtype() });
     }
     let shape = x.shape();
     let (outer, len, inner, out_shape) = match axis {
         None => {
-            let out_shape = if keep_dim {
-                vec![1; shape.len()]
-            } else {
-                vec![]
-            };
+            let out_shape = if keep_dim { vec![1; shape.len()] } else { vec![] };
             (1, x.numel(), 1, out_shape)
         }
         Some(a) => {
@@ -44,20 +29,11 @@ fn reduce(
             } else {
                 out_shape.remove(a);
             }
-            (
-                shape[..a].iter().product(),
-                shape[a],
-                shape[a + 1..].iter().product(),
-                out_shape,
-            )
+            (shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product(), out_shape)
         }
     };
     if mean && len == 0 {
-        return Err(Error::shape(
-            op,
-            &[shape],
-            "mean over zero elements is undefined",
-        ));
+        return Err(Error::shape(op, &[shape], "mean over zero elements is undefined"));
     }
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
     x.with_f32(|xs| {
@@ -69,12 +45,7 @@ fn reduce(
 }
 
 /// `g` (of the reduced shape) broadcast back to `input_shape`.
-fn broadcast_back(
-    g: &Tensor,
-    input_shape: &[usize],
-    axis: Option<isize>,
-    keep_dim: bool,
-) -> Result<Tensor> {
+fn broadcast_back(g: &Tensor, input_shape: &[usize], axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
     let rank = input_shape.len() as isize;
     let g = match axis {
         Some(a) if !keep_dim => crate::unsqueeze(g, if a < 0 { a + rank } else { a })?,
@@ -86,34 +57,12 @@ fn broadcast_back(
 
 fn cases_for(f: fn(&Tensor, Option<isize>, bool) -> Result<Tensor>) -> Vec<Case> {
     vec![
-        Case::new("all", vec![Case::input(&[3, 4], -1.0, 1.0, 1)], move |x| {
-            f(&x[0], None, false)
-        }),
-        Case::new(
-            "all_keep_dim",
-            vec![Case::input(&[3, 4], -1.0, 1.0, 2)],
-            move |x| f(&x[0], None, true),
-        ),
-        Case::new(
-            "axis0",
-            vec![Case::input(&[3, 4], -1.0, 1.0, 3)],
-            move |x| f(&x[0], Some(0), false),
-        ),
-        Case::new(
-            "axis_last_keep_dim",
-            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4)],
-            move |x| f(&x[0], Some(-1), true),
-        ),
-        Case::new(
-            "transposed",
-            vec![Case::input(&[4, 3], -1.0, 1.0, 5)],
-            move |x| f(&crate::transpose(&x[0], 0, 1)?, Some(1), false),
-        ),
-        Case::new(
-            "strided",
-            vec![Case::input(&[3, 8], -1.0, 1.0, 6)],
-            move |x| f(&crate::slice(&x[0], 1, 1, 8, 2)?, Some(0), false),
-        ),
+        Case::new("all", vec![Case::input(&[3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], None, false)),
+        Case::new("all_keep_dim", vec![Case::input(&[3, 4], -1.0, 1.0, 2)], move |x| f(&x[0], None, true)),
+        Case::new("axis0", vec![Case::input(&[3, 4], -1.0, 1.0, 3)], move |x| f(&x[0], Some(0), false)),
+        Case::new("axis_last_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4)], move |x| f(&x[0], Some(-1), true)),
+        Case::new("transposed", vec![Case::input(&[4, 3], -1.0, 1.0, 5)], move |x| f(&crate::transpose(&x[0], 0, 1)?, Some(1), false)),
+        Case::new("strided", vec![Case::input(&[3, 8], -1.0, 1.0, 6)], move |x| f(&crate::slice(&x[0], 1, 1, 8, 2)?, Some(0), false)),
     ]
 }
 

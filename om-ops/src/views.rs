@@ -8,31 +8,19 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &[
-    "slice",
-    "select",
-    "permute",
-    "transpose",
-    "reshape",
-    "squeeze",
-    "unsqueeze",
-    "contiguous",
-    "expand",
-    "flip",
-    "cast",
-];
+pub const NAMES: &[&str] =
+    &["slice", "select", "permute", "transpose", "reshape", "squeeze", "unsqueeze", "contiguous", "expand", "flip", "cast"];
 
 /// A strided layout: shape, strides, offset.
 type Layout = (Vec<usize>, Vec<usize>, usize);
 
+/// A borrowed strided layout: shape, strides, offset.
+type LayoutRef<'a> = (&'a [usize], &'a [usize], usize);
+
 /// The gradient of a view: zeros of the input's shape with `g` written where the view
 /// (computed by `layout` on a contiguous input) reads.
-fn scatter_into_zeros(
-    g: &Tensor,
-    input_shape: &[usize],
-    layout: impl Fn(&[usize], &[usize], usize) -> Result<Layout>,
-) -> Result<Tensor> {
-    let (shape, strides, offset) = layout(input_shape, &contiguous_strides(input_shape), 0)?;
+fn scatter_into_zeros(g: &Tensor, input_shape: &[usize], layout: impl Fn(LayoutRef) -> Result<Layout>) -> Result<Tensor> {
+    let (shape, strides, offset) = layout((input_shape, &contiguous_strides(input_shape), 0))?;
     g.with_f32(|gv| {
         Tensor::build_f32(input_shape, |out| {
             out.fill(0.0);
@@ -52,9 +40,7 @@ fn view(x: &Tensor, l: Layout) -> Tensor {
 
 fn slice_layout(
     op: &'static str,
-    shape: &[usize],
-    strides: &[usize],
-    offset: usize,
+    (shape, strides, offset): LayoutRef,
     axis: isize,
     start: usize,
     end: usize,
@@ -66,47 +52,27 @@ fn slice_layout(
         return Err(Error::argument(op, "step must be at least 1, got 0"));
     }
     if start > end || end > dim {
-        return Err(Error::argument(
-            op,
-            format!(
-                "range {start}..{end} does not fit axis {axis} of size {dim} (shape {shape:?})"
-            ),
-        ));
+        return Err(Error::argument(op, format!("range {start}..{end} does not fit axis {axis} of size {dim} (shape {shape:?})")));
     }
     let mut s = shape.to_vec();
     let mut st = strides.to_vec();
     s[a] = (end - start).div_ceil(step);
     st[a] = strides[a] * step;
-    let off = if s[a] == 0 {
-        offset
-    } else {
-        offset + start * strides[a]
-    };
+    let off = if s[a] == 0 { offset } else { offset + start * strides[a] };
     Ok((s, st, off))
 }
 
-fn cases_1(
-    f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + Clone + 'static,
-    shape: &[usize],
-) -> Vec<Case> {
+fn cases_1(f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + Clone + 'static, shape: &[usize]) -> Vec<Case> {
     let g = f.clone();
     let mut t = shape.to_vec();
     t.reverse();
     vec![
-        Case::new(
-            "contiguous",
-            vec![Case::input(shape, -1.0, 1.0, 1)],
-            move |x| f(&x[0]),
-        ),
-        Case::new(
-            "transposed",
-            vec![Case::input(&t, -1.0, 1.0, 2)],
-            move |x| {
-                let r = x[0].rank();
-                let dims: Vec<isize> = (0..r as isize).rev().collect();
-                g(&crate::permute(&x[0], dims)?)
-            },
-        ),
+        Case::new("contiguous", vec![Case::input(shape, -1.0, 1.0, 1)], move |x| f(&x[0])),
+        Case::new("transposed", vec![Case::input(&t, -1.0, 1.0, 2)], move |x| {
+            let r = x[0].rank();
+            let dims: Vec<isize> = (0..r as isize).rev().collect();
+            g(&crate::permute(&x[0], dims)?)
+        }),
     ]
 }
 
@@ -118,62 +84,28 @@ fn cases_1(
 pub mod slice {
     use super::*;
 
-    pub fn forward(
-        x: &Tensor,
-        axis: isize,
-        start: usize,
-        end: usize,
-        step: usize,
-    ) -> Result<Tensor> {
-        Ok(view(
-            x,
-            slice_layout(
-                NAME,
-                x.shape(),
-                x.strides(),
-                x.offset(),
-                axis,
-                start,
-                end,
-                step,
-            )?,
-        ))
+    pub fn forward(x: &Tensor, axis: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
+        Ok(view(x, slice_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, start, end, step)?))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(scatter_into_zeros(g, &r.input_shapes[0], |s, st, o| {
-            slice_layout(NAME, s, st, o, r.axis, r.start, r.end, r.step)
-        })?);
+        d.x(scatter_into_zeros(g, &r.input_shapes[0], |l| slice_layout(NAME, l, r.axis, r.start, r.end, r.step))?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::slice(x, 1, 1, 4, 2), &[3, 5]);
-        c.push(Case::new(
-            "negative_axis",
-            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 3)],
-            |x| super::slice(&x[0], -1, 0, 3, 1),
-        ));
+        c.push(Case::new("negative_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 3)], |x| super::slice(&x[0], -1, 0, 3, 1)));
         c
     }
 }
 
-fn select_layout(
-    op: &'static str,
-    shape: &[usize],
-    strides: &[usize],
-    offset: usize,
-    axis: isize,
-    index: isize,
-) -> Result<Layout> {
+fn select_layout(op: &'static str, (shape, strides, offset): LayoutRef, axis: isize, index: isize) -> Result<Layout> {
     let a = normalize_axis(op, axis, shape.len(), false)?;
     let dim = shape[a] as isize;
     let i = if index < 0 { index + dim } else { index };
     if i < 0 || i >= dim {
-        return Err(Error::argument(
-            op,
-            format!("index {index} is out of range for axis {axis} of size {dim}"),
-        ));
+        return Err(Error::argument(op, format!("index {index} is out of range for axis {axis} of size {dim}")));
     }
     let mut s = shape.to_vec();
     let mut st = strides.to_vec();
@@ -189,26 +121,17 @@ pub mod select {
     use super::*;
 
     pub fn forward(x: &Tensor, axis: isize, index: isize) -> Result<Tensor> {
-        Ok(view(
-            x,
-            select_layout(NAME, x.shape(), x.strides(), x.offset(), axis, index)?,
-        ))
+        Ok(view(x, select_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, index)?))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(scatter_into_zeros(g, &r.input_shapes[0], |s, st, o| {
-            select_layout(NAME, s, st, o, r.axis, r.index)
-        })?);
+        d.x(scatter_into_zeros(g, &r.input_shapes[0], |l| select_layout(NAME, l, r.axis, r.index))?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::select(x, 0, -1), &[3, 4]);
-        c.push(Case::new(
-            "middle_axis",
-            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4)],
-            |x| super::select(&x[0], 1, 1),
-        ));
+        c.push(Case::new("middle_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4)], |x| super::select(&x[0], 1, 1)));
         c
     }
 }
@@ -217,23 +140,14 @@ pub mod select {
 
 fn check_permutation(op: &'static str, dims: &[isize], rank: usize) -> Result<Vec<usize>> {
     if dims.len() != rank {
-        return Err(Error::argument(
-            op,
-            format!(
-                "permutation {dims:?} has {} axes but the tensor has rank {rank}",
-                dims.len()
-            ),
-        ));
+        return Err(Error::argument(op, format!("permutation {dims:?} has {} axes but the tensor has rank {rank}", dims.len())));
     }
     let mut seen = vec![false; rank];
     let mut out = Vec::with_capacity(rank);
     for &d in dims {
         let a = normalize_axis(op, d, rank, false)?;
         if std::mem::replace(&mut seen[a], true) {
-            return Err(Error::argument(
-                op,
-                format!("axis {d} appears twice in permutation {dims:?}"),
-            ));
+            return Err(Error::argument(op, format!("axis {d} appears twice in permutation {dims:?}")));
         }
         out.push(a);
     }
@@ -290,11 +204,9 @@ pub mod transpose {
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::transpose(x, 0, -1), &[2, 3, 4]);
-        c.push(Case::new(
-            "strided",
-            vec![Case::input(&[4, 6], -1.0, 1.0, 5)],
-            |x| super::transpose(&crate::slice(&x[0], 1, 0, 6, 2)?, 0, 1),
-        ));
+        c.push(Case::new("strided", vec![Case::input(&[4, 6], -1.0, 1.0, 5)], |x| {
+            super::transpose(&crate::slice(&x[0], 1, 0, 6, 2)?, 0, 1)
+        }));
         c
     }
 }
@@ -302,64 +214,33 @@ pub mod transpose {
 // ===== shape changes =====
 
 /// Resolves a requested shape with at most one `-1` against `numel` elements.
-fn resolve_shape(
-    op: &'static str,
-    from: &[usize],
-    requested: &[isize],
-    numel: usize,
-) -> Result<Vec<usize>> {
+fn resolve_shape(op: &'static str, from: &[usize], requested: &[isize], numel: usize) -> Result<Vec<usize>> {
     let mut infer = None;
     let mut known = 1usize;
     for (i, &d) in requested.iter().enumerate() {
         match d {
             -1 if infer.is_none() => infer = Some(i),
-            -1 => {
-                return Err(Error::argument(
-                    op,
-                    format!("only one dimension may be -1, got {requested:?}"),
-                ))
-            }
-            d if d < 0 => {
-                return Err(Error::argument(
-                    op,
-                    format!("invalid dimension {d} in {requested:?}"),
-                ))
-            }
-            d => {
-                known = known
-                    .checked_mul(d as usize)
-                    .ok_or_else(|| Error::argument(op, format!("shape {requested:?} overflows")))?
-            }
+            -1 => return Err(Error::argument(op, format!("only one dimension may be -1, got {requested:?}"))),
+            d if d < 0 => return Err(Error::argument(op, format!("invalid dimension {d} in {requested:?}"))),
+            d => known = known.checked_mul(d as usize).ok_or_else(|| Error::argument(op, format!("shape {requested:?} overflows")))?,
         }
     }
     let mut shape: Vec<usize> = requested.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
-        if known == 0 || numel % known != 0 {
-            return Err(Error::shape(
-                op,
-                &[from],
-                format!("cannot infer the -1 in {requested:?} for {numel} elements"),
-            ));
+        if known == 0 || !numel.is_multiple_of(known) {
+            return Err(Error::shape(op, &[from], format!("cannot infer the -1 in {requested:?} for {numel} elements")));
         }
         shape[i] = numel / known;
     }
     if om_core::layout::checked_numel(&shape) != Some(numel) {
-        return Err(Error::shape(
-            op,
-            &[from],
-            format!("shape {requested:?} does not hold {numel} elements"),
-        ));
+        return Err(Error::shape(op, &[from], format!("shape {requested:?} does not hold {numel} elements")));
     }
     Ok(shape)
 }
 
 /// Strides that view a layout as `new_shape` without copying, if any exist (the rule
 /// PyTorch's `view` uses: each run of mutually contiguous input axes maps to output axes).
-fn view_strides(
-    old_shape: &[usize],
-    old_strides: &[usize],
-    new_shape: &[usize],
-) -> Option<Vec<usize>> {
+fn view_strides(old_shape: &[usize], old_strides: &[usize], new_shape: &[usize]) -> Option<Vec<usize>> {
     if old_shape.iter().product::<usize>() <= 1 || old_shape.is_empty() {
         return Some(contiguous_strides(new_shape));
     }
@@ -370,8 +251,7 @@ fn view_strides(
     let mut view_numel = 1usize;
     for td in (0..old_shape.len()).rev() {
         tensor_numel *= old_shape[td];
-        let boundary =
-            td == 0 || (old_shape[td - 1] != 1 && old_strides[td - 1] != tensor_numel * chunk_base);
+        let boundary = td == 0 || (old_shape[td - 1] != 1 && old_strides[td - 1] != tensor_numel * chunk_base);
         if boundary {
             while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1) {
                 new_strides[view_d as usize] = view_numel * chunk_base;
@@ -425,11 +305,9 @@ pub mod reshape {
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::reshape(x, vec![4, -1]), &[2, 3, 4]);
-        c.push(Case::new(
-            "strided_copy",
-            vec![Case::input(&[3, 8], -1.0, 1.0, 6)],
-            |x| super::reshape(&crate::slice(&x[0], 1, 0, 8, 2)?, vec![-1]),
-        ));
+        c.push(Case::new("strided_copy", vec![Case::input(&[3, 8], -1.0, 1.0, 6)], |x| {
+            super::reshape(&crate::slice(&x[0], 1, 0, 8, 2)?, vec![-1])
+        }));
         c
     }
 }
@@ -444,17 +322,11 @@ pub mod squeeze {
         let keep: Vec<usize> = match axis {
             Some(a) => {
                 let a = normalize_axis(NAME, a, x.rank(), false)?;
-                (0..x.rank())
-                    .filter(|&i| i != a || x.shape()[i] != 1)
-                    .collect()
+                (0..x.rank()).filter(|&i| i != a || x.shape()[i] != 1).collect()
             }
             None => (0..x.rank()).filter(|&i| x.shape()[i] != 1).collect(),
         };
-        Ok(x.view_as(
-            keep.iter().map(|&i| x.shape()[i]).collect(),
-            keep.iter().map(|&i| x.strides()[i]).collect(),
-            x.offset(),
-        ))
+        Ok(x.view_as(keep.iter().map(|&i| x.shape()[i]).collect(), keep.iter().map(|&i| x.strides()[i]).collect(), x.offset()))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -464,11 +336,7 @@ pub mod squeeze {
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::squeeze(x, None), &[3, 1, 4]);
-        c.push(Case::new(
-            "one_axis",
-            vec![Case::input(&[1, 3, 1], -1.0, 1.0, 7)],
-            |x| super::squeeze(&x[0], Some(-1)),
-        ));
+        c.push(Case::new("one_axis", vec![Case::input(&[1, 3, 1], -1.0, 1.0, 7)], |x| super::squeeze(&x[0], Some(-1))));
         c
     }
 }
@@ -483,11 +351,7 @@ pub mod unsqueeze {
         let a = normalize_axis(NAME, axis, x.rank(), true)?;
         let mut shape = x.shape().to_vec();
         let mut strides = x.strides().to_vec();
-        let s = if a < x.rank() {
-            x.strides()[a] * x.shape()[a]
-        } else {
-            1
-        };
+        let s = if a < x.rank() { x.strides()[a] * x.shape()[a] } else { 1 };
         shape.insert(a, 1);
         strides.insert(a, s);
         Ok(x.view_as(shape, strides, x.offset()))
@@ -500,11 +364,7 @@ pub mod unsqueeze {
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::unsqueeze(x, 1), &[3, 4]);
-        c.push(Case::new(
-            "last",
-            vec![Case::input(&[3, 4], -1.0, 1.0, 8)],
-            |x| super::unsqueeze(&x[0], -1),
-        ));
+        c.push(Case::new("last", vec![Case::input(&[3, 4], -1.0, 1.0, 8)], |x| super::unsqueeze(&x[0], -1)));
         c
     }
 }
@@ -538,13 +398,7 @@ pub mod expand {
     pub fn forward(x: &Tensor, shape: Vec<isize>) -> Result<Tensor> {
         let r = x.rank();
         if shape.len() < r {
-            return Err(Error::argument(
-                NAME,
-                format!(
-                    "target {shape:?} has fewer axes than the input shape {:?}",
-                    x.shape()
-                ),
-            ));
+            return Err(Error::argument(NAME, format!("target {shape:?} has fewer axes than the input shape {:?}", x.shape())));
         }
         let lead = shape.len() - r;
         let mut out_shape = Vec::with_capacity(shape.len());
@@ -552,10 +406,7 @@ pub mod expand {
         for (i, &want) in shape.iter().enumerate() {
             if i < lead {
                 if want < 0 {
-                    return Err(Error::argument(
-                        NAME,
-                        format!("new leading axis {i} of {shape:?} needs an explicit size"),
-                    ));
+                    return Err(Error::argument(NAME, format!("new leading axis {i} of {shape:?} needs an explicit size")));
                 }
                 out_shape.push(want as usize);
                 strides.push(0);
@@ -595,11 +446,7 @@ pub mod expand {
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::expand(x, vec![2, -1, 3]), &[1, 1]);
-        c.push(Case::new(
-            "middle",
-            vec![Case::input(&[2, 1, 3], -1.0, 1.0, 9)],
-            |x| super::expand(&x[0], vec![2, 4, 3]),
-        ));
+        c.push(Case::new("middle", vec![Case::input(&[2, 1, 3], -1.0, 1.0, 9)], |x| super::expand(&x[0], vec![2, 4, 3])));
         c
     }
 }
@@ -615,10 +462,7 @@ pub mod flip {
         for &a in &axes {
             let i = normalize_axis(NAME, a, r, false)?;
             if std::mem::replace(&mut flipped[i], true) {
-                return Err(Error::argument(
-                    NAME,
-                    format!("axis {a} appears twice in {axes:?}"),
-                ));
+                return Err(Error::argument(NAME, format!("axis {a} appears twice in {axes:?}")));
             }
         }
         // Walk the input with reversed axes: start at the last element of each flipped axis.
@@ -653,11 +497,7 @@ pub mod flip {
 
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::flip(x, vec![0, -1]), &[3, 4]);
-        c.push(Case::new(
-            "one_axis",
-            vec![Case::input(&[2, 3, 4], -1.0, 1.0, 10)],
-            |x| super::flip(&x[0], vec![1]),
-        ));
+        c.push(Case::new("one_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 10)], |x| super::flip(&x[0], vec![1])));
         c
     }
 }

@@ -31,19 +31,10 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         }
         Some(g) => {
             if g.shape() != root.shape() {
-                return Err(Error::shape(
-                    OP,
-                    &[root.shape(), g.shape()],
-                    "the gradient must have the tensor's shape",
-                ));
+                return Err(Error::shape(OP, &[root.shape(), g.shape()], "the gradient must have the tensor's shape"));
             }
             if g.dtype() != DType::F32 {
-                return Err(Error::DType {
-                    op: OP,
-                    arg: "gradient",
-                    expected: DType::F32,
-                    got: g.dtype(),
-                });
+                return Err(Error::DType { op: OP, arg: "gradient", expected: DType::F32, got: g.dtype() });
             }
             basic::copy_contiguous(g)
         }
@@ -61,11 +52,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
             return Err(Error::GraphReleased { op: node.name });
         }
     }
-    let index: HashMap<*const Node, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (Arc::as_ptr(n), i))
-        .collect();
+    let index: HashMap<*const Node, usize> = order.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n), i)).collect();
     let mut pending: Vec<Option<Tensor>> = vec![None; order.len()];
     pending[order.len() - 1] = Some(seed);
 
@@ -81,9 +68,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         let mut sink = GradSink::new(node.edges.iter().map(Option::is_some).collect());
         {
             let mut slot = lock(&node.record);
-            let record = slot
-                .as_ref()
-                .ok_or(Error::GraphReleased { op: node.name })?;
+            let record = slot.as_ref().ok_or(Error::GraphReleased { op: node.name })?;
             record.check_versions()?;
             record.backward(&g, &mut sink)?;
             if !retain_graph {
@@ -94,10 +79,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         for (j, edge) in node.edges.iter().enumerate() {
             let Some(edge) = edge else { continue };
             let Some(grad) = sink.grads[j].take() else {
-                return Err(Error::argument(
-                    node.name,
-                    format!("the backward rule emitted no gradient for input {j}, which needs one"),
-                ));
+                return Err(Error::argument(node.name, format!("the backward rule emitted no gradient for input {j}, which needs one")));
             };
             let grad = fit_to_input(node, j, grad)?;
             match edge {
@@ -148,12 +130,7 @@ fn post_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
 fn fit_to_input(node: &Node, j: usize, grad: Tensor) -> Result<Tensor> {
     let shape = &node.input_shapes[j];
     if grad.dtype() != DType::F32 {
-        return Err(Error::DType {
-            op: node.name,
-            arg: "gradient",
-            expected: DType::F32,
-            got: grad.dtype(),
-        });
+        return Err(Error::DType { op: node.name, arg: "gradient", expected: DType::F32, got: grad.dtype() });
     }
     if grad.shape() == shape.as_slice() {
         return Ok(grad);
@@ -169,12 +146,7 @@ fn fit_to_input(node: &Node, j: usize, grad: Tensor) -> Result<Tensor> {
 }
 
 fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
-    from.len() <= to.len()
-        && from
-            .iter()
-            .rev()
-            .zip(to.iter().rev())
-            .all(|(&f, &t)| f == t || f == 1)
+    from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
 }
 
 fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {

@@ -116,10 +116,7 @@ pub struct GradSink {
 impl GradSink {
     pub(crate) fn new(needs: Vec<bool>) -> GradSink {
         let n = needs.len();
-        GradSink {
-            needs,
-            grads: vec![None; n],
-        }
+        GradSink { needs, grads: vec![None; n] }
     }
 
     /// Whether input `i` needs a gradient.
@@ -147,11 +144,7 @@ impl Saved {
     /// Saves `t` (a handle without autograd history, so the record never keeps its own
     /// output alive through a cycle).
     pub fn new(name: &'static str, t: &Tensor) -> Saved {
-        Saved {
-            name,
-            tensor: t.detach(),
-            version: t.version(),
-        }
+        Saved { name, tensor: t.detach(), version: t.version() }
     }
 
     /// The saved tensor.
@@ -163,31 +156,18 @@ impl Saved {
     pub fn check(&self, op: &'static str) -> Result<()> {
         let now = self.tensor.version();
         if now != self.version {
-            return Err(Error::TensorVersion {
-                op,
-                slot: self.name,
-                saved: self.version,
-                now,
-            });
+            return Err(Error::TensorVersion { op, slot: self.name, saved: self.version, now });
         }
         Ok(())
     }
 }
 
 /// Checks that every input needing a gradient is `f32` (gradients are float32).
-pub fn check_grad_dtypes(
-    op: &'static str,
-    inputs: &[(&'static str, Option<&Tensor>)],
-) -> Result<()> {
+pub fn check_grad_dtypes(op: &'static str, inputs: &[(&'static str, Option<&Tensor>)]) -> Result<()> {
     for (arg, t) in inputs {
         if let Some(t) = t {
             if t.needs_grad() && t.dtype() != DType::F32 {
-                return Err(Error::DType {
-                    op,
-                    arg,
-                    expected: DType::F32,
-                    got: t.dtype(),
-                });
+                return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
             }
         }
     }
@@ -196,12 +176,7 @@ pub fn check_grad_dtypes(
 
 /// Attaches a record to a freshly computed output: the returned handle shares the output's
 /// storage and carries the graph node. `inputs` are the operator's tensor inputs in order.
-pub fn attach(
-    op: &'static str,
-    out: Tensor,
-    record: Box<dyn Backward>,
-    inputs: &[Option<&Tensor>],
-) -> Tensor {
+pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: &[Option<&Tensor>]) -> Tensor {
     let edges = inputs
         .iter()
         .map(|t| {
@@ -216,16 +191,8 @@ pub fn attach(
             }
         })
         .collect();
-    let input_shapes = inputs
-        .iter()
-        .map(|t| t.map(|t| t.shape().to_vec()).unwrap_or_default())
-        .collect();
-    let node = Arc::new(Node {
-        name: op,
-        record: Mutex::new(Some(record)),
-        edges,
-        input_shapes,
-    });
+    let input_shapes = inputs.iter().map(|t| t.map(|t| t.shape().to_vec()).unwrap_or_default()).collect();
+    let node = Arc::new(Node { name: op, record: Mutex::new(Some(record)), edges, input_shapes });
     let result = out.detach();
     result.meta().grad_fn = Some(node);
     result

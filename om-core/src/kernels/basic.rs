@@ -37,11 +37,7 @@ pub fn add_same_shape(a: &Tensor, b: &Tensor) -> Tensor {
 /// `dst += src` in place (equal shapes; `dst` contiguous).
 pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
     if dst.shape() != src.shape() {
-        return Err(Error::shape(
-            "add_assign",
-            &[dst.shape(), src.shape()],
-            "in-place add needs equal shapes",
-        ));
+        return Err(Error::shape("add_assign", &[dst.shape(), src.shape()], "in-place add needs equal shapes"));
     }
     if dst.shares_storage(src) {
         let c = copy_contiguous(src);
@@ -62,21 +58,16 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
 pub fn sum_to(g: &Tensor, shape: &[usize]) -> Tensor {
     let n = crate::layout::numel(shape);
     let mut acc = F64Scratch::zeroed(n);
-    let acc_s = acc.as_mut();
+    let acc_s = acc.values();
     let target = broadcast_strides(shape, &contiguous_strides(shape), g.shape());
     let g = g.to_contiguous();
     g.with_f32(|src| {
         let gs = contiguous_strides(g.shape());
-        for_each_row(
-            g.shape(),
-            [&gs, &target],
-            [0, 0],
-            |[gs0, ts0], len, [gstep, tstep]| {
-                for i in 0..len {
-                    acc_s[ts0 + i * tstep] += src[gs0 + i * gstep] as f64;
-                }
-            },
-        );
+        for_each_row(g.shape(), [&gs, &target], [0, 0], |[gs0, ts0], len, [gstep, tstep]| {
+            for i in 0..len {
+                acc_s[ts0 + i * tstep] += src[gs0 + i * gstep] as f64;
+            }
+        });
     });
     Tensor::build_f32(shape, |out| {
         for (o, &v) in out.iter_mut().zip(acc_s.iter()) {

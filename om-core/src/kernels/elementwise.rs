@@ -9,12 +9,7 @@ use crate::tensor::Tensor;
 
 fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
     if t.dtype() != DType::F32 {
-        return Err(Error::DType {
-            op,
-            arg,
-            expected: DType::F32,
-            got: t.dtype(),
-        });
+        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
     }
     Ok(())
 }
@@ -26,28 +21,18 @@ pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Ten
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
         Tensor::build_f32(&shape, |out| {
-            for_each_row(
-                &shape,
-                [&os, x.strides()],
-                [0, x.offset()],
-                |[o, a], len, [so, sa]| {
-                    for i in 0..len {
-                        out[o + i * so] = f(xs[a + i * sa]);
-                    }
-                },
-            );
+            for_each_row(&shape, [&os, x.strides()], [0, x.offset()], |[o, a], len, [so, sa]| {
+                for i in 0..len {
+                    out[o + i * so] = f(xs[a + i * sa]);
+                }
+            });
             Ok(())
         })
     })
 }
 
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b`, as a new contiguous tensor.
-pub fn binary(
-    op: &'static str,
-    a: &Tensor,
-    b: &Tensor,
-    f: impl Fn(f32, f32) -> f32,
-) -> Result<Tensor> {
+pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
     check_f32(op, "a", a)?;
     check_f32(op, "b", b)?;
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
@@ -57,16 +42,11 @@ pub fn binary(
     a.with_storage_f32(|xa| {
         b.with_storage_f32(|xb| {
             Tensor::build_f32(&shape, |out| {
-                for_each_row(
-                    &shape,
-                    [&os, &sa, &sb],
-                    [0, a.offset(), b.offset()],
-                    |[o, i0, j0], len, [so, si, sj]| {
-                        for t in 0..len {
-                            out[o + t * so] = f(xa[i0 + t * si], xb[j0 + t * sj]);
-                        }
-                    },
-                );
+                for_each_row(&shape, [&os, &sa, &sb], [0, a.offset(), b.offset()], |[o, i0, j0], len, [so, si, sj]| {
+                    for t in 0..len {
+                        out[o + t * so] = f(xa[i0 + t * si], xb[j0 + t * sj]);
+                    }
+                });
                 Ok(())
             })
         })

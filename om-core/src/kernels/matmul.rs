@@ -6,18 +6,7 @@ use crate::compute::{Mode, Settings};
 
 /// `C[m×n] = A[m×k] · B[k×n]`, row-major with leading dimensions; C is overwritten.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm(
-    settings: Settings,
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    ldb: usize,
-    c: &mut [f32],
-    ldc: usize,
-) {
+pub fn gemm(settings: Settings, m: usize, k: usize, n: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
     for i in 0..m {
         let row = &mut c[i * ldc..i * ldc + n];
         row.fill(0.0);
@@ -26,10 +15,7 @@ pub fn gemm(
             let brow = &b[p * ldb..p * ldb + n];
             match settings.mode {
                 Mode::Exact => row.iter_mut().zip(brow).for_each(|(c, &bv)| *c += av * bv),
-                Mode::Fast => row
-                    .iter_mut()
-                    .zip(brow)
-                    .for_each(|(c, &bv)| *c = av.mul_add(bv, *c)),
+                Mode::Fast => row.iter_mut().zip(brow).for_each(|(c, &bv)| *c = av.mul_add(bv, *c)),
             }
         }
     }

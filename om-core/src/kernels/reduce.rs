@@ -11,7 +11,7 @@ pub fn sum_all(x: &[f32]) -> f32 {
 pub fn sum_axis(x: &[f32], outer: usize, len: usize, inner: usize, scale: f64, out: &mut [f32]) {
     let mut acc = crate::pool::F64Scratch::zeroed(inner);
     for o in 0..outer {
-        let a = acc.as_mut();
+        let a = acc.values();
         a.fill(0.0);
         let base = o * len * inner;
         for l in 0..len {

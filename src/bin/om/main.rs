@@ -1,0 +1,88 @@
+//! `om`: the command-line face of OneModel.
+//!
+//! - `om train` — trains a model on built-in data (see `--help`).
+//! - `om gradcheck` — runs every registered gradient-check case, one row per operator.
+//! - `om ops` — prints the operator registry as the Markdown kept in `docs/ops.md`.
+
+use onemodel::core::{gradcheck, registry};
+use std::process::ExitCode;
+
+mod train;
+
+const USAGE: &str = "usage: om <command> [options]
+
+commands:
+  train        train the demo model on built-in data (options: --epochs N --seed S --threads T --mode fast|exact)
+  gradcheck    run every registered gradient-check case
+  ops          print the operator registry as Markdown (docs/ops.md)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    onemodel::ops::declared_names();
+    match cmd.as_str() {
+        "ops" => {
+            print!("{}", registry::markdown());
+            ExitCode::SUCCESS
+        }
+        "gradcheck" => run_gradcheck(),
+        "train" => match train::Options::parse(&args[1..]).and_then(|o| train::run(&o)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("om train: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!("om: unknown command `{other}`\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_gradcheck() -> ExitCode {
+    let entries = match registry::entries() {
+        Ok(e) => e,
+        Err(dups) => {
+            eprintln!("om gradcheck: operators registered more than once: {dups:?}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{:<20} {:>5} {:>12} {:>12}  status", "op", "cases", "worst abs", "worst rel");
+    let (mut n_cases, mut n_failed) = (0usize, 0usize);
+    for e in &entries {
+        let cases = (e.cases)();
+        let (mut abs, mut rel, mut failed) = (0.0f64, 0.0f64, Vec::new());
+        for c in &cases {
+            match gradcheck::run(c) {
+                Ok(r) => {
+                    abs = abs.max(r.worst_abs());
+                    rel = rel.max(r.worst_rel());
+                    if !r.passed() {
+                        failed.push(c.name.clone());
+                    }
+                }
+                Err(err) => failed.push(format!("{} ({err})", c.name)),
+            }
+        }
+        n_cases += cases.len();
+        n_failed += failed.len();
+        let status = if failed.is_empty() { "ok".to_string() } else { format!("FAILED: {}", failed.join("; ")) };
+        println!("{:<20} {:>5} {:>12.3e} {:>12.3e}  {status}", e.name, cases.len(), abs, rel);
+    }
+    let missing = registry::missing_spec_names();
+    let missing = if missing.is_empty() { "none".to_string() } else { missing.join(" ") };
+    println!("gradcheck: {} ops, {n_cases} cases, {n_failed} failed, spec rows missing: {missing}", entries.len());
+    if n_failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
