@@ -25,19 +25,45 @@ pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Vec::new();
     let args = match parse::args(args, &mut errors) {
         Ok(a) => a,
-        Err(e) => return fallback(&module, vec![e]),
+        Err(e) => return fallback(&module, None, vec![e]),
     };
-    let op = parse::op(args, module, &mut errors);
+    let op = parse::op(args, module.clone(), &mut errors);
     validate::all(&op, &mut errors);
     if !errors.is_empty() {
-        return fallback(&op.module, errors);
+        return fallback(&module, op.forward.as_ref(), errors);
     }
     generate(&op)
 }
 
-fn fallback(module: &ItemMod, errors: Vec<syn::Error>) -> TokenStream {
+/// What is emitted when the declaration has errors: the user's module without `backward`
+/// (which names the generated `Record`/`Grads`), placeholder types, and a wrapper with the
+/// forward's signature, so that only the `compile_error!`s are reported.
+fn fallback(module: &ItemMod, forward: Option<&syn::ItemFn>, errors: Vec<syn::Error>) -> TokenStream {
     let errs = errors.iter().map(syn::Error::to_compile_error);
-    quote! { #module #(#errs)* }
+    let mut module = module.clone();
+    if let Some((_, items)) = &mut module.content {
+        items.retain(|i| !matches!(i, syn::Item::Fn(f) if f.sig.ident == "backward"));
+        items.push(syn::parse_quote! {
+            /// Placeholder while the declaration has errors.
+            pub struct Record;
+        });
+        items.push(syn::parse_quote! {
+            /// Placeholder while the declaration has errors.
+            pub struct Grads;
+        });
+    }
+    let ident = &module.ident;
+    let vis = &module.vis;
+    let wrapper = forward.map(|f| {
+        let args = &f.sig.inputs;
+        quote! {
+            #[allow(unused_variables)]
+            #vis fn #ident(#args) -> ::om_core::Result<::om_core::Tensor> {
+                ::core::unreachable!("#[op] declaration has errors")
+            }
+        }
+    });
+    quote! { #module #wrapper #(#errs)* }
 }
 
 fn docs(attrs: &[Attribute]) -> Vec<&Attribute> {

@@ -1,0 +1,16 @@
+use om_core::{Result, Tensor};
+use om_macros::op;
+
+#[op]
+mod ident_op {
+    use super::*;
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        Ok(x.clone())
+    }
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use om_macros::op;
+
+#[op]
+fn ident_op() {}
+
+fn main() {}
