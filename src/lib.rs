@@ -13,5 +13,5 @@
 //! # Ok::<(), onemodel::Error>(())
 //! ```
 
-pub use om_core::{self as core, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
+pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_ops as ops;

@@ -3,7 +3,7 @@
 //! products with a transposed operand copy it to row-major first (spec section 4).
 
 use om_core::compute::Compute;
-use om_core::kernels::matmul::gemm;
+use om_core::kernels::gemm::gemm;
 use om_core::layout::broadcast_shapes;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;

@@ -4,6 +4,6 @@
 
 pub mod basic;
 pub mod elementwise;
+pub mod gemm;
 pub mod math;
-pub mod matmul;
 pub mod reduce;

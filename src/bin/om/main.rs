@@ -7,6 +7,7 @@
 use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
+mod bench;
 mod train;
 
 const USAGE: &str = "usage: om <command> [options]
@@ -14,7 +15,8 @@ const USAGE: &str = "usage: om <command> [options]
 commands:
   train        train the demo model on built-in data (options: --epochs N --seed S --threads T --mode fast|exact)
   gradcheck    run every registered gradient-check case
-  ops          print the operator registry as Markdown (docs/ops.md)";
+  ops          print the operator registry as Markdown (docs/ops.md)
+  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +36,13 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("om train: {e}");
                 ExitCode::FAILURE
+            }
+        },
+        "bench" => match bench::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("om bench: {e}");
+                ExitCode::from(2)
             }
         },
         "-h" | "--help" | "help" => {

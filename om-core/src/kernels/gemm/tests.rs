@@ -1,0 +1,234 @@
+//! Every supported path × both modes × several thread counts against the plain canonical
+//! loop, bit for bit.
+
+use super::gemm;
+use crate::compute::{KernelPath, Mode, Settings};
+
+/// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
+#[allow(clippy::too_many_arguments)]
+fn reference(fast: bool, m: usize, k: usize, n: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize) -> Vec<f32> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for p in 0..k {
+                let (x, y) = (a[i * lda + p], b[p * ldb + j]);
+                acc = if fast { x.mul_add(y, acc) } else { acc + x * y };
+            }
+            c[i * n + j] = acc;
+        }
+    }
+    c
+}
+
+/// Deterministic values in [-1, 1) with varied magnitudes, so rounding differs per order.
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let unit = (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+            unit * [1.0, 0.01, 3.0, 1e-3][(s & 3) as usize]
+        })
+        .collect()
+}
+
+/// One test case: shape and leading dimensions.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    m: usize,
+    k: usize,
+    n: usize,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+}
+
+impl Case {
+    fn new(m: usize, k: usize, n: usize) -> Case {
+        Case { m, k, n, lda: k.max(1), ldb: n.max(1), ldc: n.max(1) }
+    }
+
+    fn ld(self, lda: usize, ldb: usize, ldc: usize) -> Case {
+        Case { lda, ldb, ldc, ..self }
+    }
+
+    fn a_len(self) -> usize {
+        if self.m == 0 {
+            0
+        } else {
+            (self.m - 1) * self.lda + self.k
+        }
+    }
+
+    fn b_len(self) -> usize {
+        if self.k == 0 {
+            0
+        } else {
+            (self.k - 1) * self.ldb + self.n
+        }
+    }
+
+    /// Runs `gemm` over a C prefilled with a sentinel; returns the m×n result (dense)
+    /// after checking that nothing outside it was written.
+    fn run(self, settings: Settings, a: &[f32], b: &[f32]) -> Vec<f32> {
+        const SENTINEL: f32 = -7.25;
+        let Case { m, k, n, lda, ldb, ldc } = self;
+        let mut c = vec![SENTINEL; m * ldc + 5];
+        gemm(settings, m, k, n, a, lda, b, ldb, &mut c, ldc);
+        let mut out = Vec::with_capacity(m * n);
+        for (idx, &v) in c.iter().enumerate() {
+            let (i, j) = (idx / ldc, idx % ldc);
+            if i < m && j < n {
+                out.push(v);
+            } else {
+                assert_eq!(v.to_bits(), SENTINEL.to_bits(), "{self:?}: wrote outside C at {idx}");
+            }
+        }
+        out
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (m, k, n) in [
+        (0, 5, 3),
+        (3, 5, 0),
+        (0, 0, 0),
+        (4, 0, 6),
+        (1, 1, 1),
+        (1, 7, 1),
+        (1, 300, 17),
+        (17, 300, 1),
+        (2, 3, 5),
+        (7, 13, 19),
+        (23, 31, 15),
+        (24, 16, 16),
+        (25, 17, 33),
+        (49, 257, 31),
+        (64, 64, 64),
+        (100, 70, 50),
+        (130, 300, 90),
+        (97, 600, 47),
+        (200, 40, 260),
+        (64, 1100, 64),
+        (300, 20, 600),
+    ] {
+        cases.push(Case::new(m, k, n));
+    }
+    // Leading dimensions wider than the matrices, odd and large powers of two.
+    cases.push(Case::new(37, 45, 29).ld(50, 33, 41));
+    cases.push(Case::new(70, 300, 53).ld(301, 1024, 1024));
+    cases.push(Case::new(40, 300, 40).ld(1024, 1024, 1024));
+    cases.push(Case::new(130, 520, 70).ld(2048, 128, 77));
+    cases.push(Case::new(9, 20, 48).ld(4096, 4096, 64));
+    cases
+}
+
+fn settings(path: KernelPath, mode: Mode, threads: usize) -> Settings {
+    Settings { mode, threads, path }
+}
+
+#[test]
+fn every_path_and_thread_count_matches_the_canonical_loop_bit_for_bit() {
+    for (ci, case) in cases().into_iter().enumerate() {
+        let a = values(case.a_len(), 2 * ci as u64 + 1);
+        let b = values(case.b_len(), 2 * ci as u64 + 2);
+        let (m, k, n) = (case.m, case.k, case.n);
+        let exact = reference(false, m, k, n, &a, case.lda, &b, case.ldb);
+        let fused = reference(true, m, k, n, &a, case.lda, &b, case.ldb);
+        for path in KernelPath::supported() {
+            for threads in [1, 2, 3, 8] {
+                let got = case.run(settings(path, Mode::Exact, threads), &a, &b);
+                assert_bits_eq(&got, &exact, || format!("exact {path} t={threads} {case:?}"));
+                // Fast mode is fused on every path but SSE (no FMA in baseline SSE).
+                let want = if path == KernelPath::Sse { &exact } else { &fused };
+                let got = case.run(settings(path, Mode::Fast, threads), &a, &b);
+                assert_bits_eq(&got, want, || format!("fast {path} t={threads} {case:?}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn fast_mode_is_close_to_the_exact_product() {
+    let case = Case::new(33, 500, 29);
+    let (a, b) = (values(case.a_len(), 7), values(case.b_len(), 8));
+    let exact = reference(false, 33, 500, 29, &a, 500, &b, 29);
+    for path in KernelPath::supported() {
+        let got = case.run(settings(path, Mode::Fast, 2), &a, &b);
+        for (i, (&x, &y)) in got.iter().zip(&exact).enumerate() {
+            let (r, j) = (i / 29, i % 29);
+            let scale: f32 = (0..500).map(|p| (a[r * 500 + p] * b[p * 29 + j]).abs()).sum();
+            assert!((x - y).abs() <= 1e-5 * scale + 1e-30, "{path} at {i}: {x} vs {y}");
+        }
+    }
+}
+
+#[test]
+fn empty_inner_dimension_gives_positive_zero() {
+    for path in KernelPath::supported() {
+        for mode in [Mode::Fast, Mode::Exact] {
+            let mut c = vec![f32::NAN, -0.0, 5.0, -0.0, f32::INFINITY, 1.0];
+            gemm(settings(path, mode, 2), 2, 0, 2, &[], 0, &[], 2, &mut c, 3);
+            let bits: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
+            let want = [0.0f32, 0.0, 5.0, 0.0, 0.0, 1.0].map(f32::to_bits);
+            assert_eq!(bits, want, "{path} {mode}");
+        }
+    }
+}
+
+#[test]
+fn empty_output_is_a_no_op() {
+    let mut c = vec![3.0f32; 4];
+    gemm(settings(KernelPath::best(), Mode::Exact, 1), 0, 3, 2, &[], 3, &[0.0; 6], 2, &mut c, 2);
+    gemm(settings(KernelPath::best(), Mode::Exact, 1), 2, 3, 0, &[0.0; 6], 3, &[], 0, &mut c, 0);
+    assert_eq!(c, [3.0; 4]);
+}
+
+#[test]
+fn signed_zero_nan_and_infinity_propagate_like_the_canonical_loop() {
+    let (m, k, n) = (30, 9, 20);
+    let mut a = values(m * k, 11);
+    let mut b = values(k * n, 12);
+    a[0] = f32::NAN; // row 0 becomes NaN
+    a[k + 3] = f32::INFINITY; // row 1: ±inf, or NaN where B is 0
+    b[3 * n + 5] = 0.0;
+    a[2 * k..3 * k].fill(-0.0); // row 2: -0 products sum to +0
+    b[4 * n + 7] = f32::NEG_INFINITY; // column 7: -inf·x
+    a[5 * k + 4] = 0.0; // row 5, column 7: 0·(-inf) = NaN
+    for path in KernelPath::supported() {
+        for (mode, fast) in [(Mode::Exact, false), (Mode::Fast, true)] {
+            let fused = fast && path != KernelPath::Sse;
+            let want = reference(fused, m, k, n, &a, k, &b, n);
+            let got = Case::new(m, k, n).run(settings(path, mode, 3), &a, &b);
+            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                let same = (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits();
+                assert!(same, "{path} {mode} at {i}: {x} vs {y}");
+            }
+            assert!(got[..n].iter().all(|v| v.is_nan()));
+            assert!(got[2 * n..3 * n].iter().filter(|v| **v != 0.0 || v.is_sign_negative()).all(|v| v.is_nan()));
+            assert!(got[n + 5].is_nan() && got[5 * n + 7].is_nan());
+        }
+    }
+}
+
+#[test]
+fn an_unsupported_path_falls_back_to_scalar() {
+    let unsupported = KernelPath::ALL.into_iter().find(|p| !p.is_supported());
+    let Some(path) = unsupported else { return };
+    let case = Case::new(13, 40, 11);
+    let (a, b) = (values(case.a_len(), 3), values(case.b_len(), 4));
+    let got = case.run(settings(path, Mode::Fast, 1), &a, &b);
+    let want = case.run(settings(KernelPath::Scalar, Mode::Fast, 1), &a, &b);
+    assert_bits_eq(&got, &want, || format!("fallback from {path}"));
+}
+
+fn assert_bits_eq(got: &[f32], want: &[f32], what: impl Fn() -> String) {
+    assert_eq!(got.len(), want.len(), "{}", what());
+    if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+        panic!("{}: first difference at {i}: {} vs {}", what(), got[i], want[i]);
+    }
+}

@@ -1,0 +1,45 @@
+//! A warm `gemm` call allocates nothing: packing scratch is a thread-local that only grows.
+
+use om_core::compute::{KernelPath, Mode, Settings};
+use om_core::kernels::gemm::gemm;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: forwarded from the caller.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded from the caller.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn warm_calls_do_not_allocate() {
+    let (m, k, n) = (150, 600, 130);
+    let a = vec![0.5f32; m * k];
+    let b = vec![0.25f32; k * n];
+    let mut c = vec![0.0f32; m * n];
+    for path in KernelPath::supported() {
+        for mode in [Mode::Fast, Mode::Exact] {
+            let settings = Settings { mode, threads: 1, path };
+            gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+            let before = ALLOCATIONS.load(Ordering::SeqCst);
+            gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+            let after = ALLOCATIONS.load(Ordering::SeqCst);
+            assert_eq!(after, before, "{path} {mode}: warm call allocated");
+        }
+    }
+}
