@@ -1,0 +1,80 @@
+//! Exact mode is bit-identical on every kernel path and thread count; fast mode is
+//! identical across thread counts. A small model mixing every operator built so far is run
+//! forward and backward under each setting and the bits of its output and of every
+//! gradient are hashed.
+
+use om_core::compute::{Compute, KernelPath, Mode, Settings};
+use om_core::{DType, Result, Tensor};
+use om_ops as ops;
+
+fn fnv(hash: &mut u64, values: &[f32]) {
+    for v in values {
+        for byte in v.to_bits().to_le_bytes() {
+            *hash ^= byte as u64;
+            *hash = hash.wrapping_mul(0x0000_0100_0000_01B3);
+        }
+    }
+}
+
+fn leaf(shape: &[usize], seed: u64, scale: f32) -> Tensor {
+    let t = Tensor::randn(shape, seed).unwrap();
+    t.update_f32("scale", |v| v.iter_mut().for_each(|x| *x *= scale)).unwrap();
+    t.requires_grad().unwrap()
+}
+
+/// Forward and backward of the mixed model; returns the hash of the loss and all gradients.
+fn step() -> Result<u64> {
+    let x = leaf(&[64, 96], 1, 1.0);
+    let w1 = leaf(&[96, 128], 2, 0.1);
+    let b1 = leaf(&[128], 3, 0.1);
+    let w2 = leaf(&[128, 80], 4, 0.1);
+    let d = leaf(&[80], 5, 1.0);
+    let h = ops::gelu(&ops::add(&ops::matmul(&x, &w1)?, &b1)?, ops::GeluForm::Erf)?;
+    let h = ops::mul(&ops::tanh(&h)?, &ops::sigmoid(&ops::gelu(&h, ops::GeluForm::Tanh)?)?)?;
+    let y = ops::relu(&ops::sub(&ops::matmul(&h, &w2)?, &ops::neg(&d)?)?)?; // [64, 80]
+    let y = ops::div(&y, &ops::add(&ops::expand(&ops::unsqueeze(&d, 0)?, vec![64, -1])?, &Tensor::full(&[1], 4.0)?)?)?;
+    let y = ops::reshape(&ops::permute(&ops::reshape(&y, vec![8, 8, 80])?, vec![2, 0, 1])?, vec![80, 64])?;
+    let y = ops::flip(&ops::slice(&y, 0, 1, 80, 3)?, vec![1])?;
+    let y = ops::contiguous(&ops::transpose(&y, 0, 1)?)?;
+    let sel = ops::select(&y, 0, -1)?;
+    let y = ops::squeeze(&ops::mean(&y, Some(1), true)?, Some(1))?;
+    let y = ops::cast(&y, DType::F32)?;
+    let loss = ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?;
+    loss.backward()?;
+    let mut hash = 0xCBF2_9CE4_8422_2325u64;
+    fnv(&mut hash, &loss.to_vec());
+    for p in [&x, &w1, &b1, &w2, &d] {
+        fnv(&mut hash, &p.grad().expect("every parameter gets a gradient").to_vec());
+    }
+    Ok(hash)
+}
+
+fn hash_with(mode: Mode, threads: usize, path: KernelPath) -> u64 {
+    Compute::with(Settings { mode, threads, path }, || step().unwrap())
+}
+
+#[test]
+fn exact_mode_is_identical_on_every_path_and_thread_count() {
+    let reference = hash_with(Mode::Exact, 1, KernelPath::Scalar);
+    for path in KernelPath::supported() {
+        for threads in [1, 2, 3, 8] {
+            assert_eq!(hash_with(Mode::Exact, threads, path), reference, "exact mode differs on {path} with {threads} threads");
+        }
+    }
+}
+
+#[test]
+fn fast_mode_is_identical_across_thread_counts() {
+    for path in KernelPath::supported() {
+        let one = hash_with(Mode::Fast, 1, path);
+        for threads in [2, 3, 8] {
+            assert_eq!(hash_with(Mode::Fast, threads, path), one, "fast mode on {path} differs at {threads} threads");
+        }
+    }
+}
+
+#[test]
+fn fast_and_exact_modes_really_differ_in_the_products() {
+    // Guards the test above against a mode switch that does nothing.
+    assert_ne!(hash_with(Mode::Fast, 1, KernelPath::best()), hash_with(Mode::Exact, 1, KernelPath::best()));
+}
