@@ -15,3 +15,8 @@
 
 pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_ops as ops;
+
+/// The README's examples, compiled and run by `cargo test`.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
