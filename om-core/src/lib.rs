@@ -20,6 +20,7 @@ pub mod compute;
 pub mod dtype;
 pub mod error;
 pub mod gradcheck;
+pub mod io;
 pub mod kernels;
 pub mod layout;
 pub mod pool;

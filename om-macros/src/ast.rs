@@ -34,6 +34,8 @@ pub enum InputKind {
     Required,
     /// `Option<&Tensor>`
     Optional,
+    /// `&[Tensor]`: any number of inputs (the last tensor parameter).
+    Many,
 }
 
 /// A tensor input of `forward`.

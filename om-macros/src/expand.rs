@@ -122,14 +122,18 @@ fn generate(op: &Op) -> TokenStream {
             (None, false) => s.name.to_string(),
         })
         .collect();
-    let input_opts: Vec<TokenStream> = op
+    // Pushes every tensor input (a variadic one element by element) into `__inputs`, and
+    // its name into `__names`.
+    let push_inputs: Vec<TokenStream> = op
         .inputs
         .iter()
         .map(|i| {
             let n = &i.name;
+            let s = n.to_string();
             match i.kind {
-                InputKind::Required => quote!(::core::option::Option::Some(#n)),
-                InputKind::Optional => quote!(#n),
+                InputKind::Required => quote! { __inputs.push(::core::option::Option::Some(#n)); __names.push(#s); },
+                InputKind::Optional => quote! { __inputs.push(#n); __names.push(#s); },
+                InputKind::Many => quote! { for t in #n.iter() { __inputs.push(::core::option::Option::Some(t)); __names.push(#s); } },
             }
         })
         .collect();
@@ -138,7 +142,6 @@ fn generate(op: &Op) -> TokenStream {
         return composition(op);
     }
 
-    let n_inputs = op.inputs.len();
     let input_index = |n: &syn::Ident| op.inputs.iter().position(|i| &i.name == n);
     let needs_expr = |n: &syn::Ident| {
         let idx = input_index(n).expect("validated: condition names an input");
@@ -222,6 +225,16 @@ fn generate(op: &Op) -> TokenStream {
         .map(|(i, inp)| {
             let n = &inp.name;
             let needs = format_ident!("needs_{}", n);
+            if inp.kind == InputKind::Many {
+                let doc1 = format!("Emits the gradient of `{n}[j]` (summed to its shape by the engine if broadcast).");
+                let doc2 = format!("Whether `{n}[j]` needs a gradient.");
+                return quote! {
+                    #[doc = #doc1]
+                    pub fn #n(&mut self, j: usize, g: ::om_core::Tensor) { self.sink.emit(#i + j, g) }
+                    #[doc = #doc2]
+                    pub fn #needs(&self, j: usize) -> bool { self.sink.needs(#i + j) }
+                };
+            }
             let doc1 = format!("Emits the gradient of `{}` (summed to its shape by the engine if broadcast).", n);
             let doc2 = format!("Whether `{}` needs a gradient.", n);
             quote! {
@@ -245,19 +258,6 @@ fn generate(op: &Op) -> TokenStream {
     } else {
         (quote!(), quote! { let __out: ::om_core::Tensor = __result; })
     };
-    let dtype_checks: Vec<TokenStream> = op
-        .inputs
-        .iter()
-        .map(|i| {
-            let n = &i.name;
-            let s = n.to_string();
-            let o = match i.kind {
-                InputKind::Required => quote!(::core::option::Option::Some(#n)),
-                InputKind::Optional => quote!(#n),
-            };
-            quote!((#s, #o))
-        })
-        .collect();
     let wrapper_doc = format!(
         "\n\n*Operator `{name}`* — saved: {}; attributes: {}.",
         if saved_strs.is_empty() { "none".to_string() } else { saved_strs.join(", ") },
@@ -282,9 +282,9 @@ fn generate(op: &Op) -> TokenStream {
             pub struct Record {
                 #(#fields,)*
                 /// Shapes of the tensor inputs (empty for an absent optional input).
-                pub input_shapes: [::std::vec::Vec<usize>; #n_inputs],
+                pub input_shapes: ::std::vec::Vec<::std::vec::Vec<usize>>,
                 /// Element types of the tensor inputs (`None` for an absent optional input).
-                pub input_dtypes: [::core::option::Option<::om_core::DType>; #n_inputs],
+                pub input_dtypes: ::std::vec::Vec<::core::option::Option<::om_core::DType>>,
             }
 
             impl Record {
@@ -314,11 +314,13 @@ fn generate(op: &Op) -> TokenStream {
             #[doc(hidden)]
             #[allow(clippy::too_many_arguments)]
             pub fn __op #generics (#fwd_args) -> ::om_core::Result<::om_core::Tensor> {
-                let __inputs: [::core::option::Option<&::om_core::Tensor>; #n_inputs] = [#(#input_opts),*];
+                let mut __inputs: ::std::vec::Vec<::core::option::Option<&::om_core::Tensor>> = ::std::vec::Vec::new();
+                let mut __names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
+                #(#push_inputs)*
                 let __record = ::om_core::__private::should_record(&__inputs);
-                let __needs: [bool; #n_inputs] = ::core::array::from_fn(|i| __record && __inputs[i].is_some_and(|t| t.needs_grad()));
+                let __needs: ::std::vec::Vec<bool> = __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
                 if __record {
-                    ::om_core::__private::check_grad_dtypes(NAME, &[#(#dtype_checks),*])?;
+                    ::om_core::__private::check_grad_dtypes(NAME, &__names, &__inputs)?;
                 }
                 #(#attr_clones)*
                 let __result = ::om_core::no_grad(|| forward(#(#call_args),*)).map_err(|e| e.with_op(NAME))?;
@@ -328,8 +330,8 @@ fn generate(op: &Op) -> TokenStream {
                 }
                 let __rec = Record {
                     #(#inits,)*
-                    input_shapes: ::core::array::from_fn(|i| __inputs[i].map(|t| t.shape().to_vec()).unwrap_or_default()),
-                    input_dtypes: ::core::array::from_fn(|i| __inputs[i].map(|t| t.dtype())),
+                    input_shapes: __inputs.iter().map(|t| t.map(|t| t.shape().to_vec()).unwrap_or_default()).collect(),
+                    input_dtypes: __inputs.iter().map(|t| t.map(|t| t.dtype())).collect(),
                 };
                 ::core::result::Result::Ok(::om_core::__private::attach(NAME, __out, ::std::boxed::Box::new(__rec), &__inputs))
             }

@@ -85,6 +85,13 @@ fn input_kind(ty: &Type) -> Option<InputKind> {
     if is_tensor_ref(ty) {
         return Some(InputKind::Required);
     }
+    if let Type::Reference(r) = ty {
+        if let Type::Slice(sl) = &*r.elem {
+            if matches!(&*sl.elem, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Tensor")) {
+                return Some(InputKind::Many);
+            }
+        }
+    }
     if let Type::Path(p) = ty {
         let seg = p.path.segments.last()?;
         if seg.ident == "Option" {

@@ -1,7 +1,7 @@
 //! Validation: each cross-cutting rule of the `#[op]` contract is one function here.
 //! Errors are gathered (not first-only) and spanned at the offending token.
 
-use crate::ast::Op;
+use crate::ast::{InputKind, Op};
 use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Error, Type};
@@ -15,6 +15,25 @@ pub fn all(op: &Op, errors: &mut Vec<Error>) {
     attrs_match_forward(op, errors);
     attr_types_are_owned(op, errors);
     composition_has_no_record(op, errors);
+    variadic_input_is_last(op, errors);
+}
+
+/// A `&[Tensor]` input comes after every other tensor input, is not saved and conditions
+/// nothing (its gradients are indexed at run time).
+fn variadic_input_is_last(op: &Op, errors: &mut Vec<Error>) {
+    let Some(pos) = op.inputs.iter().position(|i| i.kind == InputKind::Many) else { return };
+    let name = &op.inputs[pos].name;
+    if pos + 1 != op.inputs.len() {
+        errors.push(Error::new(name.span(), format!("`{name}: &[Tensor]` must be the last tensor input of `forward`")));
+    }
+    for s in &op.args.saved {
+        if &s.name == name || s.cond.as_ref() == Some(name) {
+            errors.push(Error::new(
+                s.name.span(),
+                format!("`{name}` takes any number of tensors, so it cannot be saved or name a condition"),
+            ));
+        }
+    }
 }
 
 fn op_name(op: &Op) -> String {

@@ -12,7 +12,7 @@ pub mod views;
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::matmul;
 pub use reduce::{mean, sum};
-pub use views::{cast, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
+pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
 pub use om_core::{Error, Result, Tensor};
 

@@ -9,7 +9,7 @@ use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] =
-    &["slice", "select", "permute", "transpose", "reshape", "squeeze", "unsqueeze", "contiguous", "expand", "flip", "cast"];
+    &["slice", "select", "permute", "transpose", "reshape", "squeeze", "unsqueeze", "contiguous", "expand", "flip", "cast", "concat"];
 
 /// A strided layout: shape, strides, offset.
 type Layout = (Vec<usize>, Vec<usize>, usize);
@@ -536,5 +536,78 @@ pub mod cast {
 
     fn cases() -> Vec<Case> {
         cases_1(|x| super::cast(x, DType::F32), &[3, 4])
+    }
+}
+
+// ===== joining =====
+
+/// Joins tensors of equal shape except along `axis` (any number, at least one; a copy).
+/// Backward: each input gets its slice of `g`.
+#[op(attrs = [axis: isize])]
+pub mod concat {
+    use super::*;
+
+    pub fn forward(xs: &[Tensor], axis: isize) -> Result<Tensor> {
+        let Some(first) = xs.first() else {
+            return Err(Error::argument(NAME, "needs at least one tensor"));
+        };
+        let rank = first.rank();
+        let a = normalize_axis(NAME, axis, rank, false)?;
+        let shapes: Vec<&[usize]> = xs.iter().map(|t| t.shape()).collect();
+        for (j, t) in xs.iter().enumerate() {
+            if t.dtype() != DType::F32 {
+                return Err(Error::DType { op: NAME, arg: "xs", expected: DType::F32, got: t.dtype() });
+            }
+            let fits = t.rank() == rank && (0..rank).all(|d| d == a || t.shape()[d] == first.shape()[d]);
+            if !fits {
+                return Err(Error::shape(NAME, &shapes, format!("tensor {j} does not match tensor 0 outside axis {axis}")));
+            }
+        }
+        let mut shape = first.shape().to_vec();
+        shape[a] = xs.iter().map(|t| t.shape()[a]).sum();
+        let out_strides = contiguous_strides(&shape);
+        Tensor::build_f32(&shape, |out| {
+            let mut start = 0;
+            for t in xs {
+                let len = t.shape()[a];
+                let (s, st, o) = slice_layout(NAME, (&shape, &out_strides, 0), a as isize, start, start + len, 1)?;
+                t.with_f32(|src| {
+                    let mut i = 0;
+                    for_each_offset(&s, &st, o, |off| {
+                        out[off] = src[i];
+                        i += 1;
+                    });
+                });
+                start += len;
+            }
+            Ok(())
+        })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let a = normalize_axis(NAME, r.axis, g.rank(), false)?;
+        let mut start = 0;
+        for (j, shape) in r.input_shapes.iter().enumerate() {
+            let len = shape[a];
+            if d.needs_xs(j) {
+                d.xs(j, crate::slice(g, r.axis, start, start + len, 1)?);
+            }
+            start += len;
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case::new(
+                "three_on_axis1",
+                vec![Case::input(&[2, 3], -1.0, 1.0, 1), Case::input(&[2, 1], -1.0, 1.0, 2), Case::input(&[2, 4], -1.0, 1.0, 3)],
+                |x| super::concat(x, 1),
+            ),
+            Case::new("axis0_transposed", vec![Case::input(&[3, 2], -1.0, 1.0, 4), Case::input(&[1, 3], -1.0, 1.0, 5)], |x| {
+                super::concat(&[crate::transpose(&x[0], 0, 1)?, x[1].clone()], 0)
+            }),
+            Case::new("constant_input", vec![Tensor::ones(&[2, 2]).unwrap(), Case::input(&[2, 2], -1.0, 1.0, 6)], |x| super::concat(x, -1)),
+        ]
     }
 }

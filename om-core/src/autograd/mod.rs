@@ -163,8 +163,8 @@ impl Saved {
 }
 
 /// Checks that every input needing a gradient is `f32` (gradients are float32).
-pub fn check_grad_dtypes(op: &'static str, inputs: &[(&'static str, Option<&Tensor>)]) -> Result<()> {
-    for (arg, t) in inputs {
+pub fn check_grad_dtypes(op: &'static str, names: &[&'static str], inputs: &[Option<&Tensor>]) -> Result<()> {
+    for (&arg, t) in names.iter().zip(inputs) {
         if let Some(t) = t {
             if t.needs_grad() && t.dtype() != DType::F32 {
                 return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
