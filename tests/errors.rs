@@ -95,3 +95,23 @@ fn errors_print_the_operator_and_values() {
     let msg = e.to_string();
     assert!(msg.starts_with("add:") && msg.contains("[2, 3]") && msg.contains("[4]"), "{msg}");
 }
+
+#[test]
+fn linear_validates_shapes() {
+    let e = ops::linear(&t(&[2, 3]), &t(&[4, 5]), None).unwrap_err();
+    assert!(matches!(e, Error::Shape { op: "linear", .. }), "{e}");
+    let e = ops::linear(&t(&[2, 3]), &t(&[4, 3]), Some(&t(&[5]))).unwrap_err();
+    assert!(matches!(e, Error::Shape { op: "linear", .. }), "{e}");
+    let e = ops::linear(&t(&[2, 3]), &t(&[3]), None).unwrap_err();
+    assert!(matches!(e, Error::Shape { op: "linear", .. }), "{e}");
+}
+
+#[test]
+fn concat_validates_inputs() {
+    let e = ops::concat(&[], 0).unwrap_err();
+    assert!(matches!(e, Error::Argument { op: "concat", .. }), "{e}");
+    let e = ops::concat(&[t(&[2, 3]), t(&[3, 3])], 1).unwrap_err();
+    assert!(matches!(e, Error::Shape { op: "concat", .. }), "{e}");
+    let e = ops::concat(&[t(&[2, 3]), t(&[2, 3])], 2).unwrap_err();
+    assert!(matches!(e, Error::Axis { op: "concat", .. }), "{e}");
+}

@@ -10,7 +10,7 @@ pub mod reduce;
 pub mod views;
 
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
-pub use linalg::matmul;
+pub use linalg::{linear, matmul};
 pub use reduce::{mean, sum};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 

@@ -9,7 +9,7 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &["matmul"];
+pub const NAMES: &[&str] = &["matmul", "linear"];
 
 /// Batched product of two tensors of rank ≥ 2 with equal inner dimensions.
 fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
@@ -116,6 +116,55 @@ pub mod matmul {
             Case::new("strided", vec![Case::input(&[3, 8], -1.0, 1.0, 13), Case::input(&[4, 2], -1.0, 1.0, 14)], |x| {
                 super::matmul(&crate::slice(&x[0], 1, 0, 8, 2)?, &x[1])
             }),
+        ]
+    }
+}
+
+/// Affine map `x·Wᵀ + b` over the last axis of `x` (`[..., in]` → `[..., out]`, with
+/// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions.
+#[op(composition)]
+pub mod linear {
+    use super::*;
+
+    pub fn forward(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        if w.rank() != 2 {
+            return Err(Error::shape(NAME, &[x.shape(), w.shape()], "weight must be [out_features, in_features]"));
+        }
+        let (out_f, in_f) = (w.shape()[0], w.shape()[1]);
+        if x.rank() == 0 || x.shape()[x.rank() - 1] != in_f {
+            return Err(Error::shape(NAME, &[x.shape(), w.shape()], format!("the last axis of x must have {in_f} features")));
+        }
+        if let Some(b) = bias {
+            if b.shape() != [out_f] {
+                return Err(Error::shape(NAME, &[w.shape(), b.shape()], format!("bias must be [{out_f}]")));
+            }
+        }
+        let lead = &x.shape()[..x.rank() - 1];
+        let x2 = crate::reshape(x, vec![-1, in_f as isize])?;
+        let mut y = crate::matmul(&x2, &crate::transpose(w, 0, 1)?)?;
+        if let Some(b) = bias {
+            y = crate::add(&y, b)?;
+        }
+        let mut shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
+        shape.push(out_f as isize);
+        crate::reshape(&y, shape)
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case::new(
+                "bias",
+                vec![Case::input(&[3, 4], -1.0, 1.0, 1), Case::input(&[2, 4], -1.0, 1.0, 2), Case::input(&[2], -1.0, 1.0, 3)],
+                |x| super::linear(&x[0], &x[1], Some(&x[2])),
+            ),
+            Case::new("no_bias_leading_dims", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4), Case::input(&[5, 4], -1.0, 1.0, 5)], |x| {
+                super::linear(&x[0], &x[1], None)
+            }),
+            Case::new(
+                "transposed_input",
+                vec![Case::input(&[4, 3], -1.0, 1.0, 6), Case::input(&[2, 4], -1.0, 1.0, 7), Case::input(&[2], -1.0, 1.0, 8)],
+                |x| super::linear(&crate::transpose(&x[0], 0, 1)?, &x[1], Some(&x[2])),
+            ),
         ]
     }
 }
