@@ -115,3 +115,93 @@ fn concat_validates_inputs() {
     let e = ops::concat(&[t(&[2, 3]), t(&[2, 3])], 2).unwrap_err();
     assert!(matches!(e, Error::Axis { op: "concat", .. }), "{e}");
 }
+
+#[test]
+fn conv2d_invalid_arguments() {
+    let x = t(&[2, 4, 5, 5]);
+    let w = t(&[6, 2, 3, 3]);
+    let b = t(&[6]);
+    let conv = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, s: [usize; 2], p: [usize; 4], d: [usize; 2], g: usize| {
+        ops::conv2d(x, w, b, s, p, d, g)
+    };
+    assert!(conv(&x, &w, Some(&b), [1, 1], [1, 1, 1, 1], [1, 1], 2).is_ok());
+    let shape_errors = [
+        ("x rank", conv(&t(&[4, 5, 5]), &w, None, [1, 1], [0; 4], [1, 1], 2)),
+        ("w rank", conv(&x, &t(&[6, 2, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
+        ("C not divisible by groups", conv(&x, &t(&[6, 1, 3, 3]), None, [1, 1], [0; 4], [1, 1], 3)),
+        ("O not divisible by groups", conv(&x, &t(&[5, 2, 3, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
+        ("w channels vs C/groups", conv(&x, &t(&[6, 4, 3, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
+        ("empty kernel", conv(&x, &t(&[6, 2, 0, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
+        ("kernel larger than the input", conv(&x, &t(&[6, 2, 6, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
+        ("dilated kernel larger than the padded input", conv(&x, &w, None, [1, 1], [1, 0, 0, 0], [3, 1], 2)),
+        ("bias shape", conv(&x, &w, Some(&t(&[5])), [1, 1], [0; 4], [1, 1], 2)),
+        ("bias rank", conv(&x, &w, Some(&t(&[6, 1])), [1, 1], [0; 4], [1, 1], 2)),
+    ];
+    for (what, r) in shape_errors {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "conv2d", .. }), "{what}: {e}");
+    }
+    // One more padded row makes the dilated kernel fit.
+    assert!(conv(&x, &w, None, [1, 1], [1, 0, 1, 0], [3, 1], 2).is_ok());
+    let argument_errors = [
+        ("zero stride", conv(&x, &w, None, [0, 1], [0; 4], [1, 1], 2)),
+        ("zero dilation", conv(&x, &w, None, [1, 1], [0; 4], [1, 0], 2)),
+        ("zero groups", conv(&x, &w, None, [1, 1], [0; 4], [1, 1], 0)),
+    ];
+    for (what, r) in argument_errors {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Argument { op: "conv2d", .. }), "{what}: {e}");
+    }
+    let ids = Tensor::from_vec_i32(vec![1; 6], &[6]).unwrap();
+    let ids4 = Tensor::from_vec_i32(vec![1; 200], &[2, 4, 5, 5]).unwrap();
+    for (arg, r) in [
+        ("x", conv(&ids4, &w, None, [1, 1], [0; 4], [1, 1], 2)),
+        ("w", conv(&x, &Tensor::from_vec_i32(vec![1; 108], &[6, 2, 3, 3]).unwrap(), None, [1, 1], [0; 4], [1, 1], 2)),
+        ("bias", conv(&x, &w, Some(&ids), [1, 1], [0; 4], [1, 1], 2)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::DType { op: "conv2d", arg: a, .. } if a == arg), "{arg}: {e}");
+    }
+}
+
+#[test]
+fn pooling_invalid_arguments() {
+    let x = t(&[1, 2, 5, 5]);
+    assert!(ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [1, 1]).is_ok());
+    assert!(ops::avg_pool2d(&x, [3, 3], [1, 1], [1, 1], true).is_ok());
+    let argument_errors = [
+        ("max zero kernel", ops::max_pool2d(&x, [0, 3], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
+        ("max zero stride", ops::max_pool2d(&x, [3, 3], [1, 0], [0, 0], [1, 1]), "max_pool2d"),
+        ("max zero dilation", ops::max_pool2d(&x, [3, 3], [1, 1], [0, 0], [0, 1]), "max_pool2d"),
+        ("max padding above half the kernel", ops::max_pool2d(&x, [3, 3], [1, 1], [2, 0], [1, 1]), "max_pool2d"),
+        ("avg zero kernel", ops::avg_pool2d(&x, [3, 0], [1, 1], [0, 0], true), "avg_pool2d"),
+        ("avg zero stride", ops::avg_pool2d(&x, [3, 3], [0, 1], [0, 0], false), "avg_pool2d"),
+        ("avg padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], true), "avg_pool2d"),
+    ];
+    for (what, r, op) in argument_errors {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{what}: {e}");
+    }
+    let shape_errors = [
+        ("max rank", ops::max_pool2d(&t(&[2, 5, 5]), [2, 2], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
+        ("max window larger than the input", ops::max_pool2d(&x, [3, 6], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
+        ("max dilated window larger than the input", ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [4, 1]), "max_pool2d"),
+        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], true), "avg_pool2d"),
+        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), [3, 3], [1, 1], [0, 0], true), "avg_pool2d"),
+        ("global rank", ops::global_avg_pool2d(&t(&[2, 3, 4])), "global_avg_pool2d"),
+        ("global empty plane", ops::global_avg_pool2d(&t(&[2, 3, 0, 4])), "global_avg_pool2d"),
+    ];
+    for (what, r, op) in shape_errors {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Shape { op: o, .. } if o == op), "{what}: {e}");
+    }
+    let ids = Tensor::from_vec_i32(vec![1; 50], &[1, 2, 5, 5]).unwrap();
+    for (r, op) in [
+        (ops::max_pool2d(&ids, [2, 2], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
+        (ops::avg_pool2d(&ids, [2, 2], [1, 1], [0, 0], true), "avg_pool2d"),
+        (ops::global_avg_pool2d(&ids), "global_avg_pool2d"),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::DType { op: o, .. } if o == op), "{op}: {e}");
+    }
+}

@@ -39,11 +39,23 @@ fn step() -> Result<u64> {
     let sel = ops::select(&y, 0, -1)?;
     let y = ops::squeeze(&ops::mean(&y, Some(1), true)?, Some(1))?;
     let y = ops::cast(&y, DType::F32)?;
+    // A small convolutional branch: grouped conv, max pooling, dilated depthwise conv with
+    // asymmetric padding, average pooling, global average pooling.
+    let img = leaf(&[2, 4, 12, 12], 6, 1.0);
+    let cw1 = leaf(&[8, 2, 3, 3], 7, 0.3);
+    let cb1 = leaf(&[8], 8, 0.1);
+    let cw2 = leaf(&[8, 1, 3, 3], 9, 0.3);
+    let f = ops::relu(&ops::conv2d(&img, &cw1, Some(&cb1), [1, 1], [1, 1, 1, 1], [1, 1], 2)?)?;
+    let f = ops::max_pool2d(&f, [3, 3], [2, 2], [1, 1], [1, 1])?;
+    let f = ops::conv2d(&f, &cw2, None, [1, 1], [1, 0, 1, 2], [2, 1], 8)?;
+    let f = ops::avg_pool2d(&f, [2, 2], [2, 1], [1, 0], false)?;
+    let f = ops::global_avg_pool2d(&f)?;
     let loss = ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?;
+    let loss = ops::add(&loss, &ops::sum(&f, None, false)?)?;
     loss.backward()?;
     let mut hash = 0xCBF2_9CE4_8422_2325u64;
     fnv(&mut hash, &loss.to_vec());
-    for p in [&x, &w1, &b1, &w2, &d] {
+    for p in [&x, &w1, &b1, &w2, &d, &img, &cw1, &cb1, &cw2] {
         fnv(&mut hash, &p.grad().expect("every parameter gets a gradient").to_vec());
     }
     Ok(hash)

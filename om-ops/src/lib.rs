@@ -4,13 +4,17 @@
 //! The declaration generates the public function (re-exported here), the backward record,
 //! the dispatch and the registered gradient-check cases.
 
+pub mod conv;
 pub mod elementwise;
 pub mod linalg;
+pub mod pool;
 pub mod reduce;
 pub mod views;
 
+pub use conv::conv2d;
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::{linear, matmul};
+pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use reduce::{mean, sum};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
@@ -19,5 +23,5 @@ pub use om_core::{Error, Result, Tensor};
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [elementwise::NAMES, linalg::NAMES, reduce::NAMES, views::NAMES].concat()
+    [conv::NAMES, elementwise::NAMES, linalg::NAMES, pool::NAMES, reduce::NAMES, views::NAMES].concat()
 }

@@ -3,6 +3,7 @@
 //! autograd history, and take every buffer they need from the pool.
 
 pub mod basic;
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod math;
