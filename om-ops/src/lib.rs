@@ -6,11 +6,20 @@
 
 pub mod elementwise;
 pub mod linalg;
+pub mod lookup;
+pub mod loss;
+pub mod norm;
 pub mod reduce;
 pub mod views;
 
+#[cfg(test)]
+mod oracle;
+
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::matmul;
+pub use lookup::embedding;
+pub use loss::nll_loss;
+pub use norm::{batch_norm2d, layer_norm};
 pub use reduce::{mean, sum};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
@@ -19,5 +28,5 @@ pub use om_core::{Error, Result, Tensor};
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [elementwise::NAMES, linalg::NAMES, reduce::NAMES, views::NAMES].concat()
+    [elementwise::NAMES, linalg::NAMES, reduce::NAMES, views::NAMES, norm::NAMES, lookup::NAMES, loss::NAMES].concat()
 }
