@@ -132,7 +132,7 @@ pub mod layer_norm {
                             Some(gm) => gs[row * n + i] * gm[i],
                             None => gs[row * n + i],
                         };
-                        for row in 0..rows {
+                        for row in (0..rows).filter(|_| need_g || need_b) {
                             for i in 0..n {
                                 let gi = gs[row * n + i] as f64;
                                 dga[i] += gi * xhat(row, i) as f64;
@@ -262,6 +262,7 @@ fn channel_stats(xs: &[f32], n: usize, c: usize, hw: usize) -> (Vec<f32>, Vec<f6
 pub mod batch_norm2d {
     use super::*;
 
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         x: &Tensor,
         gamma: Option<&Tensor>,
@@ -354,9 +355,9 @@ pub mod batch_norm2d {
                 for b in 0..n {
                     for ch in 0..c {
                         let base = (b * c + ch) * hw;
-                        for i in base..base + hw {
-                            sga[ch] += gs[i] as f64;
-                            sgxa[ch] += gs[i] as f64 * xhat(i, ch) as f64;
+                        for (i, &gi) in gs.iter().enumerate().take(base + hw).skip(base) {
+                            sga[ch] += gi as f64;
+                            sgxa[ch] += gi as f64 * xhat(i, ch) as f64;
                         }
                     }
                 }
