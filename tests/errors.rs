@@ -205,3 +205,94 @@ fn pooling_invalid_arguments() {
         assert!(matches!(e, Error::DType { op: o, .. } if o == op), "{op}: {e}");
     }
 }
+
+fn ids(v: Vec<i32>, shape: &[usize]) -> Tensor {
+    Tensor::from_vec_i32(v, shape).unwrap()
+}
+
+/// Asserts `r` is the error `variant` naming `op`, and returns its message.
+fn expect_err(r: om_core::Result<Tensor>, op: &str, variant: &str) -> String {
+    let e = r.expect_err("expected an error");
+    let got = match &e {
+        Error::Shape { .. } => "Shape",
+        Error::DType { .. } => "DType",
+        Error::Axis { .. } => "Axis",
+        Error::Argument { .. } => "Argument",
+        _ => "other",
+    };
+    assert_eq!((e.op(), got), (op, variant), "{e}");
+    e.to_string()
+}
+
+#[test]
+fn layer_norm_invalid_arguments() {
+    let x = t(&[2, 4]);
+    expect_err(ops::layer_norm(&x, Some(&t(&[3])), None, 1e-5), "layer_norm", "Shape");
+    expect_err(ops::layer_norm(&x, None, Some(&t(&[4, 1])), 1e-5), "layer_norm", "Shape");
+    expect_err(ops::layer_norm(&Tensor::scalar(1.0), None, None, 1e-5), "layer_norm", "Shape");
+    expect_err(ops::layer_norm(&t(&[2, 0]), None, None, 1e-5), "layer_norm", "Shape");
+    for eps in [-1e-5, f32::NAN, f32::INFINITY] {
+        expect_err(ops::layer_norm(&x, None, None, eps), "layer_norm", "Argument");
+    }
+    expect_err(ops::layer_norm(&ids(vec![1; 4], &[4]), None, None, 1e-5), "layer_norm", "DType");
+    expect_err(ops::layer_norm(&x, Some(&ids(vec![1; 4], &[4])), None, 1e-5), "layer_norm", "DType");
+}
+
+#[test]
+fn batch_norm2d_invalid_arguments() {
+    let x = t(&[2, 3, 2, 2]);
+    let (c, c4) = (t(&[3]), t(&[4]));
+    let bn = |x: &Tensor, g: Option<&Tensor>, rm: Option<&Tensor>, rv: Option<&Tensor>, training: bool, eps: f32| {
+        ops::batch_norm2d(x, g, None, rm, rv, training, 0.1, eps)
+    };
+    expect_err(bn(&t(&[2, 3, 4]), None, None, None, true, 1e-5), "batch_norm2d", "Shape");
+    expect_err(bn(&x, Some(&c4), None, None, true, 1e-5), "batch_norm2d", "Shape");
+    expect_err(ops::batch_norm2d(&x, None, Some(&c4), None, None, true, 0.1, 1e-5), "batch_norm2d", "Shape");
+    expect_err(bn(&x, None, Some(&c4), Some(&c), true, 1e-5), "batch_norm2d", "Shape");
+    expect_err(bn(&x, None, Some(&c), Some(&c4), false, 1e-5), "batch_norm2d", "Shape");
+    expect_err(bn(&x, None, Some(&c), None, true, 1e-5), "batch_norm2d", "Argument");
+    expect_err(bn(&x, None, None, None, false, 1e-5), "batch_norm2d", "Argument");
+    expect_err(bn(&x, None, None, None, true, -1.0), "batch_norm2d", "Argument");
+    expect_err(bn(&x, None, None, None, true, f32::NAN), "batch_norm2d", "Argument");
+    expect_err(ops::batch_norm2d(&x, None, None, None, None, true, f32::NAN, 1e-5), "batch_norm2d", "Argument");
+    expect_err(bn(&t(&[1, 3, 1, 1]), None, None, None, true, 1e-5), "batch_norm2d", "Shape");
+    let grad_stat = t(&[3]).requires_grad().unwrap();
+    let msg = expect_err(bn(&x, None, Some(&grad_stat), Some(&c), false, 1e-5), "batch_norm2d", "Argument");
+    assert!(msg.contains("running_mean"), "{msg}");
+    // A failed call leaves the running stats untouched.
+    let (rm, rv) = (Tensor::zeros(&[3]).unwrap(), t(&[3]));
+    let v = (rm.version(), rv.version());
+    expect_err(ops::batch_norm2d(&x, Some(&c4), None, Some(&rm), Some(&rv), true, 0.1, 1e-5), "batch_norm2d", "Shape");
+    let strided = ops::slice(&t(&[6]), 0, 0, 6, 2).unwrap();
+    expect_err(bn(&x, None, Some(&rm), Some(&strided), true, 1e-5), "batch_norm2d", "Argument");
+    assert_eq!((rm.version(), rv.version()), v);
+    assert_eq!(rm.to_vec(), vec![0.0; 3]);
+}
+
+#[test]
+fn embedding_invalid_arguments() {
+    let w = t(&[5, 3]);
+    let msg = expect_err(ops::embedding(&w, &ids(vec![0, 7, 1], &[3]), None), "embedding", "Argument");
+    assert!(msg.contains("id 7"), "{msg}");
+    let msg = expect_err(ops::embedding(&w, &ids(vec![0, -1], &[2]), None), "embedding", "Argument");
+    assert!(msg.contains("id -1"), "{msg}");
+    let e = ops::embedding(&w, &t(&[2]), None).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "embedding", arg: "ids", expected: DType::I32, got: DType::F32 }), "{e}");
+    expect_err(ops::embedding(&t(&[5]), &ids(vec![0], &[1]), None), "embedding", "Shape");
+    expect_err(ops::embedding(&w, &ids(vec![0], &[1]), Some(5)), "embedding", "Argument");
+    expect_err(ops::embedding(&w, &ids(vec![0], &[1]), Some(-6)), "embedding", "Argument");
+}
+
+#[test]
+fn nll_loss_invalid_arguments() {
+    let lp = t(&[3, 4]);
+    let msg = expect_err(ops::nll_loss(&lp, &ids(vec![0, 4, 1], &[3]), true, None), "nll_loss", "Argument");
+    assert!(msg.contains("target 4"), "{msg}");
+    expect_err(ops::nll_loss(&lp, &ids(vec![0, -100, 1], &[3]), true, Some(-1)), "nll_loss", "Argument");
+    assert!(ops::nll_loss(&lp, &ids(vec![0, -100, 1], &[3]), true, Some(-100)).is_ok());
+    let e = ops::nll_loss(&lp, &t(&[3]), true, None).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "nll_loss", arg: "targets", .. }), "{e}");
+    expect_err(ops::nll_loss(&lp, &ids(vec![0, 1], &[2]), true, None), "nll_loss", "Shape");
+    expect_err(ops::nll_loss(&t(&[4]), &ids(vec![0], &[1]), true, None), "nll_loss", "Shape");
+    expect_err(ops::nll_loss(&t(&[2, 3, 4]), &ids(vec![0, 1], &[2]), true, None), "nll_loss", "Shape");
+}

@@ -1,7 +1,7 @@
 //! Exact mode is bit-identical on every kernel path and thread count; fast mode is
 //! identical across thread counts. A small model mixing every operator built so far is run
-//! forward and backward under each setting and the bits of its output and of every
-//! gradient are hashed.
+//! forward and backward under each setting and the bits of its output, of every gradient
+//! and of the updated batch-norm running stats are hashed.
 
 use om_core::compute::{Compute, KernelPath, Mode, Settings};
 use om_core::{DType, Result, Tensor};
@@ -31,6 +31,8 @@ fn step() -> Result<u64> {
     let d = leaf(&[80], 5, 1.0);
     let h = ops::gelu(&ops::add(&ops::matmul(&x, &w1)?, &b1)?, ops::GeluForm::Erf)?;
     let h = ops::mul(&ops::tanh(&h)?, &ops::sigmoid(&ops::gelu(&h, ops::GeluForm::Tanh)?)?)?;
+    let (ln_g, ln_b) = (leaf(&[128], 6, 1.0), leaf(&[128], 7, 0.1));
+    let h = ops::layer_norm(&h, Some(&ln_g), Some(&ln_b), 1e-5)?;
     let y = ops::relu(&ops::sub(&ops::matmul(&h, &w2)?, &ops::neg(&d)?)?)?; // [64, 80]
     let y = ops::div(&y, &ops::add(&ops::expand(&ops::unsqueeze(&d, 0)?, vec![64, -1])?, &Tensor::full(&[1], 4.0)?)?)?;
     let y = ops::reshape(&ops::permute(&ops::reshape(&y, vec![8, 8, 80])?, vec![2, 0, 1])?, vec![80, 64])?;
@@ -50,12 +52,23 @@ fn step() -> Result<u64> {
     let f = ops::conv2d(&f, &cw2, None, [1, 1], [1, 0, 1, 2], [2, 1], 8)?;
     let f = ops::avg_pool2d(&f, [2, 2], [2, 1], [1, 0], false)?;
     let f = ops::global_avg_pool2d(&f)?;
-    let loss = ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?;
+    // Embedding, batch norm (training, with running stats) and an NLL loss on the side.
+    let table = leaf(&[10, 8], 8, 1.0);
+    let ids = Tensor::from_vec_i32((0..64).map(|i| i * 7 % 10).collect(), &[4, 16])?;
+    let e = ops::reshape(&ops::embedding(&table, &ids, Some(3))?, vec![4, 16, 2, 4])?;
+    let (bn_g, bn_b) = (leaf(&[16], 9, 1.0), leaf(&[16], 10, 0.1));
+    let (rm, rv) = (Tensor::zeros(&[16])?, Tensor::ones(&[16])?);
+    let e = ops::batch_norm2d(&e, Some(&bn_g), Some(&bn_b), Some(&rm), Some(&rv), true, 0.1, 1e-5)?;
+    let targets = Tensor::from_vec_i32((0..16).map(|i| if i % 5 == 4 { -100 } else { i * 3 % 32 }).collect(), &[16])?;
+    let nll = ops::nll_loss(&ops::reshape(&e, vec![16, 32])?, &targets, true, Some(-100))?;
+    let loss = ops::add(&ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?, &nll)?;
     let loss = ops::add(&loss, &ops::sum(&f, None, false)?)?;
     loss.backward()?;
     let mut hash = 0xCBF2_9CE4_8422_2325u64;
     fnv(&mut hash, &loss.to_vec());
-    for p in [&x, &w1, &b1, &w2, &d, &img, &cw1, &cb1, &cw2] {
+    fnv(&mut hash, &rm.to_vec());
+    fnv(&mut hash, &rv.to_vec());
+    for p in [&x, &w1, &b1, &w2, &d, &ln_g, &ln_b, &table, &bn_g, &bn_b, &img, &cw1, &cb1, &cw2] {
         fnv(&mut hash, &p.grad().expect("every parameter gets a gradient").to_vec());
     }
     Ok(hash)

@@ -7,13 +7,22 @@
 pub mod conv;
 pub mod elementwise;
 pub mod linalg;
+pub mod lookup;
+pub mod loss;
+pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod views;
 
+#[cfg(test)]
+mod oracle;
+
 pub use conv::conv2d;
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::{linear, matmul};
+pub use lookup::embedding;
+pub use loss::nll_loss;
+pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use reduce::{mean, sum};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
@@ -23,5 +32,6 @@ pub use om_core::{Error, Result, Tensor};
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [conv::NAMES, elementwise::NAMES, linalg::NAMES, pool::NAMES, reduce::NAMES, views::NAMES].concat()
+    [conv::NAMES, elementwise::NAMES, linalg::NAMES, lookup::NAMES, loss::NAMES, norm::NAMES, pool::NAMES, reduce::NAMES, views::NAMES]
+        .concat()
 }

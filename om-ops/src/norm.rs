@@ -1,0 +1,500 @@
+//! Normalisation: `layer_norm` (over the last axis) and `batch_norm2d` (per channel of
+//! `[N, C, H, W]`, training or eval, with PyTorch's in-place running-stat update).
+//! Means, variances and the sums of the backward rules accumulate in f64 in increasing
+//! element order and round once to f32; everything else is plain f32 arithmetic in a fixed
+//! order on the calling thread, so both modes, every kernel path and every thread count
+//! give the same bits.
+
+use om_core::pool::F64Scratch;
+use om_core::{Case, DType, Error, Result, Tensor};
+use om_macros::op;
+
+/// Operators declared in this file.
+pub const NAMES: &[&str] = &["layer_norm", "batch_norm2d"];
+
+/// `t` must be `f32`.
+pub(crate) fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
+    if t.dtype() != DType::F32 {
+        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
+    }
+    Ok(())
+}
+
+/// An optional per-feature tensor must be `f32` of shape `[len]`.
+fn check_param(op: &'static str, arg: &'static str, t: Option<&Tensor>, len: usize, x: &Tensor) -> Result<()> {
+    if let Some(t) = t {
+        check_f32(op, arg, t)?;
+        if t.shape() != [len] {
+            return Err(Error::shape(op, &[x.shape(), t.shape()], format!("`{arg}` must have shape [{len}], got {:?}", t.shape())));
+        }
+    }
+    Ok(())
+}
+
+/// `eps` must be finite and non-negative.
+fn check_eps(op: &'static str, eps: f32) -> Result<()> {
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(Error::argument(op, format!("eps must be finite and non-negative, got {eps}")));
+    }
+    Ok(())
+}
+
+/// The values of an optional tensor (small per-feature vectors only).
+fn values(t: Option<&Tensor>) -> Option<Vec<f32>> {
+    t.map(Tensor::to_vec)
+}
+
+/// `1/sqrt(var + eps)` from an f64 variance rounded once to f32.
+fn inv_std(var: f64, eps: f32) -> f32 {
+    1.0 / ((var as f32) + eps).sqrt()
+}
+
+// ===== layer norm =====
+
+/// Layer normalisation over the last axis: `y = (x − μ)/σ·γ + β` with the mean `μ` and
+/// biased variance `var` of each row (f64 sums) and `σ = sqrt(var + ε)`; `γ`, `β` of shape
+/// `[D]` are optional. Backward (Ba et al. 2016), with `x̂ = (x−μ)/σ` and `ĝ = g·γ`:
+/// `dx = (ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))/σ`, `dγ = Σ g·x̂`, `dβ = Σ g` over rows.
+#[op(saved = [x, gamma, mean: owned, rstd: owned], attrs = [eps: f32])]
+pub mod layer_norm {
+    use super::*;
+
+    pub fn forward(x: &Tensor, gamma: Option<&Tensor>, beta: Option<&Tensor>, eps: f32) -> Result<(Tensor, Owned)> {
+        check_f32(NAME, "x", x)?;
+        let Some(&d) = x.shape().last() else {
+            return Err(Error::shape(NAME, &[x.shape()], "x needs at least one axis (the normalised one)"));
+        };
+        if d == 0 {
+            return Err(Error::shape(NAME, &[x.shape()], "the normalised axis is empty"));
+        }
+        check_param(NAME, "gamma", gamma, d, x)?;
+        check_param(NAME, "beta", beta, d, x)?;
+        check_eps(NAME, eps)?;
+        let lead = &x.shape()[..x.rank() - 1];
+        let rows = x.numel() / d;
+        let (gv, bv) = (values(gamma), values(beta));
+        x.with_f32(|xs| {
+            let mean = Tensor::build_f32(lead, |m| {
+                for (r, m) in m.iter_mut().enumerate() {
+                    let sum = xs[r * d..(r + 1) * d].iter().fold(0.0f64, |a, &v| a + v as f64);
+                    *m = (sum / d as f64) as f32;
+                }
+                Ok(())
+            })?;
+            let rstd = mean.with_f32(|m| {
+                Tensor::build_f32(lead, |s| {
+                    for r in 0..rows {
+                        let mu = m[r] as f64;
+                        let sq = xs[r * d..(r + 1) * d].iter().fold(0.0f64, |a, &v| a + (v as f64 - mu) * (v as f64 - mu));
+                        s[r] = inv_std(sq / d as f64, eps);
+                    }
+                    Ok(())
+                })
+            })?;
+            let y = mean.with_f32(|m| {
+                rstd.with_f32(|s| {
+                    Tensor::build_f32(x.shape(), |y| {
+                        for r in 0..rows {
+                            for i in 0..d {
+                                let mut v = (xs[r * d + i] - m[r]) * s[r];
+                                if let Some(g) = &gv {
+                                    v *= g[i];
+                                }
+                                if let Some(b) = &bv {
+                                    v += b[i];
+                                }
+                                y[r * d + i] = v;
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+            })?;
+            Ok((y, Owned { mean, rstd }))
+        })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let shape = &r.input_shapes[0];
+        let n = shape[shape.len() - 1];
+        let rows = shape.iter().product::<usize>() / n;
+        let gv = values(r.gamma().ok());
+        let (need_x, need_g, need_b) = (d.needs_x(), d.needs_gamma(), d.needs_beta());
+        let mut dgamma = F64Scratch::zeroed(n);
+        let mut dbeta = F64Scratch::zeroed(n);
+        let dx = r.x().with_f32(|xs| {
+            g.with_f32(|gs| {
+                r.mean().with_f32(|m| {
+                    r.rstd().with_f32(|s| {
+                        let (dga, dba) = (dgamma.values(), dbeta.values());
+                        let xhat = |row: usize, i: usize| (xs[row * n + i] - m[row]) * s[row];
+                        let ghat = |row: usize, i: usize| match &gv {
+                            Some(gm) => gs[row * n + i] * gm[i],
+                            None => gs[row * n + i],
+                        };
+                        for row in (0..rows).filter(|_| need_g || need_b) {
+                            for i in 0..n {
+                                let gi = gs[row * n + i] as f64;
+                                dga[i] += gi * xhat(row, i) as f64;
+                                dba[i] += gi;
+                            }
+                        }
+                        if !need_x {
+                            return Ok(None);
+                        }
+                        Tensor::build_f32(shape, |dx| {
+                            for row in 0..rows {
+                                let (mut s1, mut s2) = (0.0f64, 0.0f64);
+                                for i in 0..n {
+                                    let gh = ghat(row, i) as f64;
+                                    s1 += gh;
+                                    s2 += gh * xhat(row, i) as f64;
+                                }
+                                let m1 = (s1 / n as f64) as f32;
+                                let m2 = (s2 / n as f64) as f32;
+                                for i in 0..n {
+                                    dx[row * n + i] = (ghat(row, i) - m1 - xhat(row, i) * m2) * s[row];
+                                }
+                            }
+                            Ok(())
+                        })
+                        .map(Some)
+                    })
+                })
+            })
+        })?;
+        if let Some(dx) = dx {
+            d.x(dx);
+        }
+        if need_g {
+            d.gamma(round_sums(&mut dgamma, n)?);
+        }
+        if need_b {
+            d.beta(round_sums(&mut dbeta, n)?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let inp = Case::input;
+        vec![
+            Case::new("affine", vec![inp(&[3, 5], -2.0, 2.0, 1), inp(&[5], 0.5, 1.5, 2), inp(&[5], -1.0, 1.0, 3)], |x| {
+                super::layer_norm(&x[0], Some(&x[1]), Some(&x[2]), 1e-5)
+            }),
+            Case::new("plain_rank3", vec![inp(&[2, 3, 4], -2.0, 2.0, 4)], |x| super::layer_norm(&x[0], None, None, 1e-5)),
+            Case::new("gamma_only", vec![inp(&[4, 6], -2.0, 2.0, 5), inp(&[6], -1.5, 1.5, 6)], |x| {
+                super::layer_norm(&x[0], Some(&x[1]), None, 1e-3)
+            }),
+            Case::new("beta_only_1d", vec![inp(&[7], -2.0, 2.0, 7), inp(&[7], -1.0, 1.0, 8)], |x| {
+                super::layer_norm(&x[0], None, Some(&x[1]), 1e-5)
+            }),
+            Case::new("transposed", vec![inp(&[5, 3], -2.0, 2.0, 9), inp(&[5], 0.5, 1.5, 10), inp(&[5], -1.0, 1.0, 11)], |x| {
+                super::layer_norm(&crate::transpose(&x[0], 0, 1)?, Some(&x[1]), Some(&x[2]), 1e-5)
+            }),
+            Case::new("strided", vec![inp(&[3, 10], -2.0, 2.0, 12), inp(&[5], 0.5, 1.5, 13)], |x| {
+                super::layer_norm(&crate::slice(&x[0], 1, 1, 10, 2)?, Some(&x[1]), None, 1e-5)
+            }),
+        ]
+    }
+}
+
+/// A `[len]` tensor of the f64 sums, each rounded once.
+fn round_sums(acc: &mut F64Scratch, len: usize) -> Result<Tensor> {
+    let a = acc.values();
+    Tensor::build_f32(&[len], |out| {
+        for (o, &s) in out.iter_mut().zip(a.iter()) {
+            *o = s as f32;
+        }
+        Ok(())
+    })
+}
+
+// ===== batch norm =====
+
+/// Checks a running-stat tensor: `f32`, shape `[c]`, contiguous (updated in place) and not
+/// requiring gradients.
+fn check_running(op: &'static str, arg: &'static str, t: Option<&Tensor>, c: usize, x: &Tensor) -> Result<()> {
+    check_param(op, arg, t, c, x)?;
+    if let Some(t) = t {
+        if t.needs_grad() {
+            return Err(Error::argument(op, format!("`{arg}` must not require gradients (running statistics are buffers)")));
+        }
+        if !t.is_contiguous() {
+            return Err(Error::argument(op, format!("`{arg}` must be contiguous (it is updated in place)")));
+        }
+    }
+    Ok(())
+}
+
+/// Per-channel statistics of `xs` (`[N, C, HW]` row-major): the mean and the sum of
+/// squared deviations from it, both f64 in increasing element order.
+fn channel_stats(xs: &[f32], n: usize, c: usize, hw: usize) -> (Vec<f32>, Vec<f64>) {
+    let mut acc = F64Scratch::zeroed(c);
+    let a = acc.values();
+    for b in 0..n {
+        for (ch, s) in a.iter_mut().enumerate() {
+            let base = (b * c + ch) * hw;
+            *s = xs[base..base + hw].iter().fold(*s, |s, &v| s + v as f64);
+        }
+    }
+    let count = (n * hw) as f64;
+    let mean: Vec<f32> = a.iter().map(|&s| (s / count) as f32).collect();
+    a.fill(0.0);
+    for b in 0..n {
+        for (ch, s) in a.iter_mut().enumerate() {
+            let base = (b * c + ch) * hw;
+            let mu = mean[ch] as f64;
+            *s = xs[base..base + hw].iter().fold(*s, |s, &v| s + (v as f64 - mu) * (v as f64 - mu));
+        }
+    }
+    (mean, a.to_vec())
+}
+
+/// Batch normalisation of `[N, C, H, W]` per channel: `y = (x − μ)/σ·γ + β`, `σ = sqrt(var + ε)`.
+/// Training uses the batch mean and biased variance over N, H, W (f64 sums) and, when
+/// running stats are given, updates them in place as PyTorch does:
+/// `running = (1 − momentum)·running + momentum·batch` with the unbiased variance
+/// (`n/(n−1)`). Eval normalises with the running stats (required). Running stats never
+/// take gradients. Backward (Ioffe and Szegedy 2015): training
+/// `dx = γ/σ·(g − mean(g) − x̂·mean(g·x̂))` over N, H, W; eval `dx = γ/σ·g`;
+/// `dγ = Σ g·x̂`, `dβ = Σ g`.
+#[op(saved = [x, gamma, mean: owned, rstd: owned], attrs = [training: bool, momentum: f32, eps: f32])]
+pub mod batch_norm2d {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        x: &Tensor,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        running_mean: Option<&Tensor>,
+        running_var: Option<&Tensor>,
+        training: bool,
+        momentum: f32,
+        eps: f32,
+    ) -> Result<(Tensor, Owned)> {
+        check_f32(NAME, "x", x)?;
+        if x.rank() != 4 {
+            return Err(Error::shape(NAME, &[x.shape()], format!("x must be [N, C, H, W], got rank {}", x.rank())));
+        }
+        let (n, c, hw) = (x.shape()[0], x.shape()[1], x.shape()[2] * x.shape()[3]);
+        check_param(NAME, "gamma", gamma, c, x)?;
+        check_param(NAME, "beta", beta, c, x)?;
+        check_running(NAME, "running_mean", running_mean, c, x)?;
+        check_running(NAME, "running_var", running_var, c, x)?;
+        check_eps(NAME, eps)?;
+        if running_mean.is_some() != running_var.is_some() {
+            return Err(Error::argument(NAME, "give both running_mean and running_var, or neither"));
+        }
+        if !momentum.is_finite() {
+            return Err(Error::argument(NAME, format!("momentum must be finite, got {momentum}")));
+        }
+        let count = n * hw;
+        let (mean, rstd) = if training {
+            if count <= 1 {
+                return Err(Error::shape(NAME, &[x.shape()], "training needs more than one value per channel"));
+            }
+            let (mean, sq) = x.with_f32(|xs| channel_stats(xs, n, c, hw));
+            let rstd: Vec<f32> = sq.iter().map(|&s| inv_std(s / count as f64, eps)).collect();
+            if let (Some(rm), Some(rv)) = (running_mean, running_var) {
+                let m = momentum as f64;
+                rm.update_f32(NAME, |v| {
+                    for (r, &b) in v.iter_mut().zip(&mean) {
+                        *r = (m * b as f64 + (1.0 - m) * *r as f64) as f32;
+                    }
+                })?;
+                rv.update_f32(NAME, |v| {
+                    for (r, &s) in v.iter_mut().zip(&sq) {
+                        let unbiased = (s / (count - 1) as f64) as f32;
+                        *r = (m * unbiased as f64 + (1.0 - m) * *r as f64) as f32;
+                    }
+                })?;
+            }
+            (mean, rstd)
+        } else {
+            let (Some(rm), Some(rv)) = (running_mean, running_var) else {
+                return Err(Error::argument(NAME, "eval mode needs running_mean and running_var"));
+            };
+            (rm.to_vec(), rv.to_vec().iter().map(|&v| 1.0 / (v + eps).sqrt()).collect())
+        };
+        let (gv, bv) = (values(gamma), values(beta));
+        let y = x.with_f32(|xs| {
+            Tensor::build_f32(x.shape(), |y| {
+                for b in 0..n {
+                    for ch in 0..c {
+                        let base = (b * c + ch) * hw;
+                        for i in base..base + hw {
+                            let mut v = (xs[i] - mean[ch]) * rstd[ch];
+                            if let Some(g) = &gv {
+                                v *= g[ch];
+                            }
+                            if let Some(bb) = &bv {
+                                v += bb[ch];
+                            }
+                            y[i] = v;
+                        }
+                    }
+                }
+                Ok(())
+            })
+        })?;
+        Ok((y, Owned { mean: Tensor::from_vec(mean, &[c])?, rstd: Tensor::from_vec(rstd, &[c])? }))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let shape = &r.input_shapes[0];
+        let (n, c, hw) = (shape[0], shape[1], shape[2] * shape[3]);
+        let gv = values(r.gamma().ok());
+        let (mean, rstd) = (r.mean().to_vec(), r.rstd().to_vec());
+        let mut sg = F64Scratch::zeroed(c);
+        let mut sgx = F64Scratch::zeroed(c);
+        let dx = r.x().with_f32(|xs| {
+            g.with_f32(|gs| {
+                let (sga, sgxa) = (sg.values(), sgx.values());
+                let xhat = |i: usize, ch: usize| (xs[i] - mean[ch]) * rstd[ch];
+                for b in 0..n {
+                    for ch in 0..c {
+                        let base = (b * c + ch) * hw;
+                        for (i, &gi) in gs.iter().enumerate().take(base + hw).skip(base) {
+                            sga[ch] += gi as f64;
+                            sgxa[ch] += gi as f64 * xhat(i, ch) as f64;
+                        }
+                    }
+                }
+                if !d.needs_x() {
+                    return Ok(None);
+                }
+                let count = (n * hw) as f64;
+                let mg: Vec<f32> = sga.iter().map(|&s| (s / count) as f32).collect();
+                let mgx: Vec<f32> = sgxa.iter().map(|&s| (s / count) as f32).collect();
+                Tensor::build_f32(shape, |dx| {
+                    for b in 0..n {
+                        for ch in 0..c {
+                            let k = match &gv {
+                                Some(gm) => gm[ch] * rstd[ch],
+                                None => rstd[ch],
+                            };
+                            let base = (b * c + ch) * hw;
+                            for i in base..base + hw {
+                                dx[i] = if r.training { k * (gs[i] - mg[ch] - xhat(i, ch) * mgx[ch]) } else { k * gs[i] };
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+                .map(Some)
+            })
+        })?;
+        if let Some(dx) = dx {
+            d.x(dx);
+        }
+        if d.needs_gamma() {
+            d.gamma(round_sums(&mut sgx, c)?);
+        }
+        if d.needs_beta() {
+            d.beta(round_sums(&mut sg, c)?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let inp = Case::input;
+        let x = || inp(&[2, 3, 2, 2], -2.0, 2.0, 1);
+        let gb = |seed| vec![inp(&[3], 0.5, 1.5, seed), inp(&[3], -1.0, 1.0, seed + 1)];
+        let stats = || vec![Tensor::from_vec(vec![0.1, -0.2, 0.3], &[3]).unwrap(), Tensor::from_vec(vec![0.8, 1.5, 1.2], &[3]).unwrap()];
+        vec![
+            Case::new("train_affine", [vec![x()], gb(2)].concat(), |x| {
+                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
+            }),
+            Case::new("train_plain", vec![inp(&[3, 2, 2, 3], -2.0, 2.0, 4)], |x| {
+                super::batch_norm2d(&x[0], None, None, None, None, true, 0.1, 1e-3)
+            }),
+            // Fresh running stats on every call keep the function deterministic.
+            Case::new("train_running_stats", [vec![x()], gb(5)].concat(), |x| {
+                let (rm, rv) = (Tensor::zeros(&[3])?, Tensor::ones(&[3])?);
+                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&rm), Some(&rv), true, 0.1, 1e-5)
+            }),
+            // Channels-last storage read as [N, C, H, W].
+            Case::new("train_transposed", [vec![inp(&[2, 2, 2, 3], -2.0, 2.0, 7)], gb(8)].concat(), |x| {
+                super::batch_norm2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
+            }),
+            Case::new("eval_affine", [vec![x()], gb(10), stats()].concat(), |x| {
+                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&x[3]), Some(&x[4]), false, 0.1, 1e-5)
+            }),
+            Case::new("eval_plain_transposed", [vec![inp(&[2, 2, 3, 2], -2.0, 2.0, 12)], stats()].concat(), |x| {
+                super::batch_norm2d(&crate::transpose(&x[0], 1, 2)?, None, None, Some(&x[1]), Some(&x[2]), false, 0.1, 1e-5)
+            }),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::{Error, Tensor};
+
+    #[test]
+    fn layer_norm_matches_pytorch() {
+        let o = Oracle::load();
+        both_modes(|| {
+            let (x, g, b) = (o.get("ln_x"), o.get("ln_gamma"), o.get("ln_beta"));
+            let y = crate::layer_norm(&x, Some(&g), Some(&b), 1e-5).unwrap();
+            assert_close("ln_affine_y", &y, &o.get("ln_affine_y"));
+            o.check_grads("ln_affine", &y, &[("x", &x), ("gamma", &g), ("beta", &b)]);
+            let y = crate::layer_norm(&x, None, None, 1e-3).unwrap();
+            assert_close("ln_plain_y", &y, &o.get("ln_plain_y"));
+            o.check_grads("ln_plain", &y, &[("x", &x)]);
+            let (xt, g6) = (o.get("ln_t_x"), o.get("ln_t_gamma"));
+            let y = crate::layer_norm(&crate::transpose(&xt, 0, 1).unwrap(), Some(&g6), None, 1e-5).unwrap();
+            assert_close("ln_t_y", &y, &o.get("ln_t_y"));
+            o.check_grads("ln_t", &y, &[("x", &xt), ("gamma", &g6)]);
+            let y = crate::layer_norm(&o.get("ln_big_x"), None, None, 1e-5).unwrap();
+            assert_close("ln_big_y", &y, &o.get("ln_big_y"));
+        });
+    }
+
+    #[test]
+    fn batch_norm2d_matches_pytorch() {
+        let o = Oracle::load();
+        both_modes(|| {
+            let (x, g, b) = (o.get("bn_x"), o.get("bn_gamma"), o.get("bn_beta"));
+            let fresh = |name: &str| Tensor::from_vec(o.get(name).to_vec(), &[3]).unwrap();
+            let (rm, rv) = (fresh("bn_rm0"), fresh("bn_rv0"));
+            let y = crate::batch_norm2d(&x, Some(&g), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5).unwrap();
+            assert_close("bn_train_y", &y, &o.get("bn_train_y"));
+            assert_close("bn_train_rm", &rm, &o.get("bn_train_rm"));
+            assert_close("bn_train_rv", &rv, &o.get("bn_train_rv"));
+            o.check_grads("bn_train", &y, &[("x", &x), ("gamma", &g), ("beta", &b)]);
+
+            let (rm, rv) = (fresh("bn_rm0"), fresh("bn_rv0"));
+            let y = crate::batch_norm2d(&x, Some(&g), Some(&b), Some(&rm), Some(&rv), false, 0.1, 1e-5).unwrap();
+            assert_close("bn_eval_y", &y, &o.get("bn_eval_y"));
+            assert_eq!(rm.to_vec(), o.get("bn_rm0").to_vec(), "eval must not touch the running mean");
+            o.check_grads("bn_eval", &y, &[("x", &x), ("gamma", &g), ("beta", &b)]);
+
+            let y = crate::batch_norm2d(&x, None, None, None, None, true, 0.3, 1e-3).unwrap();
+            assert_close("bn_plain_y", &y, &o.get("bn_plain_y"));
+            o.check_grads("bn_plain", &y, &[("x", &x)]);
+
+            let (rm, rv) = (fresh("bn_rm0"), fresh("bn_rv0"));
+            let y = crate::batch_norm2d(&x.detach(), None, None, Some(&rm), Some(&rv), true, 0.3, 1e-5).unwrap();
+            assert_close("bn_m3_y", &y, &o.get("bn_m3_y"));
+            assert_close("bn_m3_rm", &rm, &o.get("bn_m3_rm"));
+            assert_close("bn_m3_rv", &rv, &o.get("bn_m3_rv"));
+        });
+    }
+
+    #[test]
+    fn batch_norm2d_running_stat_update_bumps_versions_and_needs_no_grad() {
+        let x = Tensor::randn(&[2, 2, 2, 2], 1).unwrap().requires_grad().unwrap();
+        let (rm, rv) = (Tensor::zeros(&[2]).unwrap(), Tensor::ones(&[2]).unwrap());
+        let v = rm.version();
+        let y = crate::batch_norm2d(&x, None, None, Some(&rm), Some(&rv), true, 0.1, 1e-5).unwrap();
+        assert!(rm.version() > v);
+        crate::sum(&y, None, false).unwrap().backward().unwrap();
+        assert!(x.grad().is_some());
+        let rg = Tensor::zeros(&[2]).unwrap().requires_grad().unwrap();
+        let e = crate::batch_norm2d(&x, None, None, Some(&rg), Some(&rv), true, 0.1, 1e-5).unwrap_err();
+        assert!(matches!(e, Error::Argument { op: "batch_norm2d", .. }), "{e}");
+    }
+}
