@@ -10,7 +10,7 @@ use std::path::Path;
 const OP: &str = "safetensors";
 
 /// Parses safetensors bytes into named tensors (`F32` and `I32`; `I64` ids are narrowed to
-/// `i32` with a range check, `F64` values rounded to `f32`).
+/// `i32` with a range check, `F64` values rounded to `f32`, `U8` values widened to `i32`).
 pub fn from_bytes(bytes: &[u8]) -> Result<BTreeMap<String, Tensor>> {
     let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| Error::argument(OP, format!("invalid safetensors data: {e}")))?;
     let mut out = BTreeMap::new();
@@ -30,6 +30,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<BTreeMap<String, Tensor>> {
                 let v: Vec<i32> = data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                 Tensor::from_vec_i32(v, &shape)?
             }
+            safetensors::Dtype::U8 => Tensor::from_vec_i32(data.iter().map(|&b| b as i32).collect(), &shape)?,
             safetensors::Dtype::I64 => {
                 let v: Vec<i32> = data
                     .chunks_exact(8)
