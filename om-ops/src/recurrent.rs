@@ -899,7 +899,7 @@ pub mod lstm {
     }
 
     fn cases() -> Vec<Case> {
-        stack_cases(4, |x, h0, c0, w, cfg| super::lstm(x, h0, c0, w, cfg))
+        stack_cases(4, super::lstm)
     }
 }
 
@@ -931,19 +931,21 @@ type StackFn = fn(&Tensor, Option<&Tensor>, Option<&Tensor>, &[RnnWeights], RnnC
 /// concatenation of `y` and `h_n`, flattened.
 fn stack_cases(gates: usize, f: StackFn) -> Vec<Case> {
     let lstm = gates == 4;
-    // (name, T, B, I, H, layers, bidirectional, batch_first, bias, initial states)
-    let specs: [(&str, usize, usize, usize, usize, usize, bool, bool, bool, bool); 5] = [
-        ("one_layer", 3, 2, 3, 2, 1, false, false, true, false),
-        ("two_layers_states", 3, 2, 2, 2, 2, false, false, true, true),
-        ("bidirectional_no_bias", 3, 2, 2, 2, 1, true, false, false, false),
-        ("bidirectional_two_layers_batch_first_states", 2, 2, 2, 2, 2, true, true, true, true),
-        ("batch_first_no_bias_states", 4, 1, 2, 3, 1, false, true, false, true),
+    let spec = |name, [t, b, i, h, layers]: [usize; 5], [bidirectional, batch_first, bias, states]: [bool; 4]| {
+        (name, [t, b, i, h], RnnConfig { layers, bidirectional, batch_first }, bias, states)
+    };
+    let specs = [
+        spec("one_layer", [3, 2, 3, 2, 1], [false, false, true, false]),
+        spec("two_layers_states", [3, 2, 2, 2, 2], [false, false, true, true]),
+        spec("bidirectional_no_bias", [3, 2, 2, 2, 1], [true, false, false, false]),
+        spec("bidirectional_two_layers_batch_first_states", [2, 2, 2, 2, 2], [true, true, true, true]),
+        spec("batch_first_no_bias_states", [4, 1, 2, 3, 1], [false, true, false, true]),
     ];
     specs
         .into_iter()
         .enumerate()
-        .map(|(n, (name, t, b, i, h, layers, bidirectional, batch_first, bias, states))| {
-            let config = RnnConfig { layers, bidirectional, batch_first };
+        .map(|(n, (name, [t, b, i, h], config, bias, states))| {
+            let RnnConfig { layers, batch_first, .. } = config;
             let dirs = config.dirs();
             let mut seed = 100 * n as u64;
             let mut next = || {
