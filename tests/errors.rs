@@ -296,3 +296,91 @@ fn nll_loss_invalid_arguments() {
     expect_err(ops::nll_loss(&t(&[4]), &ids(vec![0], &[1]), true, None), "nll_loss", "Shape");
     expect_err(ops::nll_loss(&t(&[2, 3, 4]), &ids(vec![0, 1], &[2]), true, None), "nll_loss", "Shape");
 }
+
+fn expect_rnn_err(r: om_core::Result<ops::RnnOutput>, op: &str, variant: &str) -> String {
+    match r {
+        Ok(_) => panic!("{op}: expected a {variant} error"),
+        Err(e) => expect_err(Err(e), op, variant),
+    }
+}
+
+#[test]
+fn lstm_layer_invalid_arguments() {
+    let (x, wi, wh, b, s) = (t(&[3, 2, 4]), t(&[12, 4]), t(&[12, 3]), t(&[12]), t(&[2, 3]));
+    let layer = |x: &Tensor, wi: &Tensor, wh: &Tensor, b: Option<&Tensor>, h0: Option<&Tensor>, c0: Option<&Tensor>| {
+        ops::lstm_layer(x, wi, wh, b, b, h0, c0, false)
+    };
+    assert!(layer(&x, &wi, &wh, Some(&b), Some(&s), Some(&s)).is_ok());
+    let msg = expect_err(layer(&t(&[0, 2, 4]), &wi, &wh, None, None, None), "lstm_layer", "Shape");
+    assert!(msg.contains("T = 0"), "{msg}");
+    expect_err(layer(&t(&[3, 8]), &wi, &wh, None, None, None), "lstm_layer", "Shape");
+    let msg = expect_err(layer(&x, &t(&[12, 5]), &wh, None, None, None), "lstm_layer", "Shape");
+    assert!(msg.contains("w_ih"), "{msg}");
+    expect_err(layer(&x, &t(&[9, 4]), &t(&[9, 3]), None, None, None), "lstm_layer", "Shape"); // 3H rows: a GRU's weights
+    expect_err(layer(&x, &wi, &t(&[12, 4]), None, None, None), "lstm_layer", "Shape");
+    let msg = expect_err(layer(&x, &wi, &wh, Some(&t(&[9])), None, None), "lstm_layer", "Shape");
+    assert!(msg.contains("b_ih"), "{msg}");
+    let msg = expect_err(layer(&x, &wi, &wh, None, Some(&t(&[3, 3])), None), "lstm_layer", "Shape");
+    assert!(msg.contains("h0"), "{msg}");
+    let msg = expect_err(layer(&x, &wi, &wh, None, None, Some(&t(&[2, 4]))), "lstm_layer", "Shape");
+    assert!(msg.contains("c0"), "{msg}");
+    let e = layer(&x, &ids(vec![0; 48], &[12, 4]), &wh, None, None, None).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "lstm_layer", arg: "w_ih", .. }), "{e}");
+    let e = layer(&ids(vec![0; 24], &[3, 2, 4]), &wi, &wh, None, None, None).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "lstm_layer", arg: "x", .. }), "{e}");
+}
+
+#[test]
+fn gru_layer_invalid_arguments() {
+    let (x, wi, wh) = (t(&[3, 2, 4]), t(&[9, 4]), t(&[9, 3]));
+    assert!(ops::gru_layer(&x, &wi, &wh, None, None, Some(&t(&[2, 3])), true).is_ok());
+    expect_err(ops::gru_layer(&t(&[0, 2, 4]), &wi, &wh, None, None, None, true), "gru_layer", "Shape");
+    expect_err(ops::gru_layer(&x, &t(&[12, 4]), &t(&[12, 3]), None, None, None, false), "gru_layer", "Shape");
+    expect_err(ops::gru_layer(&x, &t(&[9, 3]), &wh, None, None, None, false), "gru_layer", "Shape");
+    expect_err(ops::gru_layer(&x, &wi, &wh, None, Some(&t(&[12])), None, false), "gru_layer", "Shape");
+    expect_err(ops::gru_layer(&x, &wi, &wh, None, None, Some(&t(&[1, 2, 3])), false), "gru_layer", "Shape");
+    let e = ops::gru_layer(&x, &wi, &wh, None, None, Some(&ids(vec![0; 6], &[2, 3])), false).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "gru_layer", arg: "h0", .. }), "{e}");
+}
+
+#[test]
+fn lstm_and_gru_stacks_invalid_arguments() {
+    let set = |g: usize, i: usize| ops::RnnWeights::new(t(&[g * 2, i]), t(&[g * 2, 2]), t(&[g * 2]), t(&[g * 2]));
+    let bi2 = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: true };
+    let x = t(&[3, 5, 4]); // batch-first: B = 3, T = 5, I = 4
+    let lstm_w = vec![set(4, 4), set(4, 4), set(4, 4), set(4, 4)];
+    let gru_w = vec![set(3, 4), set(3, 4), set(3, 4), set(3, 4)];
+    let states = t(&[4, 3, 2]);
+    let out = ops::lstm(&x, Some(&states), Some(&states), &lstm_w, bi2).unwrap();
+    assert_eq!((out.y.shape(), out.h_n.shape()), ([3, 5, 4].as_slice(), [4, 3, 2].as_slice()));
+    assert!(ops::gru(&x, Some(&states), &gru_w, bi2).is_ok());
+
+    // Layer/direction weight count.
+    let msg = expect_rnn_err(ops::lstm(&x, None, None, &lstm_w[..3], bi2), "lstm", "Argument");
+    assert!(msg.contains("expected 4 weight sets"), "{msg}");
+    expect_rnn_err(ops::gru(&x, None, &gru_w[..2], bi2), "gru", "Argument");
+    expect_rnn_err(ops::gru(&x, None, &[], ops::RnnConfig { layers: 0, ..bi2 }), "gru", "Argument");
+    // Layer 1 reads dirs·H = 4 features; a set for 5 is rejected by the stack.
+    let mut bad = lstm_w.clone();
+    bad[3] = set(4, 5);
+    let msg = expect_rnn_err(ops::lstm(&x, None, None, &bad, bi2), "lstm", "Shape");
+    assert!(msg.contains("w_ih"), "{msg}");
+    // Mixed hidden sizes, LSTM weights in a GRU, wrong input size.
+    let mut bad = gru_w.clone();
+    bad[1] = ops::RnnWeights::without_bias(t(&[9, 4]), t(&[9, 3]));
+    expect_rnn_err(ops::gru(&x, None, &bad, bi2), "gru", "Shape");
+    expect_rnn_err(ops::gru(&x, None, &lstm_w, bi2), "gru", "Shape");
+    expect_rnn_err(ops::lstm(&t(&[3, 5, 6]), None, None, &lstm_w, bi2), "lstm", "Shape");
+    // States must be [layers·dirs, B, H].
+    let msg = expect_rnn_err(ops::lstm(&x, Some(&t(&[2, 3, 2])), None, &lstm_w, bi2), "lstm", "Shape");
+    assert!(msg.contains("h0"), "{msg}");
+    let msg = expect_rnn_err(ops::lstm(&x, None, Some(&t(&[4, 5, 2])), &lstm_w, bi2), "lstm", "Shape");
+    assert!(msg.contains("c0"), "{msg}");
+    expect_rnn_err(ops::gru(&x, Some(&t(&[4, 3, 3])), &gru_w, bi2), "gru", "Shape");
+    // Rank, empty sequence, dtype.
+    expect_rnn_err(ops::gru(&t(&[5, 4]), None, &gru_w, bi2), "gru", "Shape");
+    let msg = expect_rnn_err(ops::gru(&t(&[3, 0, 4]), None, &gru_w, bi2), "gru", "Shape");
+    assert!(msg.contains("T = 0"), "{msg}");
+    let e = ops::lstm(&ids(vec![0; 60], &[3, 5, 4]), None, None, &lstm_w, bi2).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "lstm", arg: "x", .. }), "{e}");
+}

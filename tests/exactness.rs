@@ -63,13 +63,38 @@ fn step() -> Result<u64> {
     let nll = ops::nll_loss(&ops::reshape(&e, vec![16, 32])?, &targets, true, Some(-100))?;
     let loss = ops::add(&ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?, &nll)?;
     let loss = ops::add(&loss, &ops::sum(&f, None, false)?)?;
+    // A recurrent branch: a two-layer bidirectional batch-first LSTM with initial states
+    // (its input projections and weight-gradient products are large enough for the GEMM to
+    // use several threads) feeding a reverse GRU layer.
+    let seq = leaf(&[4, 16, 64], 11, 1.0);
+    let (hs, cs) = (leaf(&[4, 4, 32], 12, 0.5), leaf(&[4, 4, 32], 13, 0.5));
+    let rnn_w: Vec<ops::RnnWeights> = (0..4u64)
+        .map(|k| {
+            ops::RnnWeights::new(
+                leaf(&[128, 64], 20 + k, 0.2),
+                leaf(&[128, 32], 30 + k, 0.2),
+                leaf(&[128], 40 + k, 0.1),
+                leaf(&[128], 50 + k, 0.1),
+            )
+        })
+        .collect();
+    let cfg = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: true };
+    let r = ops::lstm(&seq, Some(&hs), Some(&cs), &rnn_w, cfg)?;
+    let (gw_ih, gw_hh, gb) = (leaf(&[9, 64], 60, 0.2), leaf(&[9, 3], 61, 0.3), leaf(&[9], 62, 0.1));
+    let gy = ops::gru_layer(&ops::transpose(&r.y, 0, 1)?, &gw_ih, &gw_hh, None, Some(&gb), None, true)?;
+    let loss = ops::add(&loss, &ops::add(&ops::mean(&gy, None, false)?, &ops::sum(&r.h_n, None, false)?)?)?;
     loss.backward()?;
     let mut hash = 0xCBF2_9CE4_8422_2325u64;
     fnv(&mut hash, &loss.to_vec());
     fnv(&mut hash, &rm.to_vec());
     fnv(&mut hash, &rv.to_vec());
-    for p in [&x, &w1, &b1, &w2, &d, &ln_g, &ln_b, &table, &bn_g, &bn_b, &img, &cw1, &cb1, &cw2] {
+    for p in [&x, &w1, &b1, &w2, &d, &ln_g, &ln_b, &table, &bn_g, &bn_b, &img, &cw1, &cb1, &cw2, &seq, &hs, &cs, &gw_ih, &gw_hh, &gb] {
         fnv(&mut hash, &p.grad().expect("every parameter gets a gradient").to_vec());
+    }
+    for w in &rnn_w {
+        for p in [&w.w_ih, &w.w_hh, w.b_ih.as_ref().unwrap(), w.b_hh.as_ref().unwrap()] {
+            fnv(&mut hash, &p.grad().expect("every recurrent weight gets a gradient").to_vec());
+        }
     }
     Ok(hash)
 }

@@ -11,6 +11,7 @@ pub mod lookup;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod recurrent;
 pub mod reduce;
 pub mod views;
 
@@ -24,6 +25,7 @@ pub use lookup::embedding;
 pub use loss::nll_loss;
 pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
+pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
@@ -32,6 +34,17 @@ pub use om_core::{Error, Result, Tensor};
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [conv::NAMES, elementwise::NAMES, linalg::NAMES, lookup::NAMES, loss::NAMES, norm::NAMES, pool::NAMES, reduce::NAMES, views::NAMES]
-        .concat()
+    [
+        conv::NAMES,
+        elementwise::NAMES,
+        linalg::NAMES,
+        lookup::NAMES,
+        loss::NAMES,
+        norm::NAMES,
+        pool::NAMES,
+        recurrent::NAMES,
+        reduce::NAMES,
+        views::NAMES,
+    ]
+    .concat()
 }

@@ -1,0 +1,995 @@
+//! Recurrent layers: `lstm_layer` and `gru_layer` (one direction of one layer, with
+//! backpropagation through time as an explicit loop) and the compositions `lstm` and `gru`
+//! (any number of layers, bidirectional, batch-first, optional initial states), following
+//! `torch.nn.LSTM`/`torch.nn.GRU`: gate rows stacked `i,f,g,o` (LSTM) and `r,z,n` (GRU).
+//!
+//! Products run on the canonical-order GEMM: the input projection of all steps is one
+//! `[T·B, I]×[I, gH]` product against a row-major copy of `W_ihᵀ`, each step one
+//! `[B, H]×[H, gH]` product against `W_hhᵀ`; the weight and input gradients are single
+//! products over all steps after the backward loop. Gate sums and cell updates are plain
+//! f32 operations in a fixed order and the bias gradients are f64 sums in increasing row
+//! order, so exact mode gives the same bits on every kernel path and thread count. Layouts,
+//! saved slots and the order of the backward loop are in `docs/ops-recurrent.md`.
+
+use om_core::compute::{Compute, Settings};
+use om_core::kernels::gemm::gemm;
+use om_core::kernels::math;
+use om_core::pool::{Buffer, F64Scratch};
+use om_core::{Case, DType, Error, Result, Tensor};
+use om_macros::op;
+
+/// Operators declared in this file.
+pub const NAMES: &[&str] = &["lstm_layer", "gru_layer", "lstm", "gru"];
+
+/// The gate activation `σ` (one place to swap the scalar function).
+#[inline]
+fn sig(x: f32) -> f32 {
+    math::sigmoid(x)
+}
+
+/// The cell activation `tanh` (one place to swap the scalar function).
+#[inline]
+fn th(x: f32) -> f32 {
+    math::tanh(x)
+}
+
+// ===== shared helpers =====
+
+/// A pooled f32 scratch of `len` values.
+struct Scratch {
+    buf: Buffer,
+    len: usize,
+}
+
+impl Scratch {
+    fn new(len: usize) -> Scratch {
+        Scratch { buf: Buffer::new(len * 4), len }
+    }
+
+    fn get(&self) -> &[f32] {
+        &self.buf.f32()[..self.len]
+    }
+
+    fn get_mut(&mut self) -> &mut [f32] {
+        &mut self.buf.f32_mut()[..self.len]
+    }
+}
+
+/// A row-major copy of the transpose of the row-major `rows × cols` matrix `src`.
+fn transposed(src: &[f32], rows: usize, cols: usize) -> Scratch {
+    let mut out = Scratch::new(rows * cols);
+    let dst = out.get_mut();
+    for (r, row) in src.chunks_exact(cols).take(rows).enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            dst[c * rows + r] = v;
+        }
+    }
+    out
+}
+
+/// Sizes of one recurrent layer.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    t: usize,
+    b: usize,
+    i: usize,
+    h: usize,
+}
+
+/// `t` must be `f32`.
+fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
+    if t.dtype() != DType::F32 {
+        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
+    }
+    Ok(())
+}
+
+/// Validates the tensors of one layer with `gates` gate blocks (4 for LSTM, 3 for GRU).
+/// `x_shape` is the layer input's shape `[T, B, I]`; `states` are the optional `[B, H]`
+/// initial states with their names.
+#[allow(clippy::too_many_arguments)]
+fn check_layer(
+    op: &'static str,
+    gates: usize,
+    x_shape: &[usize],
+    w_ih: &Tensor,
+    w_hh: &Tensor,
+    b_ih: Option<&Tensor>,
+    b_hh: Option<&Tensor>,
+    states: &[(&'static str, Option<&Tensor>)],
+) -> Result<Dims> {
+    check_f32(op, "w_ih", w_ih)?;
+    check_f32(op, "w_hh", w_hh)?;
+    for (arg, b) in [("b_ih", b_ih), ("b_hh", b_hh)] {
+        if let Some(b) = b {
+            check_f32(op, arg, b)?;
+        }
+    }
+    for &(arg, s) in states {
+        if let Some(s) = s {
+            check_f32(op, arg, s)?;
+        }
+    }
+    if x_shape.len() != 3 {
+        return Err(Error::shape(op, &[x_shape], format!("x must be [T, B, I] (rank 3), got rank {}", x_shape.len())));
+    }
+    let (t, b, i) = (x_shape[0], x_shape[1], x_shape[2]);
+    if t == 0 {
+        return Err(Error::shape(op, &[x_shape], "the sequence is empty (T = 0)"));
+    }
+    if b == 0 || i == 0 {
+        return Err(Error::shape(op, &[x_shape], "the batch and the input size must be at least 1"));
+    }
+    if w_hh.rank() != 2 || w_hh.shape()[1] == 0 || w_hh.shape()[0] != gates * w_hh.shape()[1] {
+        return Err(Error::shape(op, &[w_hh.shape()], format!("w_hh must be [{gates}·H, H] with H ≥ 1, got {:?}", w_hh.shape())));
+    }
+    let h = w_hh.shape()[1];
+    if w_ih.shape() != [gates * h, i] {
+        return Err(Error::shape(
+            op,
+            &[x_shape, w_ih.shape(), w_hh.shape()],
+            format!("w_ih must be [{gates}·H, I] = [{}, {i}] (H = {h} from w_hh, I = {i} from x), got {:?}", gates * h, w_ih.shape()),
+        ));
+    }
+    for (arg, bias) in [("b_ih", b_ih), ("b_hh", b_hh)] {
+        if let Some(bias) = bias {
+            if bias.shape() != [gates * h] {
+                return Err(Error::shape(
+                    op,
+                    &[w_hh.shape(), bias.shape()],
+                    format!("`{arg}` must be [{gates}·H] = [{}], got {:?}", gates * h, bias.shape()),
+                ));
+            }
+        }
+    }
+    for &(arg, s) in states {
+        if let Some(s) = s {
+            if s.shape() != [b, h] {
+                return Err(Error::shape(op, &[x_shape, s.shape()], format!("`{arg}` must be [B, H] = [{b}, {h}], got {:?}", s.shape())));
+            }
+        }
+    }
+    Ok(Dims { t, b, i, h })
+}
+
+/// Forward step `s` (0-based in processing order) visits time `t`.
+fn time_of(s: usize, t_len: usize, reverse: bool) -> usize {
+    if reverse {
+        t_len - 1 - s
+    } else {
+        s
+    }
+}
+
+/// The time visited just before `t` (None at the first step).
+fn prev_time(t: usize, t_len: usize, reverse: bool) -> Option<usize> {
+    if reverse {
+        (t + 1 < t_len).then_some(t + 1)
+    } else {
+        t.checked_sub(1)
+    }
+}
+
+/// `x·W_ihᵀ` for all steps: `[T·B, gH]`, one GEMM against a row-major copy of `W_ihᵀ`.
+fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize) -> Scratch {
+    let rows = dm.t * dm.b;
+    let wt = w_ih.with_f32(|ws| transposed(ws, gh, dm.i));
+    let mut xp = Scratch::new(rows * gh);
+    x.with_f32(|xs| gemm(settings, rows, dm.i, gh, xs, dm.i, wt.get(), gh, xp.get_mut(), gh));
+    xp
+}
+
+/// The values of an optional tensor.
+fn values(t: Option<&Tensor>) -> Option<Vec<f32>> {
+    t.map(Tensor::to_vec)
+}
+
+/// The previous hidden states of every step in time order (`[T·B, H]`): the state of the
+/// step processed just before `t`, `h0` (or zeros) at the first step.
+fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Vec<f32> {
+    let bh = dm.b * dm.h;
+    let mut out = vec![0.0f32; dm.t * bh];
+    for t in 0..dm.t {
+        let dst = &mut out[t * bh..(t + 1) * bh];
+        match prev_time(t, dm.t, reverse) {
+            Some(p) => dst.copy_from_slice(&y[p * bh..(p + 1) * bh]),
+            None => {
+                if let Some(h0) = h0 {
+                    dst.copy_from_slice(h0);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The gradients after the backward loop, each a single product over all steps:
+/// `dx = dX·W_ih`, `dW_ih = dXᵀ·x`, `dW_hh = dHᵀ·H_prev`, and the f64 row sums of `dX` and
+/// `dH` (increasing row order) for the biases. Returns `[dx, dw_ih, dw_hh, db_ih, db_hh]`,
+/// each only when `needs` says so; `dh` is `None` when it equals `dx_gates` (LSTM).
+#[allow(clippy::too_many_arguments)]
+fn parameter_grads(
+    settings: Settings,
+    dm: Dims,
+    gh: usize,
+    dx_gates: &[f32],
+    dh_gates: Option<&[f32]>,
+    x: &Tensor,
+    w_ih: &Tensor,
+    h_prev: &[f32],
+    needs: [bool; 5],
+) -> Result<[Option<Tensor>; 5]> {
+    let rows = dm.t * dm.b;
+    let mut out: [Option<Tensor>; 5] = Default::default();
+    if needs[0] {
+        out[0] = Some(w_ih.with_f32(|ws| {
+            Tensor::build_f32(&[dm.t, dm.b, dm.i], |dx| {
+                gemm(settings, rows, gh, dm.i, dx_gates, gh, ws, dm.i, dx, dm.i);
+                Ok(())
+            })
+        })?);
+    }
+    if needs[1] || (needs[2] && dh_gates.is_none()) {
+        let dxt = transposed(dx_gates, rows, gh);
+        if needs[1] {
+            out[1] = Some(x.with_f32(|xs| {
+                Tensor::build_f32(&[gh, dm.i], |dw| {
+                    gemm(settings, gh, rows, dm.i, dxt.get(), rows, xs, dm.i, dw, dm.i);
+                    Ok(())
+                })
+            })?);
+        }
+        if needs[2] && dh_gates.is_none() {
+            out[2] = Some(Tensor::build_f32(&[gh, dm.h], |dw| {
+                gemm(settings, gh, rows, dm.h, dxt.get(), rows, h_prev, dm.h, dw, dm.h);
+                Ok(())
+            })?);
+        }
+    }
+    if let (true, Some(dhg)) = (needs[2], dh_gates) {
+        let dht = transposed(dhg, rows, gh);
+        out[2] = Some(Tensor::build_f32(&[gh, dm.h], |dw| {
+            gemm(settings, gh, rows, dm.h, dht.get(), rows, h_prev, dm.h, dw, dm.h);
+            Ok(())
+        })?);
+    }
+    if needs[3] || (needs[4] && dh_gates.is_none()) {
+        let s = row_sums(dx_gates, gh)?;
+        if needs[4] && dh_gates.is_none() {
+            out[4] = Some(s.clone());
+        }
+        if needs[3] {
+            out[3] = Some(s);
+        }
+    }
+    if let (true, Some(dhg)) = (needs[4], dh_gates) {
+        out[4] = Some(row_sums(dhg, gh)?);
+    }
+    Ok(out)
+}
+
+/// Column sums of the row-major `[rows, cols]` matrix `m`: f64 in increasing row order,
+/// rounded once.
+fn row_sums(m: &[f32], cols: usize) -> Result<Tensor> {
+    let mut acc = F64Scratch::zeroed(cols);
+    let a = acc.values();
+    for row in m.chunks_exact(cols) {
+        for (s, &v) in a.iter_mut().zip(row) {
+            *s += v as f64;
+        }
+    }
+    Tensor::build_f32(&[cols], |out| {
+        for (o, &s) in out.iter_mut().zip(a.iter()) {
+            *o = s as f32;
+        }
+        Ok(())
+    })
+}
+
+/// The shapes of the inputs of a layer record: `[T, B, I]` and `H`.
+fn record_dims(input_shapes: &[Vec<usize>]) -> Dims {
+    let (x, w_hh) = (&input_shapes[0], &input_shapes[2]);
+    Dims { t: x[0], b: x[1], i: x[2], h: w_hh[1] }
+}
+
+// ===== LSTM layer =====
+
+/// One direction of one LSTM layer (PyTorch gate order `i,f,g,o`): `x` `[T, B, I]`,
+/// `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, optional biases `[4H]` and initial states `h0`, `c0`
+/// `[B, H]` (zeros if absent). Returns every step's hidden state `y` `[T, B, H]`; a reverse
+/// layer runs `t = T−1..0` and `y[t]` is its state at `t`. Per step: `a = (x·W_ihᵀ + b_ih) +
+/// (h·W_hhᵀ + b_hh)`, `c = f·c' + i·g`, `h = o·tanh c`. Backward through time in reverse
+/// step order (`dh = gy + dh'`, `dc = dc' + dh·o·(1−tanh²c)`, `dh' = dG·W_hh`, `dc' = dc·f`),
+/// then `dx = dG·W_ih`, `dW_ih = dGᵀ·x`, `dW_hh = dGᵀ·H_prev`, `db_ih = db_hh = Σ dG`.
+#[op(saved = [x, w_ih, w_hh, gates: owned, c: owned, tanh_c: owned, out, h0, c0], attrs = [reverse: bool])]
+pub mod lstm_layer {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        x: &Tensor,
+        w_ih: &Tensor,
+        w_hh: &Tensor,
+        b_ih: Option<&Tensor>,
+        b_hh: Option<&Tensor>,
+        h0: Option<&Tensor>,
+        c0: Option<&Tensor>,
+        reverse: bool,
+    ) -> Result<(Tensor, Owned)> {
+        check_f32(NAME, "x", x)?;
+        let dm = check_layer(NAME, 4, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
+        let Dims { t: t_len, b, h, .. } = dm;
+        let (gh, bh) = (4 * h, b * h);
+        let settings = Compute::settings();
+        let xp = input_projection(settings, x, w_ih, dm, gh);
+        let xp = xp.get();
+        let whh_t = w_hh.with_f32(|ws| transposed(ws, gh, h));
+        let (bih, bhh) = (values(b_ih), values(b_hh));
+        let mut hs = values(h0).unwrap_or_else(|| vec![0.0; bh]);
+        let mut cs = values(c0).unwrap_or_else(|| vec![0.0; bh]);
+        let mut gates = vec![0.0f32; t_len * b * gh];
+        let mut c_all = vec![0.0f32; t_len * bh];
+        let mut tc_all = vec![0.0f32; t_len * bh];
+        let mut y = vec![0.0f32; t_len * bh];
+        let mut hp = Scratch::new(b * gh);
+        for s in 0..t_len {
+            let t = time_of(s, t_len, reverse);
+            gemm(settings, b, h, gh, &hs, h, whh_t.get(), gh, hp.get_mut(), gh);
+            let hpv = hp.get();
+            for bi in 0..b {
+                let row = (t * b + bi) * gh;
+                let pre = |k: usize| {
+                    let mut a = xp[row + k];
+                    if let Some(v) = &bih {
+                        a += v[k];
+                    }
+                    let mut r = hpv[bi * gh + k];
+                    if let Some(v) = &bhh {
+                        r += v[k];
+                    }
+                    a + r
+                };
+                for j in 0..h {
+                    let ig = sig(pre(j));
+                    let fg = sig(pre(h + j));
+                    let gg = th(pre(2 * h + j));
+                    let og = sig(pre(3 * h + j));
+                    let o = bi * h + j;
+                    let cv = fg * cs[o] + ig * gg;
+                    let tcv = th(cv);
+                    let hv = og * tcv;
+                    gates[row + j] = ig;
+                    gates[row + h + j] = fg;
+                    gates[row + 2 * h + j] = gg;
+                    gates[row + 3 * h + j] = og;
+                    let at = t * bh + o;
+                    c_all[at] = cv;
+                    tc_all[at] = tcv;
+                    y[at] = hv;
+                    cs[o] = cv;
+                    hs[o] = hv;
+                }
+            }
+        }
+        let owned = Owned {
+            gates: Tensor::from_vec(gates, &[t_len, b, gh])?,
+            c: Tensor::from_vec(c_all, &[t_len, b, h])?,
+            tanh_c: Tensor::from_vec(tc_all, &[t_len, b, h])?,
+        };
+        Ok((Tensor::from_vec(y, &[t_len, b, h])?, owned))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let dm = record_dims(&r.input_shapes);
+        let Dims { t: t_len, b, h, .. } = dm;
+        let (gh, bh) = (4 * h, b * h);
+        let settings = Compute::settings();
+        let gates = r.gates().to_vec();
+        let c_all = r.c().to_vec();
+        let tc_all = r.tanh_c().to_vec();
+        let gy = g.to_vec();
+        let whh = r.w_hh().to_vec();
+        let c0 = values(r.c0().ok());
+        let mut dg = vec![0.0f32; t_len * b * gh];
+        let mut dh_next = vec![0.0f32; bh];
+        let mut dc_next = vec![0.0f32; bh];
+        for s in (0..t_len).rev() {
+            let t = time_of(s, t_len, r.reverse);
+            let prev = prev_time(t, t_len, r.reverse);
+            for bi in 0..b {
+                let row = (t * b + bi) * gh;
+                for j in 0..h {
+                    let o = bi * h + j;
+                    let at = t * bh + o;
+                    let (ig, fg, gg, og) = (gates[row + j], gates[row + h + j], gates[row + 2 * h + j], gates[row + 3 * h + j]);
+                    let tcv = tc_all[at];
+                    let c_prev = match prev {
+                        Some(p) => c_all[p * bh + o],
+                        None => c0.as_ref().map_or(0.0, |c0| c0[o]),
+                    };
+                    let dh = gy[at] + dh_next[o];
+                    let d_o = dh * tcv;
+                    let dc = dc_next[o] + dh * og * (1.0 - tcv * tcv);
+                    let di = dc * gg;
+                    let df = dc * c_prev;
+                    let dgg = dc * ig;
+                    dc_next[o] = dc * fg;
+                    dg[row + j] = di * ig * (1.0 - ig);
+                    dg[row + h + j] = df * fg * (1.0 - fg);
+                    dg[row + 2 * h + j] = dgg * (1.0 - gg * gg);
+                    dg[row + 3 * h + j] = d_o * og * (1.0 - og);
+                }
+            }
+            gemm(settings, b, gh, h, &dg[t * b * gh..], gh, &whh, h, &mut dh_next, h);
+        }
+        let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
+        let h_prev = if needs[2] {
+            let h0 = values(r.h0().ok());
+            r.out().with_f32(|y| previous_states(y, h0.as_deref(), dm, r.reverse))
+        } else {
+            Vec::new()
+        };
+        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, &dg, None, r.x(), r.w_ih(), &h_prev, needs)?;
+        if let Some(t) = dx {
+            d.x(t);
+        }
+        if let Some(t) = dwih {
+            d.w_ih(t);
+        }
+        if let Some(t) = dwhh {
+            d.w_hh(t);
+        }
+        if let Some(t) = dbih {
+            d.b_ih(t);
+        }
+        if let Some(t) = dbhh {
+            d.b_hh(t);
+        }
+        if d.needs_h0() {
+            d.h0(Tensor::from_vec(dh_next, &[b, h])?);
+        }
+        if d.needs_c0() {
+            d.c0(Tensor::from_vec(dc_next, &[b, h])?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let inp = Case::input;
+        let w = |t: &[Tensor], k: usize| Some(t[k].clone());
+        vec![
+            Case::new(
+                "full",
+                vec![
+                    inp(&[3, 2, 3], -1.0, 1.0, 1),
+                    inp(&[8, 3], -0.6, 0.6, 2),
+                    inp(&[8, 2], -0.6, 0.6, 3),
+                    inp(&[8], -0.5, 0.5, 4),
+                    inp(&[8], -0.5, 0.5, 5),
+                    inp(&[2, 2], -1.0, 1.0, 6),
+                    inp(&[2, 2], -1.0, 1.0, 7),
+                ],
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), false),
+            ),
+            Case::new(
+                "reverse_full",
+                vec![
+                    inp(&[4, 2, 2], -1.0, 1.0, 8),
+                    inp(&[12, 2], -0.6, 0.6, 9),
+                    inp(&[12, 3], -0.6, 0.6, 10),
+                    inp(&[12], -0.5, 0.5, 11),
+                    inp(&[12], -0.5, 0.5, 12),
+                    inp(&[2, 3], -1.0, 1.0, 13),
+                    inp(&[2, 3], -1.0, 1.0, 14),
+                ],
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), true),
+            ),
+            Case::new(
+                "reverse_plain",
+                vec![inp(&[3, 2, 3], -1.0, 1.0, 15), inp(&[8, 3], -0.6, 0.6, 16), inp(&[8, 2], -0.6, 0.6, 17)],
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], None, None, None, None, true),
+            ),
+            // Batch-first storage read as [T, B, I]; h0 only, b_hh only.
+            Case::new(
+                "transposed_h0_only",
+                vec![
+                    inp(&[2, 3, 2], -1.0, 1.0, 18),
+                    inp(&[8, 2], -0.6, 0.6, 19),
+                    inp(&[8, 2], -0.6, 0.6, 20),
+                    inp(&[8], -0.5, 0.5, 21),
+                    inp(&[2, 2], -1.0, 1.0, 22),
+                ],
+                |t| super::lstm_layer(&crate::transpose(&t[0], 0, 1)?, &t[1], &t[2], None, Some(&t[3]), Some(&t[4]), None, false),
+            ),
+            Case::new(
+                "c0_only",
+                vec![
+                    inp(&[2, 1, 2], -1.0, 1.0, 23),
+                    inp(&[4, 2], -0.6, 0.6, 24),
+                    inp(&[4, 1], -0.6, 0.6, 25),
+                    inp(&[4], -0.5, 0.5, 26),
+                    inp(&[1, 1], -1.0, 1.0, 27),
+                ],
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], Some(&t[3]), None, None, Some(&t[4]), false),
+            ),
+        ]
+    }
+}
+
+// ===== GRU layer =====
+
+/// One direction of one GRU layer (PyTorch gate order `r,z,n`): `x` `[T, B, I]`, `w_ih`
+/// `[3H, I]`, `w_hh` `[3H, H]`, optional biases `[3H]` and initial state `h0` `[B, H]`.
+/// Returns every step's hidden state `[T, B, H]` (a reverse layer runs `t = T−1..0`). Per
+/// step: `r = σ((W_ir x + b_ir) + (W_hr h + b_hr))`, `z` likewise, `n = tanh((W_in x + b_in) +
+/// r·(W_hn h + b_hn))`, `h = (1−z)·n + z·h'`. Backward through time in reverse step order
+/// with `dX[t] = [dar, daz, dan]`, `dH[t] = [dar, daz, dan·r]`, `dh' = dH[t]·W_hh + dh·z`;
+/// then `dx = dX·W_ih`, `dW_ih = dXᵀ·x`, `dW_hh = dHᵀ·H_prev`, `db_ih = Σ dX`, `db_hh = Σ dH`.
+#[op(saved = [x, w_ih, w_hh, gates: owned, hn: owned, out, h0], attrs = [reverse: bool])]
+pub mod gru_layer {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        x: &Tensor,
+        w_ih: &Tensor,
+        w_hh: &Tensor,
+        b_ih: Option<&Tensor>,
+        b_hh: Option<&Tensor>,
+        h0: Option<&Tensor>,
+        reverse: bool,
+    ) -> Result<(Tensor, Owned)> {
+        check_f32(NAME, "x", x)?;
+        let dm = check_layer(NAME, 3, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
+        let Dims { t: t_len, b, h, .. } = dm;
+        let (gh, bh) = (3 * h, b * h);
+        let settings = Compute::settings();
+        let xp = input_projection(settings, x, w_ih, dm, gh);
+        let xp = xp.get();
+        let whh_t = w_hh.with_f32(|ws| transposed(ws, gh, h));
+        let (bih, bhh) = (values(b_ih), values(b_hh));
+        let bias = |v: &Option<Vec<f32>>, k: usize| v.as_ref().map_or(0.0, |v| v[k]);
+        let mut hs = values(h0).unwrap_or_else(|| vec![0.0; bh]);
+        let mut gates = vec![0.0f32; t_len * b * gh];
+        let mut hn_all = vec![0.0f32; t_len * bh];
+        let mut y = vec![0.0f32; t_len * bh];
+        let mut hp = Scratch::new(b * gh);
+        for s in 0..t_len {
+            let t = time_of(s, t_len, reverse);
+            gemm(settings, b, h, gh, &hs, h, whh_t.get(), gh, hp.get_mut(), gh);
+            let hpv = hp.get();
+            for bi in 0..b {
+                let row = (t * b + bi) * gh;
+                let hrow = bi * gh;
+                // A missing bias adds nothing: `v + 0.0` is `v` except for −0.0, which
+                // does not change any later value.
+                let side = |k: usize| (xp[row + k] + bias(&bih, k), hpv[hrow + k] + bias(&bhh, k));
+                for j in 0..h {
+                    let (xr, hr) = side(j);
+                    let rg = sig(xr + hr);
+                    let (xz, hz) = side(h + j);
+                    let zg = sig(xz + hz);
+                    let (xn, hn) = side(2 * h + j);
+                    let ng = th(xn + rg * hn);
+                    let o = bi * h + j;
+                    let hv = (1.0 - zg) * ng + zg * hs[o];
+                    gates[row + j] = rg;
+                    gates[row + h + j] = zg;
+                    gates[row + 2 * h + j] = ng;
+                    let at = t * bh + o;
+                    hn_all[at] = hn;
+                    y[at] = hv;
+                    hs[o] = hv;
+                }
+            }
+        }
+        let owned = Owned { gates: Tensor::from_vec(gates, &[t_len, b, gh])?, hn: Tensor::from_vec(hn_all, &[t_len, b, h])? };
+        Ok((Tensor::from_vec(y, &[t_len, b, h])?, owned))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let dm = record_dims(&r.input_shapes);
+        let Dims { t: t_len, b, h, .. } = dm;
+        let (gh, bh) = (3 * h, b * h);
+        let settings = Compute::settings();
+        let gates = r.gates().to_vec();
+        let hn_all = r.hn().to_vec();
+        let gy = g.to_vec();
+        let whh = r.w_hh().to_vec();
+        let h0 = values(r.h0().ok());
+        let h_prev = r.out().with_f32(|y| previous_states(y, h0.as_deref(), dm, r.reverse));
+        let mut dxg = vec![0.0f32; t_len * b * gh];
+        let mut dhg = vec![0.0f32; t_len * b * gh];
+        let mut dh_next = vec![0.0f32; bh];
+        let mut direct = vec![0.0f32; bh];
+        for s in (0..t_len).rev() {
+            let t = time_of(s, t_len, r.reverse);
+            for bi in 0..b {
+                let row = (t * b + bi) * gh;
+                for j in 0..h {
+                    let o = bi * h + j;
+                    let at = t * bh + o;
+                    let (rg, zg, ng) = (gates[row + j], gates[row + h + j], gates[row + 2 * h + j]);
+                    let dh = gy[at] + dh_next[o];
+                    let dz = dh * (h_prev[at] - ng);
+                    let dn = dh * (1.0 - zg);
+                    direct[o] = dh * zg;
+                    let dan = dn * (1.0 - ng * ng);
+                    let dr = dan * hn_all[at];
+                    let dar = dr * rg * (1.0 - rg);
+                    let daz = dz * zg * (1.0 - zg);
+                    dxg[row + j] = dar;
+                    dxg[row + h + j] = daz;
+                    dxg[row + 2 * h + j] = dan;
+                    dhg[row + j] = dar;
+                    dhg[row + h + j] = daz;
+                    dhg[row + 2 * h + j] = dan * rg;
+                }
+            }
+            gemm(settings, b, gh, h, &dhg[t * b * gh..], gh, &whh, h, &mut dh_next, h);
+            for (v, &dd) in dh_next.iter_mut().zip(&direct) {
+                *v += dd;
+            }
+        }
+        let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
+        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, &dxg, Some(&dhg), r.x(), r.w_ih(), &h_prev, needs)?;
+        if let Some(t) = dx {
+            d.x(t);
+        }
+        if let Some(t) = dwih {
+            d.w_ih(t);
+        }
+        if let Some(t) = dwhh {
+            d.w_hh(t);
+        }
+        if let Some(t) = dbih {
+            d.b_ih(t);
+        }
+        if let Some(t) = dbhh {
+            d.b_hh(t);
+        }
+        if d.needs_h0() {
+            d.h0(Tensor::from_vec(dh_next, &[b, h])?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let inp = Case::input;
+        vec![
+            Case::new(
+                "full",
+                vec![
+                    inp(&[3, 2, 3], -1.0, 1.0, 1),
+                    inp(&[6, 3], -0.6, 0.6, 2),
+                    inp(&[6, 2], -0.6, 0.6, 3),
+                    inp(&[6], -0.5, 0.5, 4),
+                    inp(&[6], -0.5, 0.5, 5),
+                    inp(&[2, 2], -1.0, 1.0, 6),
+                ],
+                |t| super::gru_layer(&t[0], &t[1], &t[2], Some(&t[3]), Some(&t[4]), Some(&t[5]), false),
+            ),
+            Case::new(
+                "reverse_full",
+                vec![
+                    inp(&[4, 2, 2], -1.0, 1.0, 7),
+                    inp(&[9, 2], -0.6, 0.6, 8),
+                    inp(&[9, 3], -0.6, 0.6, 9),
+                    inp(&[9], -0.5, 0.5, 10),
+                    inp(&[9], -0.5, 0.5, 11),
+                    inp(&[2, 3], -1.0, 1.0, 12),
+                ],
+                |t| super::gru_layer(&t[0], &t[1], &t[2], Some(&t[3]), Some(&t[4]), Some(&t[5]), true),
+            ),
+            Case::new(
+                "reverse_plain",
+                vec![inp(&[3, 2, 3], -1.0, 1.0, 13), inp(&[6, 3], -0.6, 0.6, 14), inp(&[6, 2], -0.6, 0.6, 15)],
+                |t| super::gru_layer(&t[0], &t[1], &t[2], None, None, None, true),
+            ),
+            // Batch-first storage read as [T, B, I]; b_hh and h0 only.
+            Case::new(
+                "transposed_bhh_h0",
+                vec![
+                    inp(&[2, 3, 2], -1.0, 1.0, 16),
+                    inp(&[6, 2], -0.6, 0.6, 17),
+                    inp(&[6, 2], -0.6, 0.6, 18),
+                    inp(&[6], -0.5, 0.5, 19),
+                    inp(&[2, 2], -1.0, 1.0, 20),
+                ],
+                |t| super::gru_layer(&crate::transpose(&t[0], 0, 1)?, &t[1], &t[2], None, Some(&t[3]), Some(&t[4]), false),
+            ),
+            Case::new(
+                "bih_only",
+                vec![inp(&[2, 1, 2], -1.0, 1.0, 21), inp(&[3, 2], -0.6, 0.6, 22), inp(&[3, 1], -0.6, 0.6, 23), inp(&[3], -0.5, 0.5, 24)],
+                |t| super::gru_layer(&t[0], &t[1], &t[2], Some(&t[3]), None, None, false),
+            ),
+        ]
+    }
+}
+
+// ===== multi-layer compositions =====
+
+/// The weights of one layer and direction, as in a PyTorch state dict: `w_ih` =
+/// `weight_ih_l{k}[_reverse]` (`[gH, I]` for layer 0, `[gH, dirs·H]` above), `w_hh` =
+/// `weight_hh_l{k}[_reverse]` (`[gH, H]`), `b_ih`/`b_hh` = `bias_ih_l{k}[_reverse]`/
+/// `bias_hh_l{k}[_reverse]` (`[gH]`, absent for `bias=False`); `g` is 4 (LSTM) or 3 (GRU).
+#[derive(Clone, Debug)]
+pub struct RnnWeights {
+    /// Input-to-hidden weights `[gH, I]`.
+    pub w_ih: Tensor,
+    /// Hidden-to-hidden weights `[gH, H]`.
+    pub w_hh: Tensor,
+    /// Input-side bias `[gH]`.
+    pub b_ih: Option<Tensor>,
+    /// Hidden-side bias `[gH]`.
+    pub b_hh: Option<Tensor>,
+}
+
+impl RnnWeights {
+    /// Weights with both biases.
+    pub fn new(w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor) -> RnnWeights {
+        RnnWeights { w_ih, w_hh, b_ih: Some(b_ih), b_hh: Some(b_hh) }
+    }
+
+    /// Weights without biases (`bias=False`).
+    pub fn without_bias(w_ih: Tensor, w_hh: Tensor) -> RnnWeights {
+        RnnWeights { w_ih, w_hh, b_ih: None, b_hh: None }
+    }
+
+    /// Takes the weights from a flat list in PyTorch's parameter order: per layer and
+    /// direction `w_ih, w_hh, b_ih, b_hh` (with `bias`) or `w_ih, w_hh` (without).
+    pub fn from_flat(ts: &[Tensor], bias: bool) -> Vec<RnnWeights> {
+        let per = if bias { 4 } else { 2 };
+        ts.chunks(per)
+            .map(|c| RnnWeights {
+                w_ih: c[0].clone(),
+                w_hh: c[1].clone(),
+                b_ih: c.get(2).filter(|_| bias).cloned(),
+                b_hh: c.get(3).filter(|_| bias).cloned(),
+            })
+            .collect()
+    }
+}
+
+/// The structure of a recurrent stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RnnConfig {
+    /// Number of stacked layers (at least 1).
+    pub layers: usize,
+    /// Whether each layer also runs in reverse (outputs concatenated on the feature axis).
+    pub bidirectional: bool,
+    /// Whether `x` and `y` are `[B, T, F]` instead of `[T, B, F]`.
+    pub batch_first: bool,
+}
+
+impl RnnConfig {
+    /// `layers` unidirectional layers, time-major.
+    pub fn new(layers: usize) -> RnnConfig {
+        RnnConfig { layers, bidirectional: false, batch_first: false }
+    }
+
+    /// Number of directions (1 or 2).
+    pub fn dirs(&self) -> usize {
+        if self.bidirectional {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// The outputs of `lstm`/`gru`.
+#[derive(Clone, Debug)]
+pub struct RnnOutput {
+    /// Every step's hidden state of the last layer: `[T, B, dirs·H]` (`[B, T, dirs·H]`
+    /// batch-first).
+    pub y: Tensor,
+    /// The final hidden state of every layer and direction `[layers·dirs, B, H]` (step
+    /// T−1 of a forward layer, step 0 of a reverse one).
+    pub h_n: Tensor,
+}
+
+/// Validates a stack: `x` rank 3 f32, the weight count, every layer's weight shapes (layer
+/// l > 0 reads `dirs·H` features) and the `[layers·dirs, B, H]` initial states. Returns
+/// `(x as [T, B, I], H)`.
+fn check_stack(
+    op: &'static str,
+    gates: usize,
+    x: &Tensor,
+    weights: &[RnnWeights],
+    states: &[(&'static str, Option<&Tensor>)],
+    config: RnnConfig,
+) -> Result<(Tensor, usize)> {
+    check_f32(op, "x", x)?;
+    if x.rank() != 3 {
+        let layout = if config.batch_first { "[B, T, I]" } else { "[T, B, I]" };
+        return Err(Error::shape(op, &[x.shape()], format!("x must be {layout} (rank 3), got rank {}", x.rank())));
+    }
+    let xt = if config.batch_first { crate::transpose(x, 0, 1)? } else { x.clone() };
+    if config.layers == 0 {
+        return Err(Error::argument(op, "layers must be at least 1"));
+    }
+    let dirs = config.dirs();
+    if weights.len() != config.layers * dirs {
+        return Err(Error::argument(
+            op,
+            format!(
+                "expected {} weight sets ({} layers × {dirs} directions, PyTorch order: layer 0 forward, layer 0 reverse, …), got {}",
+                config.layers * dirs,
+                config.layers,
+                weights.len()
+            ),
+        ));
+    }
+    let w0 = &weights[0].w_hh;
+    if w0.rank() != 2 || w0.shape()[1] == 0 {
+        return Err(Error::shape(op, &[w0.shape()], format!("w_hh must be [{gates}·H, H] with H ≥ 1, got {:?}", w0.shape())));
+    }
+    let h = w0.shape()[1];
+    let (t, b) = (xt.shape()[0], xt.shape()[1]);
+    for (k, w) in weights.iter().enumerate() {
+        let features = if k < dirs { xt.shape()[2] } else { dirs * h };
+        let dm = check_layer(op, gates, &[t, b, features], &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), &[])?;
+        if dm.h != h {
+            return Err(Error::shape(op, &[w0.shape(), w.w_hh.shape()], format!("weight set {k} has H = {}, set 0 has H = {h}", dm.h)));
+        }
+    }
+    for &(arg, s) in states {
+        if let Some(s) = s {
+            check_f32(op, arg, s)?;
+            if s.shape() != [config.layers * dirs, b, h] {
+                return Err(Error::shape(
+                    op,
+                    &[x.shape(), s.shape()],
+                    format!("`{arg}` must be [layers·dirs, B, H] = [{}, {b}, {h}], got {:?}", config.layers * dirs, s.shape()),
+                ));
+            }
+        }
+    }
+    Ok((xt, h))
+}
+
+/// Runs a stack of layers: `layer(input, weights, k, reverse)` runs weight set `k`.
+fn run_stack(
+    xt: Tensor,
+    weights: &[RnnWeights],
+    config: RnnConfig,
+    layer: impl Fn(&Tensor, &RnnWeights, usize, bool) -> Result<Tensor>,
+) -> Result<RnnOutput> {
+    let dirs = config.dirs();
+    let t_len = xt.shape()[0];
+    let mut input = xt;
+    let mut finals = Vec::with_capacity(weights.len());
+    for l in 0..config.layers {
+        let mut outs = Vec::with_capacity(dirs);
+        for dir in 0..dirs {
+            let k = l * dirs + dir;
+            let reverse = dir == 1;
+            let y = layer(&input, &weights[k], k, reverse)?;
+            let last = if reverse { 0 } else { t_len as isize - 1 };
+            finals.push(crate::unsqueeze(&crate::select(&y, 0, last)?, 0)?);
+            outs.push(y);
+        }
+        input = if dirs == 1 { outs.pop().expect("one direction") } else { crate::concat(&outs, 2)? };
+    }
+    let y = if config.batch_first { crate::transpose(&input, 0, 1)? } else { input };
+    Ok(RnnOutput { y, h_n: crate::concat(&finals, 0)? })
+}
+
+/// The `[B, H]` slice `k` of an optional `[layers·dirs, B, H]` state.
+fn state(s: Option<&Tensor>, k: usize) -> Result<Option<Tensor>> {
+    s.map(|s| crate::select(s, 0, k as isize)).transpose()
+}
+
+/// Multi-layer, optionally bidirectional LSTM as `torch.nn.LSTM` (no dropout, no
+/// projections): `x` `[T, B, I]` (`[B, T, I]` batch-first), one [`RnnWeights`] per layer
+/// and direction in PyTorch's order, optional `h0`, `c0` `[layers·dirs, B, H]`. Layer l+1
+/// reads the concatenation of layer l's directions. Returns the last layer's states `y`
+/// and the final hidden states `h_n`; the final cell states are not returned.
+#[op(composition)]
+pub mod lstm {
+    use super::*;
+
+    pub fn forward(x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>, weights: &[RnnWeights], config: RnnConfig) -> Result<RnnOutput> {
+        let (xt, _) = check_stack(NAME, 4, x, weights, &[("h0", h0), ("c0", c0)], config)?;
+        run_stack(xt, weights, config, |inp, w, k, reverse| {
+            let (h, c) = (state(h0, k)?, state(c0, k)?);
+            crate::lstm_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), c.as_ref(), reverse)
+        })
+    }
+
+    fn cases() -> Vec<Case> {
+        stack_cases(4, super::lstm)
+    }
+}
+
+/// Multi-layer, optionally bidirectional GRU as `torch.nn.GRU` (no dropout): `x`
+/// `[T, B, I]` (`[B, T, I]` batch-first), one [`RnnWeights`] per layer and direction in
+/// PyTorch's order, optional `h0` `[layers·dirs, B, H]`. Returns the last layer's states
+/// `y` and the final hidden states `h_n`.
+#[op(composition)]
+pub mod gru {
+    use super::*;
+
+    pub fn forward(x: &Tensor, h0: Option<&Tensor>, weights: &[RnnWeights], config: RnnConfig) -> Result<RnnOutput> {
+        let (xt, _) = check_stack(NAME, 3, x, weights, &[("h0", h0)], config)?;
+        run_stack(xt, weights, config, |inp, w, k, reverse| {
+            let h = state(h0, k)?;
+            crate::gru_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), reverse)
+        })
+    }
+
+    fn cases() -> Vec<Case> {
+        stack_cases(3, |x, h0, _, w, cfg| super::gru(x, h0, w, cfg))
+    }
+}
+
+/// A stack under test: `(x, h0, c0, weights, config)`.
+type StackFn = fn(&Tensor, Option<&Tensor>, Option<&Tensor>, &[RnnWeights], RnnConfig) -> Result<RnnOutput>;
+
+/// Gradient-check cases of a stack with `gates` gate blocks: the checked function is the
+/// concatenation of `y` and `h_n`, flattened.
+fn stack_cases(gates: usize, f: StackFn) -> Vec<Case> {
+    let lstm = gates == 4;
+    let spec = |name, [t, b, i, h, layers]: [usize; 5], [bidirectional, batch_first, bias, states]: [bool; 4]| {
+        (name, [t, b, i, h], RnnConfig { layers, bidirectional, batch_first }, bias, states)
+    };
+    let specs = [
+        spec("one_layer", [3, 2, 3, 2, 1], [false, false, true, false]),
+        spec("two_layers_states", [3, 2, 2, 2, 2], [false, false, true, true]),
+        spec("bidirectional_no_bias", [3, 2, 2, 2, 1], [true, false, false, false]),
+        spec("bidirectional_two_layers_batch_first_states", [2, 2, 2, 2, 2], [true, true, true, true]),
+        spec("batch_first_no_bias_states", [4, 1, 2, 3, 1], [false, true, false, true]),
+    ];
+    specs
+        .into_iter()
+        .enumerate()
+        .map(|(n, (name, [t, b, i, h], config, bias, states))| {
+            let RnnConfig { layers, batch_first, .. } = config;
+            let dirs = config.dirs();
+            let mut seed = 100 * n as u64;
+            let mut next = || {
+                seed += 1;
+                seed
+            };
+            let x_shape = if batch_first { [b, t, i] } else { [t, b, i] };
+            let mut inputs = vec![Case::input(&x_shape, -1.0, 1.0, next())];
+            let n_states = if states {
+                if lstm {
+                    2
+                } else {
+                    1
+                }
+            } else {
+                0
+            };
+            for _ in 0..n_states {
+                inputs.push(Case::input(&[layers * dirs, b, h], -1.0, 1.0, next()));
+            }
+            for l in 0..layers {
+                let features = if l == 0 { i } else { dirs * h };
+                for _ in 0..dirs {
+                    inputs.push(Case::input(&[gates * h, features], -0.6, 0.6, next()));
+                    inputs.push(Case::input(&[gates * h, h], -0.6, 0.6, next()));
+                    if bias {
+                        inputs.push(Case::input(&[gates * h], -0.5, 0.5, next()));
+                        inputs.push(Case::input(&[gates * h], -0.5, 0.5, next()));
+                    }
+                }
+            }
+            Case::new(name, inputs, move |ts| {
+                let (h0, c0) = match n_states {
+                    2 => (Some(&ts[1]), Some(&ts[2])),
+                    1 => (Some(&ts[1]), None),
+                    _ => (None, None),
+                };
+                let weights = RnnWeights::from_flat(&ts[1 + n_states..], bias);
+                let out = f(&ts[0], h0, c0, &weights, config)?;
+                crate::concat(&[crate::reshape(&out.y, vec![-1])?, crate::reshape(&out.h_n, vec![-1])?], 0)
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

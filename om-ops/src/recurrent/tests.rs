@@ -1,0 +1,139 @@
+//! Recurrent operators against `torch.nn.LSTM`/`torch.nn.GRU` (`tools/oracle_rnn_ops.py`),
+//! and long sequences.
+
+use super::{RnnConfig, RnnOutput, RnnWeights};
+use crate::oracle::{assert_close, both_modes, Oracle};
+use om_core::Tensor;
+
+/// The oracle cases: (name, layers, bidirectional, batch_first, bias, initial states).
+const CASES: [(&str, usize, bool, bool, bool, bool); 5] = [
+    ("one", 1, false, false, true, false),
+    ("two_states", 2, false, false, true, true),
+    ("bi_nobias", 1, true, false, false, false),
+    ("bi2_bf_states", 2, true, true, true, true),
+    ("long", 1, false, false, true, true),
+];
+
+/// The PyTorch parameter names of layer and direction `k`.
+fn param_names(k: usize, dirs: usize, bias: bool) -> Vec<String> {
+    let suffix = format!("l{}{}", k / dirs, if k % dirs == 1 { "_reverse" } else { "" });
+    let mut v = vec![format!("weight_ih_{suffix}"), format!("weight_hh_{suffix}")];
+    if bias {
+        v.extend([format!("bias_ih_{suffix}"), format!("bias_hh_{suffix}")]);
+    }
+    v
+}
+
+fn check_stack(kind: &str, run: impl Fn(&Tensor, Option<&Tensor>, Option<&Tensor>, &[RnnWeights], RnnConfig) -> RnnOutput) {
+    let o = Oracle::load_file("rnn", "tools/oracle_rnn_ops.py");
+    both_modes(|| {
+        for (case, layers, bidirectional, batch_first, bias, states) in CASES {
+            let name = format!("{kind}_{case}");
+            let config = RnnConfig { layers, bidirectional, batch_first };
+            let dirs = config.dirs();
+            let mut leaves: Vec<(String, Tensor)> = vec![("x".into(), o.get(&format!("{name}_x")))];
+            if states {
+                leaves.push(("h0".into(), o.get(&format!("{name}_h0"))));
+                if o.has(&format!("{name}_c0")) {
+                    leaves.push(("c0".into(), o.get(&format!("{name}_c0"))));
+                }
+            }
+            let mut flat = Vec::new();
+            for k in 0..layers * dirs {
+                for p in param_names(k, dirs, bias) {
+                    let t = o.get(&format!("{name}_{p}"));
+                    flat.push(t.clone());
+                    leaves.push((p, t));
+                }
+            }
+            let weights = RnnWeights::from_flat(&flat, bias);
+            let find = |n: &str| leaves.iter().find(|(m, _)| m == n).map(|(_, t)| t);
+            let out = run(&leaves[0].1, find("h0"), find("c0"), &weights, config);
+            assert_close(&format!("{name}_y"), &out.y, &o.get(&format!("{name}_y")));
+            assert_close(&format!("{name}_hn"), &out.h_n, &o.get(&format!("{name}_hn")));
+            let (ry, rh) = (o.get(&format!("{name}_ry")).detach(), o.get(&format!("{name}_rh")).detach());
+            let loss = crate::add(
+                &crate::sum(&crate::mul(&out.y, &ry).unwrap(), None, false).unwrap(),
+                &crate::sum(&crate::mul(&out.h_n, &rh).unwrap(), None, false).unwrap(),
+            )
+            .unwrap();
+            loss.backward().unwrap();
+            for (n, t) in &leaves {
+                let key = format!("{name}_g_{n}");
+                let g = t.grad().unwrap_or_else(|| panic!("no gradient for {key}"));
+                assert_close(&key, &g, &o.get(&key));
+            }
+        }
+    });
+}
+
+#[test]
+fn lstm_matches_pytorch() {
+    check_stack("lstm", |x, h0, c0, w, cfg| crate::lstm(x, h0, c0, w, cfg).unwrap());
+}
+
+#[test]
+fn gru_matches_pytorch() {
+    check_stack("gru", |x, h0, c0, w, cfg| {
+        assert!(c0.is_none());
+        crate::gru(x, h0, w, cfg).unwrap()
+    });
+}
+
+fn leaf(shape: &[usize], seed: u64, scale: f32) -> Tensor {
+    let t = Tensor::randn(shape, seed).unwrap();
+    t.update_f32("scale", |v| v.iter_mut().for_each(|x| *x *= scale)).unwrap();
+    t.requires_grad().unwrap()
+}
+
+#[test]
+fn long_sequences_run_forward_and_backward() {
+    // T = 512: the backward loop is iterative, so neither the stack nor memory beyond
+    // O(T) is at stake; gradients must be finite.
+    let (t, b, i, h) = (512, 2, 3, 4);
+    let x = leaf(&[t, b, i], 1, 1.0);
+    let (wi, wh, bi, bh) = (leaf(&[4 * h, i], 2, 0.3), leaf(&[4 * h, h], 3, 0.3), leaf(&[4 * h], 4, 0.1), leaf(&[4 * h], 5, 0.1));
+    let (h0, c0) = (leaf(&[b, h], 6, 0.5), leaf(&[b, h], 7, 0.5));
+    for reverse in [false, true] {
+        let y = crate::lstm_layer(&x, &wi, &wh, Some(&bi), Some(&bh), Some(&h0), Some(&c0), reverse).unwrap();
+        assert_eq!(y.shape(), [t, b, h]);
+        crate::sum(&y, None, false).unwrap().backward().unwrap();
+        for p in [&x, &wi, &wh, &bi, &bh, &h0, &c0] {
+            assert!(p.grad().unwrap().to_vec().iter().all(|v| v.is_finite()));
+            p.clear_grad();
+        }
+    }
+    // A two-layer bidirectional stack of both kinds over the same length.
+    let config = RnnConfig { layers: 2, bidirectional: true, batch_first: false };
+    for gates in [4, 3] {
+        let mut ws = Vec::new();
+        for k in 0..4 {
+            let features = if k < 2 { i } else { 2 * h };
+            ws.push(RnnWeights::new(
+                leaf(&[gates * h, features], 10 + k, 0.3),
+                leaf(&[gates * h, h], 20 + k, 0.3),
+                leaf(&[gates * h], 30 + k, 0.1),
+                leaf(&[gates * h], 40 + k, 0.1),
+            ));
+        }
+        let out = if gates == 4 { crate::lstm(&x, None, None, &ws, config) } else { crate::gru(&x, None, &ws, config) }.unwrap();
+        assert_eq!(out.y.shape(), [t, b, 2 * h]);
+        assert_eq!(out.h_n.shape(), [4, b, h]);
+        crate::sum(&out.y, None, false).unwrap().backward().unwrap();
+        assert!(x.grad().unwrap().to_vec().iter().all(|v| v.is_finite()));
+        assert!(ws[0].w_hh.grad().is_some());
+        x.clear_grad();
+    }
+}
+
+#[test]
+fn final_state_of_a_reverse_layer_is_step_zero() {
+    let x = leaf(&[3, 2, 2], 1, 1.0);
+    let w = RnnWeights::without_bias(leaf(&[6, 2], 2, 0.5), leaf(&[6, 2], 3, 0.5));
+    let w2 = RnnWeights::without_bias(leaf(&[6, 2], 4, 0.5), leaf(&[6, 2], 5, 0.5));
+    let out = crate::gru(&x, None, &[w.clone(), w2.clone()], RnnConfig { layers: 1, bidirectional: true, batch_first: false }).unwrap();
+    let rev = crate::gru_layer(&x, &w2.w_ih, &w2.w_hh, None, None, None, true).unwrap();
+    assert_eq!(crate::select(&out.h_n, 0, 1).unwrap().to_vec(), crate::select(&rev, 0, 0).unwrap().to_vec());
+    let fwd = crate::gru_layer(&x, &w.w_ih, &w.w_hh, None, None, None, false).unwrap();
+    assert_eq!(crate::select(&out.h_n, 0, 0).unwrap().to_vec(), crate::select(&fwd, 0, 2).unwrap().to_vec());
+}

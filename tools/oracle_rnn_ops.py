@@ -1,0 +1,77 @@
+"""Oracle for the recurrent operators (PyTorch CPU, black box).
+
+Builds torch.nn.LSTM / torch.nn.GRU stacks from seeded numpy weights (one layer, multi-layer,
+bidirectional, batch-first, with and without biases and initial states), runs them on seeded
+inputs and writes inputs, parameters (state-dict names), the outputs y and h_n, and the
+gradients of `sum(y * ry) + sum(h_n * rh)` (ry, rh seeded) with respect to the input, the
+initial states and every parameter to testdata/ops/rnn.safetensors.
+The `#[cfg(test)]` module om-ops/src/recurrent/tests.rs reads it.
+
+Keys, for a case `<c>`: `<c>_x`, `<c>_h0`, `<c>_c0`, `<c>_<param>` (e.g. `<c>_weight_ih_l0_reverse`),
+`<c>_y`, `<c>_hn`, `<c>_ry`, `<c>_rh`, and the gradients `<c>_g_<name>` (`x`, `h0`, `c0`, params).
+
+Usage: /tmp/torch/bin/python tools/oracle_rnn_ops.py   (PyTorch 2.15.0, numpy, safetensors)
+"""
+import os
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "rnn.safetensors")
+rng = np.random.default_rng(20241129)
+out = {}
+
+
+def f32(a):
+    return torch.tensor(np.asarray(a, dtype=np.float32))
+
+
+def case(name, kind, T, B, I, H, layers, bidirectional, batch_first, bias, states, scale=0.5):
+    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    m = cls(I, H, num_layers=layers, bias=bias, batch_first=batch_first, bidirectional=bidirectional)
+    dirs = 2 if bidirectional else 1
+    with torch.no_grad():
+        for pname, p in m.named_parameters():
+            p.copy_(f32(rng.uniform(-scale, scale, tuple(p.shape))))
+    x_shape = (B, T, I) if batch_first else (T, B, I)
+    x = f32(rng.standard_normal(x_shape)).requires_grad_(True)
+    out[f"{name}_x"] = x.detach().clone()
+    inputs = [("x", x)]
+    h0 = c0 = None
+    if states:
+        h0 = f32(rng.standard_normal((layers * dirs, B, H)) * 0.5).requires_grad_(True)
+        out[f"{name}_h0"] = h0.detach().clone()
+        inputs.append(("h0", h0))
+        if kind == "lstm":
+            c0 = f32(rng.standard_normal((layers * dirs, B, H)) * 0.5).requires_grad_(True)
+            out[f"{name}_c0"] = c0.detach().clone()
+            inputs.append(("c0", c0))
+    for pname, p in m.named_parameters():
+        out[f"{name}_{pname}"] = p.detach().clone()
+        inputs.append((pname, p))
+    if kind == "lstm":
+        y, (hn, _cn) = m(x, None if h0 is None else (h0, c0))
+    else:
+        y, hn = m(x, h0)
+    out[f"{name}_y"] = y.detach().contiguous()
+    out[f"{name}_hn"] = hn.detach().contiguous()
+    ry = f32(rng.standard_normal(tuple(y.shape)))
+    rh = f32(rng.standard_normal(tuple(hn.shape)))
+    out[f"{name}_ry"] = ry
+    out[f"{name}_rh"] = rh
+    loss = (y * ry).sum() + (hn * rh).sum()
+    gs = torch.autograd.grad(loss, [t for _, t in inputs])
+    for (n, _), g in zip(inputs, gs):
+        out[f"{name}_g_{n}"] = g.detach().contiguous()
+
+
+for kind in ("lstm", "gru"):
+    case(f"{kind}_one", kind, 7, 3, 4, 5, 1, False, False, True, False)
+    case(f"{kind}_two_states", kind, 5, 2, 3, 4, 2, False, False, True, True)
+    case(f"{kind}_bi_nobias", kind, 6, 2, 3, 3, 1, True, False, False, False)
+    case(f"{kind}_bi2_bf_states", kind, 5, 3, 4, 4, 2, True, True, True, True)
+    case(f"{kind}_long", kind, 40, 2, 3, 6, 1, False, False, True, True)
+
+save_file({k: v.contiguous() for k, v in out.items()}, OUT, metadata={"torch": torch.__version__})
+print(f"wrote {os.path.normpath(OUT)} ({os.path.getsize(OUT)} bytes, {len(out)} tensors, torch {torch.__version__})")
