@@ -5,6 +5,7 @@
 //! the dispatch and the registered gradient-check cases.
 
 pub mod conv;
+pub mod ctc;
 pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
@@ -18,6 +19,7 @@ pub mod views;
 mod oracle;
 
 pub use conv::conv2d;
+pub use ctc::{ctc_loss, Lengths, Reduction};
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
@@ -32,6 +34,17 @@ pub use om_core::{Error, Result, Tensor};
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [conv::NAMES, elementwise::NAMES, linalg::NAMES, lookup::NAMES, loss::NAMES, norm::NAMES, pool::NAMES, reduce::NAMES, views::NAMES]
-        .concat()
+    [
+        conv::NAMES,
+        ctc::NAMES,
+        elementwise::NAMES,
+        linalg::NAMES,
+        lookup::NAMES,
+        loss::NAMES,
+        norm::NAMES,
+        pool::NAMES,
+        reduce::NAMES,
+        views::NAMES,
+    ]
+    .concat()
 }

@@ -9,14 +9,19 @@ use std::collections::BTreeMap;
 /// Largest accepted scaled error of a forward value or gradient against PyTorch.
 pub const TOLERANCE: f64 = 1e-5;
 
-/// The named tensors of `testdata/ops/norm_loss.safetensors`.
+/// The named tensors of an oracle file of `testdata/ops/`.
 pub struct Oracle(BTreeMap<String, Tensor>);
 
 impl Oracle {
-    /// Reads the oracle file.
+    /// Reads the oracle file `testdata/ops/norm_loss.safetensors`.
     pub fn load() -> Oracle {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/norm_loss.safetensors");
-        Oracle(om_core::io::load(path).unwrap_or_else(|e| panic!("{e} (regenerate with tools/oracle_norm_loss.py)")))
+        Oracle::load_file("norm_loss.safetensors", "tools/oracle_norm_loss.py")
+    }
+
+    /// Reads `testdata/ops/<file>`, written by the script `tool`.
+    pub fn load_file(file: &str, tool: &str) -> Oracle {
+        let path = format!("{}/../testdata/ops/{file}", env!("CARGO_MANIFEST_DIR"));
+        Oracle(om_core::io::load(&path).unwrap_or_else(|e| panic!("{e} (regenerate with {tool})")))
     }
 
     /// A fresh copy of tensor `name`: `f32` tensors are new leaves requiring gradients,
