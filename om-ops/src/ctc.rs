@@ -602,3 +602,180 @@ mod tests {
         assert!(fixed::log_sum_exp2(f64::NEG_INFINITY, f64::NAN).is_nan());
     }
 }
+
+#[cfg(test)]
+mod oracle_tests {
+    use super::{ctc_loss, Reduction};
+    use crate::oracle::{both_modes, scaled_error, Oracle};
+    use om_core::compute::{Compute, Mode};
+    use om_core::Tensor;
+    use std::cell::{Cell, RefCell};
+
+    const CASES: [&str; 2] = ["pad", "cat"];
+    const REDUCTIONS: [(&str, Reduction); 3] = [("none", Reduction::None), ("sum", Reduction::Sum), ("mean", Reduction::Mean)];
+
+    fn load() -> Oracle {
+        Oracle::load_file("ctc.safetensors", "tools/oracle_ctc.py")
+    }
+
+    /// The loss of case `name` on a fresh leaf of its log-probabilities.
+    fn run(o: &Oracle, name: &str, red: Reduction, zero_infinity: bool) -> (Tensor, Tensor) {
+        let lp = o.get(&format!("{name}_lp"));
+        let blank = o.get(&format!("{name}_blank")).to_vec_i32()[0] as usize;
+        let (il, tl) = (o.get(&format!("{name}_il")), o.get(&format!("{name}_tl")));
+        let y = ctc_loss(&lp, &o.get(&format!("{name}_targets")), &il, &tl, blank, red, zero_infinity).unwrap();
+        (lp, y)
+    }
+
+    /// Relative error of the losses, with infinities required to match exactly.
+    fn loss_error(ours: &Tensor, want: &Tensor) -> f64 {
+        assert_eq!(ours.shape(), want.shape());
+        ours.to_vec().iter().zip(want.to_vec()).fold(0.0, |m, (&a, b)| {
+            if b.is_infinite() || a.is_infinite() {
+                assert_eq!(a, b, "infinite losses must match");
+                m
+            } else {
+                m.max((a as f64 - b as f64).abs() / (b as f64).abs().max(1e-30))
+            }
+        })
+    }
+
+    /// Backpropagates `sum(y · w)` (w = `<name>_none_r` for `None`, 1 otherwise) and returns
+    /// the gradient with respect to the log-probabilities.
+    fn grad_lp(o: &Oracle, name: &str, red: Reduction, zero_infinity: bool) -> (Tensor, Tensor) {
+        let (lp, y) = run(o, name, red, zero_infinity);
+        let w = if red == Reduction::None { o.get(&format!("{name}_none_r")).detach() } else { Tensor::scalar(1.0) };
+        y.backward_with(Some(&w), false).unwrap();
+        (lp.detach(), lp.grad().unwrap())
+    }
+
+    /// `g − exp(lp)·Σ_c g` per row: the log-softmax backward, in f64.
+    fn through_log_softmax(lp: &Tensor, g: &Tensor) -> Tensor {
+        let c = *lp.shape().last().unwrap();
+        let (lpv, gv) = (lp.to_vec(), g.to_vec());
+        let mut dz = vec![0.0f32; gv.len()];
+        for (row, (l, gr)) in lpv.chunks(c).zip(gv.chunks(c)).enumerate() {
+            let s: f64 = gr.iter().map(|&v| v as f64).sum();
+            for j in 0..c {
+                dz[row * c + j] = (gr[j] as f64 - (l[j] as f64).exp() * s) as f32;
+            }
+        }
+        Tensor::from_vec(dz, lp.shape()).unwrap()
+    }
+
+    /// Compares a gradient with PyTorch's float64 evaluation `<key>64` (within 1e-6 scaled)
+    /// and its float32 one `<key>` (within 1e-5: PyTorch's float32 kernel itself is up to
+    /// 1.5e-6 scaled away from its float64 result on these cases).
+    fn check_pair(o: &Oracle, key: &str, ours: &Tensor) {
+        let e64 = scaled_error(ours, &o.get(&format!("{key}64")));
+        let e32 = scaled_error(ours, &o.get(key));
+        println!("oracle ctc {key} [{}]: scaled error {e64:.2e} vs torch float64, {e32:.2e} vs torch float32", Compute::mode());
+        assert!(e64 <= 1e-6, "{key}64: scaled error {e64:e}");
+        assert!(e32 <= 1e-5, "{key}: scaled error {e32:e}");
+    }
+
+    #[test]
+    fn ctc_loss_values_match_pytorch_and_are_bit_identical_in_both_modes() {
+        let o = load();
+        let bits: RefCell<Vec<Vec<u32>>> = RefCell::new(Vec::new());
+        let worst = Cell::new(0.0f64);
+        both_modes(|| {
+            let mut mine = Vec::new();
+            for name in CASES {
+                for (rname, red) in REDUCTIONS {
+                    for zi in [false, true] {
+                        let key = format!("{name}_{rname}{}_y", if zi { "_zi" } else { "" });
+                        let (lp, y) = run(&o, name, red, zi);
+                        let e = loss_error(&y, &o.get(&key));
+                        println!("oracle ctc {key} [{}]: relative error {e:.2e}", Compute::mode());
+                        assert!(e <= 1e-5, "{key}: relative error {e:e}");
+                        worst.set(worst.get().max(e));
+                        mine.extend(y.to_vec().iter().map(|v| v.to_bits()));
+                        let w = Tensor::randn(y.shape(), 3).unwrap();
+                        y.backward_with(Some(&w), false).unwrap();
+                        mine.extend(lp.grad().unwrap().to_vec().iter().map(|v| v.to_bits()));
+                    }
+                }
+            }
+            bits.borrow_mut().push(mine);
+        });
+        let b = bits.into_inner();
+        assert!(b[0] == b[1], "fast and exact mode differ in some bit of a loss or gradient");
+        println!("ctc worst loss relative error vs PyTorch: {:.2e}", worst.get());
+        assert_eq!(Compute::mode(), Mode::Fast);
+    }
+
+    #[test]
+    fn gradients_with_respect_to_logits_match_pytorch() {
+        let o = load();
+        both_modes(|| {
+            for name in CASES {
+                for (rname, red) in REDUCTIONS {
+                    let (lp, g) = grad_lp(&o, name, red, true);
+                    let dz = through_log_softmax(&lp, &g);
+                    check_pair(&o, &format!("{name}_{rname}_gz"), &dz);
+                }
+            }
+        });
+    }
+
+    /// PyTorch's gradient with respect to the log-probabilities is ours plus `exp(lp)·w` on
+    /// every frame `t < input length` of a sequence with a finite loss (`w` the sequence's
+    /// weight: `r_b`, 1, or `1/(B·max(1, target length))`).
+    #[test]
+    fn ctc_gradient_differs_from_pytorchs_by_the_softmax_term() {
+        let o = load();
+        for name in CASES {
+            let il = o.get(&format!("{name}_il")).to_vec_i32();
+            let tl = o.get(&format!("{name}_tl")).to_vec_i32();
+            let losses = o.get(&format!("{name}_none_y")).to_vec();
+            let r = o.get(&format!("{name}_none_r")).to_vec();
+            for (rname, red) in REDUCTIONS {
+                let (lp, g) = grad_lp(&o, name, red, true);
+                let (t_max, batch, c) = (lp.shape()[0], lp.shape()[1], lp.shape()[2]);
+                let (lpv, mut gv) = (lp.to_vec(), g.to_vec());
+                for t in 0..t_max {
+                    for b in 0..batch {
+                        if t >= il[b] as usize || losses[b].is_infinite() {
+                            continue;
+                        }
+                        let w = match red {
+                            Reduction::None => r[b] as f64,
+                            Reduction::Sum => 1.0,
+                            Reduction::Mean => 1.0 / (batch as f64 * tl[b].max(1) as f64),
+                        };
+                        for k in 0..c {
+                            let i = (t * batch + b) * c + k;
+                            gv[i] = (gv[i] as f64 + (lpv[i] as f64).exp() * w) as f32;
+                        }
+                    }
+                }
+                check_pair(&o, &format!("{name}_{rname}_glp"), &Tensor::from_vec(gv, lp.shape()).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn impossible_alignments_have_zero_gradient_with_and_without_zero_infinity() {
+        let o = load();
+        // In `cat`, sequences 1 and 3 are impossible.
+        for zi in [false, true] {
+            for (_, red) in REDUCTIONS {
+                let (lp, g) = grad_lp(&o, "cat", red, zi);
+                let (t_max, batch, c) = (lp.shape()[0], lp.shape()[1], lp.shape()[2]);
+                let gv = g.to_vec();
+                assert!(gv.iter().all(|v| v.is_finite()));
+                for t in 0..t_max {
+                    for b in 0..batch {
+                        let row = &gv[(t * batch + b) * c..][..c];
+                        let zero = row.iter().all(|&v| v == 0.0);
+                        // Sequence 0 is finite with 7 frames; 1 and 3 impossible; 2 has no frames;
+                        // 4 uses 6 of 7 frames.
+                        let expect_zero = matches!(b, 1..=3) || (b == 4 && t == 6);
+                        assert_eq!(zero, expect_zero, "{red:?} zero_infinity={zi} t={t} b={b}: {row:?}");
+                    }
+                }
+            }
+        }
+    }
+}
