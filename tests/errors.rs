@@ -384,3 +384,51 @@ fn lstm_and_gru_stacks_invalid_arguments() {
     let e = ops::lstm(&ids(vec![0; 60], &[3, 5, 4]), None, None, &lstm_w, bi2).unwrap_err();
     assert!(matches!(e, Error::DType { op: "lstm", arg: "x", .. }), "{e}");
 }
+
+#[test]
+fn ctc_loss_invalid_arguments() {
+    use ops::Reduction::Mean;
+    let lp = t(&[5, 2, 4]);
+    let tg = ids(vec![1, 2, 3, 0], &[2, 2]);
+    assert!(ops::ctc_loss(&lp, &tg, &[5, 4], &[2, 1], 0, Mean, false).is_ok());
+    // Lengths as i32 tensors, concatenated targets, input length 0 (allowed, as in PyTorch).
+    assert!(ops::ctc_loss(&lp, &ids(vec![1, 2, 3], &[3]), &ids(vec![5, 0], &[2]), &ids(vec![2, 1], &[2]), 0, Mean, false).is_ok());
+    let ctc = |lp: &Tensor, tg: &Tensor, il: &[usize], tl: &[usize], blank: usize| ops::ctc_loss(lp, tg, il, tl, blank, Mean, false);
+    let shape_errors = [
+        ("input lengths count", ctc(&lp, &tg, &[5], &[2, 1], 0)),
+        ("target lengths count", ctc(&lp, &tg, &[5, 5], &[2, 1, 1], 0)),
+        ("log_probs rank", ctc(&t(&[5, 8]), &tg, &[5, 5], &[2, 1], 0)),
+        ("padded targets rows", ctc(&lp, &ids(vec![1; 6], &[3, 2]), &[5, 5], &[2, 1], 0)),
+        ("concatenated targets length", ctc(&lp, &ids(vec![1, 2, 3, 1], &[4]), &[5, 5], &[2, 1], 0)),
+        ("targets rank", ctc(&lp, &ids(vec![1; 4], &[2, 2, 1]), &[5, 5], &[1, 1], 0)),
+        ("length tensor rank", ops::ctc_loss(&lp, &tg, &ids(vec![5, 5], &[1, 2]), &[2, 1], 0, Mean, false)),
+    ];
+    for (what, r) in shape_errors {
+        let msg = expect_err(r, "ctc_loss", "Shape");
+        assert!(!msg.is_empty(), "{what}");
+    }
+    let argument_errors = [
+        ("input length > T", ctc(&lp, &tg, &[6, 5], &[2, 1], 0), "input length 6"),
+        ("target length > S", ctc(&lp, &tg, &[5, 5], &[3, 1], 0), "target length 3"),
+        ("label out of range", ctc(&lp, &ids(vec![1, 4, 3, 0], &[2, 2]), &[5, 5], &[2, 1], 0), "label 4"),
+        ("negative label", ctc(&lp, &ids(vec![1, -1, 3, 0], &[2, 2]), &[5, 5], &[2, 1], 0), "label -1"),
+        ("blank in targets", ctc(&lp, &ids(vec![1, 2, 3, 0], &[2, 2]), &[5, 5], &[2, 1], 2), "is the blank"),
+        ("blank >= C", ctc(&lp, &tg, &[5, 5], &[2, 1], 4), "blank 4"),
+        ("negative length", ops::ctc_loss(&lp, &tg, &ids(vec![5, -1], &[2]), &[2, 1], 0, Mean, false), "non-negative"),
+    ];
+    for (what, r, needle) in argument_errors {
+        let msg = expect_err(r, "ctc_loss", "Argument");
+        assert!(msg.contains(needle), "{what}: {msg}");
+    }
+    // Padding past a target's length is not checked (as in PyTorch): only the used labels are.
+    assert!(ctc(&lp, &ids(vec![1, 2, 3, -7], &[2, 2]), &[5, 5], &[2, 1], 0).is_ok());
+    for (arg, r) in [
+        ("log_probs", ctc(&ids(vec![0; 40], &[5, 2, 4]), &tg, &[5, 5], &[2, 1], 0)),
+        ("targets", ctc(&lp, &t(&[2, 2]), &[5, 5], &[2, 1], 0)),
+        ("input_lengths", ops::ctc_loss(&lp, &tg, &t(&[2]), &[2, 1], 0, Mean, false)),
+        ("target_lengths", ops::ctc_loss(&lp, &tg, &[5, 5], &t(&[2]), 0, Mean, false)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::DType { op: "ctc_loss", arg: a, .. } if a == arg), "{arg}: {e}");
+    }
+}

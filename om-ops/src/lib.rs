@@ -5,6 +5,7 @@
 //! the dispatch and the registered gradient-check cases.
 
 pub mod conv;
+pub mod ctc;
 pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
@@ -19,6 +20,7 @@ pub mod views;
 mod oracle;
 
 pub use conv::conv2d;
+pub use ctc::{ctc_loss, Lengths, Reduction};
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
@@ -36,6 +38,7 @@ pub use om_core::{Error, Result, Tensor};
 pub fn declared_names() -> Vec<&'static str> {
     [
         conv::NAMES,
+        ctc::NAMES,
         elementwise::NAMES,
         linalg::NAMES,
         lookup::NAMES,

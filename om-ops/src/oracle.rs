@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// Largest accepted scaled error of a forward value or gradient against PyTorch.
 pub const TOLERANCE: f64 = 1e-5;
 
-/// The named tensors of `testdata/ops/norm_loss.safetensors`.
+/// The named tensors of an oracle file of `testdata/ops/`.
 pub struct Oracle(BTreeMap<String, Tensor>);
 
 impl Oracle {
