@@ -12,6 +12,7 @@ pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod spatial;
 pub mod views;
 
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub use loss::nll_loss;
 pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use reduce::{mean, sum};
+pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
 pub use om_core::{Error, Result, Tensor};
@@ -32,6 +34,17 @@ pub use om_core::{Error, Result, Tensor};
 /// The operator names declared in this crate, by family. Calling this also makes sure the
 /// crate (and so every `inventory` registration in it) is linked into the binary.
 pub fn declared_names() -> Vec<&'static str> {
-    [conv::NAMES, elementwise::NAMES, linalg::NAMES, lookup::NAMES, loss::NAMES, norm::NAMES, pool::NAMES, reduce::NAMES, views::NAMES]
-        .concat()
+    [
+        conv::NAMES,
+        elementwise::NAMES,
+        linalg::NAMES,
+        lookup::NAMES,
+        loss::NAMES,
+        norm::NAMES,
+        pool::NAMES,
+        reduce::NAMES,
+        spatial::NAMES,
+        views::NAMES,
+    ]
+    .concat()
 }
