@@ -1,5 +1,5 @@
 //! Test helpers (compiled for tests only): the PyTorch oracle data of `testdata/ops/`,
-//! written by `tools/oracle_norm_loss.py`, and the scaled-error comparison
+//! written by `tools/oracle_*.py`, and the scaled-error comparison
 //! `max|ours − torch| / max|torch|`.
 
 use om_core::compute::{Compute, Mode};
@@ -13,10 +13,20 @@ pub const TOLERANCE: f64 = 1e-5;
 pub struct Oracle(BTreeMap<String, Tensor>);
 
 impl Oracle {
-    /// Reads the oracle file.
+    /// Reads `testdata/ops/norm_loss.safetensors`.
     pub fn load() -> Oracle {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/norm_loss.safetensors");
-        Oracle(om_core::io::load(path).unwrap_or_else(|e| panic!("{e} (regenerate with tools/oracle_norm_loss.py)")))
+        Oracle::load_file("norm_loss", "tools/oracle_norm_loss.py")
+    }
+
+    /// Reads `testdata/ops/<stem>.safetensors`, written by `tool`.
+    pub fn load_file(stem: &str, tool: &str) -> Oracle {
+        let path = format!("{}/../testdata/ops/{stem}.safetensors", env!("CARGO_MANIFEST_DIR"));
+        Oracle(om_core::io::load(&path).unwrap_or_else(|e| panic!("{e} (regenerate with {tool})")))
+    }
+
+    /// The names of the stored tensors.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
     }
 
     /// A fresh copy of tensor `name`: `f32` tensors are new leaves requiring gradients,

@@ -439,3 +439,101 @@ pub mod resize2d {
         c
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::compute::{KernelPath, Mode, Settings};
+
+    fn oracle() -> Oracle {
+        Oracle::load_file("spatial", "tools/oracle_spatial.py")
+    }
+
+    fn params(o: &Oracle, name: &str) -> Vec<usize> {
+        o.get(&format!("{name}_params")).to_vec_i32().iter().map(|&v| v as usize).collect()
+    }
+
+    fn case_names(o: &Oracle, prefix: &str) -> Vec<String> {
+        o.names().filter_map(|k| k.strip_suffix("_params")).filter(|k| k.starts_with(prefix)).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn conv_transpose2d_matches_pytorch() {
+        let o = oracle();
+        let names = case_names(&o, "ct_");
+        assert!(names.len() >= 6, "the oracle file holds the transposed-conv cases");
+        both_modes(|| {
+            for name in &names {
+                let p = params(&o, name);
+                let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
+                let bias = o.names().any(|k| k == format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
+                let y = conv_transpose2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3]], [p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                let mut inputs = vec![("x", &x), ("w", &w)];
+                if let Some(b) = &bias {
+                    inputs.push(("bias", b));
+                }
+                o.check_grads(name, &y, &inputs);
+            }
+        });
+    }
+
+    #[test]
+    fn resize2d_matches_pytorch() {
+        let o = oracle();
+        let names = case_names(&o, "resize_");
+        assert!(names.len() >= 18, "the oracle file holds the resize cases");
+        both_modes(|| {
+            for name in &names {
+                let p = params(&o, name);
+                let mode = if p[2] == 1 { ResizeMode::Bilinear } else { ResizeMode::Nearest };
+                let x = o.get(&format!("{name}_x"));
+                let y = resize2d(&x, p[0], p[1], mode, p[3] != 0).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                o.check_grads(name, &y, &[("x", &x)]);
+            }
+        });
+    }
+
+    #[test]
+    fn nearest_picks_pytorchs_source_pixels() {
+        // in = 7 → out = 3: scale 7/3 in f32, floor(d·scale) = 0, 2, 4.
+        let x = Tensor::from_vec((0..7).map(|v| v as f32).collect(), &[1, 1, 1, 7]).unwrap();
+        assert_eq!(resize2d(&x, 1, 3, ResizeMode::Nearest, false).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
+        assert_eq!(resize2d(&x, 1, 14, ResizeMode::Nearest, false).unwrap().to_vec()[..4], [0.0, 0.0, 1.0, 1.0]);
+    }
+
+    fn forward_backward_bits() -> Vec<u32> {
+        let x = Tensor::randn(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
+        let w = Tensor::randn(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
+        let b = Tensor::randn(&[6], 3).unwrap().requires_grad().unwrap();
+        let y = conv_transpose2d(&x, &w, Some(&b), [2, 1], [1, 0], [1, 1], [1, 2], 2).unwrap();
+        let y = resize2d(&y, 9, 13, ResizeMode::Bilinear, false).unwrap();
+        let y = resize2d(&y, 11, 7, ResizeMode::Nearest, false).unwrap();
+        let y = resize2d(&y, 6, 8, ResizeMode::Bilinear, true).unwrap();
+        let gy = Tensor::randn(y.shape(), 4).unwrap();
+        y.backward_with(Some(&gy), false).unwrap();
+        let mut bits: Vec<u32> = y.to_vec().iter().map(|v| v.to_bits()).collect();
+        for t in [&x, &w, &b] {
+            bits.extend(t.grad().unwrap().to_vec().iter().map(|v| v.to_bits()));
+        }
+        bits
+    }
+
+    #[test]
+    fn exact_mode_is_identical_on_every_path_and_thread_count() {
+        let reference = Compute::with(Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar }, forward_backward_bits);
+        for path in KernelPath::supported() {
+            for threads in [1, 2, 3, 8] {
+                let got = Compute::with(Settings { mode: Mode::Exact, threads, path }, forward_backward_bits);
+                assert!(got == reference, "exact conv_transpose2d/resize2d differ on {path} with {threads} threads");
+            }
+        }
+        let fast = Compute::with(Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() }, forward_backward_bits);
+        for threads in [2, 3, 8] {
+            let got = Compute::with(Settings { mode: Mode::Fast, threads, path: KernelPath::best() }, forward_backward_bits);
+            assert!(got == fast, "fast conv_transpose2d/resize2d differ with {threads} threads");
+        }
+    }
+}
