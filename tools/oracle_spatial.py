@@ -9,6 +9,7 @@ The `#[cfg(test)]` module of om-ops/src/spatial.rs reads it (fast and exact mode
 params layouts:
   ct_*:     [sH, sW, padH, padW, outPadH, outPadW, dH, dW, groups]
   resize_*: [outH, outW, mode (0 nearest, 1 bilinear), alignCorners]
+plus `nearest_src`: PyTorch's nearest source index for every in, out in 1..=24.
 
 Usage: /tmp/torch/bin/python tools/oracle_spatial.py   (PyTorch 2.15.0, numpy, safetensors)
 """
@@ -74,6 +75,15 @@ for mode, align, tag in (("nearest", False, "nearest"), ("bilinear", False, "bil
     resize(f"resize_{tag}_mixed", (2, 2, 6, 5), (6, 17), mode, align)
     resize(f"resize_{tag}_to_one", (1, 2, 5, 3), (1, 2), mode, align)
     resize(f"resize_{tag}_odd", (1, 1, 29, 31), (37, 23), mode, align)
+
+# PyTorch's nearest source index for every in, out in 1..=24 (x = 0, 1, .., in-1 along the
+# width), concatenated in (in, out) order: `nearest_src`.
+src = []
+for n_in in range(1, 25):
+    for n_out in range(1, 25):
+        xs = torch.arange(n_in, dtype=torch.float32).reshape(1, 1, 1, n_in)
+        src.append(F.interpolate(xs, size=(1, n_out), mode="nearest").reshape(-1).to(torch.int32))
+out["nearest_src"] = torch.cat(src)
 
 save_file(out, OUT, metadata={"torch": torch.__version__})
 print(f"wrote {os.path.normpath(OUT)} ({os.path.getsize(OUT)} bytes, {len(out)} tensors, torch {torch.__version__})")

@@ -504,6 +504,18 @@ mod tests {
         assert_eq!(resize2d(&x, 1, 14, ResizeMode::Nearest, false).unwrap().to_vec()[..4], [0.0, 0.0, 1.0, 1.0]);
     }
 
+    #[test]
+    fn nearest_index_rule_matches_pytorch_for_all_small_sizes() {
+        let want = oracle().get("nearest_src").to_vec_i32();
+        let mut got = Vec::new();
+        for len_in in 1..=24 {
+            for len_out in 1..=24 {
+                got.extend(taps(ResizeMode::Nearest, false, len_in, len_out).iter().map(|t| t.i0 as i32));
+            }
+        }
+        assert_eq!(got, want);
+    }
+
     fn forward_backward_bits() -> Vec<u32> {
         let x = Tensor::randn(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
         let w = Tensor::randn(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
