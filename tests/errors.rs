@@ -432,3 +432,80 @@ fn ctc_loss_invalid_arguments() {
         assert!(matches!(e, Error::DType { op: "ctc_loss", arg: a, .. } if a == arg), "{arg}: {e}");
     }
 }
+
+#[test]
+fn conv_transpose2d_invalid_arguments() {
+    let x = t(&[2, 4, 3, 3]);
+    let w = t(&[4, 3, 3, 3]); // Cout = 6 with groups = 2
+    let b = t(&[6]);
+    #[allow(clippy::too_many_arguments)]
+    fn ct(
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        s: [usize; 2],
+        p: [usize; 2],
+        op: [usize; 2],
+        d: [usize; 2],
+        g: usize,
+    ) -> om_core::Result<Tensor> {
+        ops::conv_transpose2d(x, w, b, s, p, op, d, g)
+    }
+    let y = ct(&x, &w, Some(&b), [2, 2], [1, 1], [1, 1], [1, 1], 2).unwrap();
+    assert_eq!(y.shape(), &[2, 6, 6, 6]);
+    // Output padding below the dilation (but not the stride) is allowed, as in PyTorch.
+    assert!(ct(&x, &w, None, [1, 1], [0, 0], [1, 0], [2, 1], 2).is_ok());
+    let op = "conv_transpose2d";
+    for (what, r) in [
+        ("x rank", ct(&t(&[4, 3, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("w rank", ct(&x, &t(&[4, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("Cin not divisible by groups", ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 3)),
+        ("w dimension 0 vs Cin", ct(&x, &t(&[2, 3, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("empty kernel", ct(&x, &t(&[4, 3, 0, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("bias shape", ct(&x, &w, Some(&t(&[3])), [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("bias rank", ct(&x, &w, Some(&t(&[6, 1])), [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("empty input image", ct(&t(&[2, 4, 0, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("padding crops the whole output", ct(&x, &w, None, [1, 1], [3, 0], [0, 0], [1, 1], 2)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "conv_transpose2d", .. }), "{what}: {e}");
+    }
+    for r in [
+        ct(&x, &w, None, [0, 1], [0, 0], [0, 0], [1, 1], 2),
+        ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 0], 2),
+        ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 0),
+        // output padding must be below max(stride, dilation)
+        ct(&x, &w, None, [2, 2], [0, 0], [2, 0], [1, 1], 2),
+        ct(&x, &w, None, [1, 1], [0, 0], [0, 1], [1, 1], 2),
+        ct(&x, &w, None, [2, 1], [0, 0], [0, 2], [1, 2], 2),
+    ] {
+        expect_err(r, op, "Argument");
+    }
+    let ids4 = ids(vec![1; 72], &[2, 4, 3, 3]);
+    for (arg, r) in [
+        ("x", ct(&ids4, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("w", ct(&x, &ids(vec![1; 108], &[4, 3, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("bias", ct(&x, &w, Some(&ids(vec![1; 6], &[6])), [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::DType { op: "conv_transpose2d", arg: a, .. } if a == arg), "{arg}: {e}");
+    }
+}
+
+#[test]
+fn resize2d_invalid_arguments() {
+    use ops::ResizeMode::{Bilinear, Nearest};
+    let x = t(&[1, 2, 4, 5]);
+    assert!(ops::resize2d(&x, 3, 7, Bilinear, true).is_ok());
+    assert_eq!(ops::resize2d(&x, 3, 7, Nearest, false).unwrap().shape(), &[1, 2, 3, 7]);
+    let op = "resize2d";
+    expect_err(ops::resize2d(&t(&[2, 4, 5]), 3, 3, Nearest, false), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), 3, 3, Bilinear, false), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), 3, 3, Bilinear, false), op, "Shape");
+    expect_err(ops::resize2d(&x, 0, 3, Nearest, false), op, "Argument");
+    expect_err(ops::resize2d(&x, 3, 0, Bilinear, true), op, "Argument");
+    let msg = expect_err(ops::resize2d(&x, 3, 3, Nearest, true), op, "Argument");
+    assert!(msg.contains("align_corners"), "{msg}");
+    let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3, 3, Nearest, false).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "resize2d", arg: "x", .. }), "{e}");
+}

@@ -14,6 +14,7 @@ pub mod norm;
 pub mod pool;
 pub mod recurrent;
 pub mod reduce;
+pub mod spatial;
 pub mod views;
 
 #[cfg(test)]
@@ -29,6 +30,7 @@ pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
+pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
 pub use om_core::{Error, Result, Tensor};
@@ -47,6 +49,7 @@ pub fn declared_names() -> Vec<&'static str> {
         pool::NAMES,
         recurrent::NAMES,
         reduce::NAMES,
+        spatial::NAMES,
         views::NAMES,
     ]
     .concat()

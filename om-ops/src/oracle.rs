@@ -29,6 +29,11 @@ impl Oracle {
         self.0.contains_key(name)
     }
 
+    /// The names of the stored tensors.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
     /// A fresh copy of tensor `name`: `f32` tensors are new leaves requiring gradients,
     /// `i32` tensors (ids, targets) are returned as stored.
     pub fn get(&self, name: &str) -> Tensor {
