@@ -168,3 +168,23 @@ pub mod linear {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+
+    #[test]
+    fn linear_and_concat_match_pytorch() {
+        let o = Oracle::load_file("misc", "tools/oracle_misc.py");
+        both_modes(|| {
+            let (x, w, b) = (o.get("lin_x"), o.get("lin_w"), o.get("lin_b"));
+            let y = crate::linear(&x, &w, Some(&b)).unwrap();
+            assert_close("lin_y", &y, &o.get("lin_y"));
+            o.check_grads("lin", &y, &[("x", &x), ("w", &w), ("b", &b)]);
+            let (a, c) = (o.get("cat_a"), o.get("cat_c"));
+            let y = crate::concat(&[a.clone(), c.clone()], 1).unwrap();
+            assert_close("cat_y", &y, &o.get("cat_y"));
+            o.check_grads("cat", &y, &[("a", &a), ("c", &c)]);
+        });
+    }
+}

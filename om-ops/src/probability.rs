@@ -120,3 +120,29 @@ pub mod log_softmax {
         cases_for(super::log_softmax)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+
+    #[test]
+    fn softmax_log_softmax_and_cross_entropy_match_pytorch() {
+        let o = Oracle::load_file("misc", "tools/oracle_misc.py");
+        both_modes(|| {
+            let x = o.get("sm_x");
+            let y = crate::softmax(&x).unwrap();
+            assert_close("sm_y", &y, &o.get("sm_y"));
+            o.check_grads("sm", &y, &[("x", &x)]);
+            let x = o.get("lsm_x");
+            let y = crate::log_softmax(&x).unwrap();
+            assert_close("lsm_y", &y, &o.get("lsm_y"));
+            o.check_grads("lsm", &y, &[("x", &x)]);
+            let (logits, targets) = (o.get("ce_logits"), o.get("ce_targets"));
+            for (red, mean) in [("mean", true), ("sum", false)] {
+                let y = crate::cross_entropy(&logits, &targets, mean, Some(-100)).unwrap();
+                assert_close(&format!("ce_{red}_y"), &y, &o.get(&format!("ce_{red}_y")));
+                o.check_grads(&format!("ce_{red}"), &y, &[("logits", &logits)]);
+            }
+        });
+    }
+}

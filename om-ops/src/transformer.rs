@@ -267,3 +267,69 @@ pub mod attention {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::compute::{Compute, KernelPath, Mode, Settings};
+    use om_core::{Error, Tensor};
+
+    #[test]
+    fn attention_matches_pytorch() {
+        let o = Oracle::load_file("misc", "tools/oracle_misc.py");
+        both_modes(|| {
+            let (q, k, v) = (o.get("att_q"), o.get("att_k"), o.get("att_v"));
+            let mask = o.get("att_mask").detach();
+            let y = crate::attention(&q, &k, &v, Some(&mask), 0.3).unwrap();
+            assert_close("att_y", &y, &o.get("att_y"));
+            o.check_grads("att", &y, &[("q", &q), ("k", &k), ("v", &v)]);
+            let y = crate::attention(&q, &k, &v, None, 1.0 / 8f32.sqrt()).unwrap();
+            assert_close("att_nomask_y", &y, &o.get("att_nomask_y"));
+        });
+    }
+
+    #[test]
+    fn exact_attention_is_identical_on_every_path_and_thread_count() {
+        let o = Oracle::load_file("misc", "tools/oracle_misc.py");
+        let run = |path, threads| {
+            Compute::with(Settings { mode: Mode::Exact, threads, path }, || {
+                let (q, k, v) = (o.get("att_q"), o.get("att_k"), o.get("att_v"));
+                let y = crate::attention(&q, &k, &v, Some(&o.get("att_mask").detach()), 0.3).unwrap();
+                crate::sum(&crate::mul(&y, &y).unwrap(), None, false).unwrap().backward().unwrap();
+                let mut bits: Vec<u32> = y.to_vec().iter().map(|v| v.to_bits()).collect();
+                for t in [&q, &k, &v] {
+                    bits.extend(t.grad().unwrap().to_vec().iter().map(|v| v.to_bits()));
+                }
+                bits
+            })
+        };
+        let reference = run(KernelPath::Scalar, 1);
+        for path in KernelPath::supported() {
+            for threads in [1, 2, 3, 8] {
+                assert!(run(path, threads) == reference, "{path} with {threads} threads differs");
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_arguments() {
+        let t = |s: &[usize]| Tensor::ones(s).unwrap();
+        let q = t(&[2, 3, 4, 8]);
+        let cases = [
+            crate::attention(&q, &t(&[2, 3, 5, 7]), &t(&[2, 3, 5, 4]), None, 1.0),
+            crate::attention(&q, &t(&[2, 3, 5, 8]), &t(&[2, 3, 6, 4]), None, 1.0),
+            crate::attention(&q, &t(&[1, 3, 5, 8]), &t(&[1, 3, 5, 4]), None, 1.0),
+            crate::attention(&t(&[3, 4, 8]), &t(&[3, 5, 8]), &t(&[3, 5, 4]), None, 1.0),
+            crate::attention(&q, &t(&[2, 3, 5, 8]), &t(&[2, 3, 5, 4]), Some(&t(&[4, 6])), 1.0),
+        ];
+        for (i, r) in cases.into_iter().enumerate() {
+            let e = r.unwrap_err();
+            assert!(matches!(e, Error::Shape { op: "attention", .. }), "case {i}: {e}");
+        }
+        let e = crate::attention(&q, &t(&[2, 3, 5, 8]), &t(&[2, 3, 5, 4]), None, f32::NAN).unwrap_err();
+        assert!(matches!(e, Error::Argument { op: "attention", .. }), "{e}");
+        let m = t(&[4, 5]).requires_grad().unwrap();
+        let e = crate::attention(&q, &t(&[2, 3, 5, 8]), &t(&[2, 3, 5, 4]), Some(&m), 1.0).unwrap_err();
+        assert!(matches!(e, Error::Argument { op: "attention", .. }), "{e}");
+    }
+}

@@ -1,0 +1,92 @@
+"""Oracle for linear, concat, softmax, log_softmax, cross_entropy and attention (PyTorch
+CPU, black box).
+
+Builds seeded numpy inputs, runs torch.nn.functional.linear, torch.cat, softmax,
+log_softmax, cross_entropy (ignore_index, mean and sum) and
+scaled_dot_product_attention (additive float mask, Tq != Tk, explicit scale), and writes
+inputs, outputs and the gradients of `sum(y * r)` (r seeded) to
+testdata/ops/misc.safetensors. The `#[cfg(test)]` modules of
+om-ops/src/{linalg,probability,transformer}.rs read it.
+
+Usage: /tmp/torch/bin/python tools/oracle_misc.py   (PyTorch 2.15.0, numpy, safetensors)
+"""
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "misc.safetensors")
+rng = np.random.default_rng(20261129)
+out = {}
+
+
+def f32(a):
+    return torch.tensor(np.asarray(a, dtype=np.float32))
+
+
+def leaf(a):
+    return f32(a).requires_grad_(True)
+
+
+def grads(name, y, inputs):
+    r = f32(rng.standard_normal(y.shape))
+    out[name + "_r"] = r
+    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
+    for (n, _), g in zip(inputs, gs):
+        out[f"{name}_g{n}"] = g.detach().contiguous()
+
+
+def store(prefix, **tensors):
+    for k, v in tensors.items():
+        out[f"{prefix}_{k}"] = v.detach().contiguous()
+
+
+# ----- linear: [2, 3, 5] x [4, 5]^T + [4] -----
+x, w, b = leaf(rng.standard_normal((2, 3, 5))), leaf(rng.standard_normal((4, 5))), leaf(rng.standard_normal(4))
+y = F.linear(x, w, b)
+store("lin", x=x, w=w, b=b, y=y)
+grads("lin", y, [("x", x), ("w", w), ("b", b)])
+
+# ----- concat along axis 1 -----
+a, c = leaf(rng.standard_normal((2, 3, 4))), leaf(rng.standard_normal((2, 1, 4)))
+y = torch.cat([a, c], dim=1)
+store("cat", a=a, c=c, y=y)
+grads("cat", y, [("a", a), ("c", c)])
+
+# ----- softmax / log_softmax over the last axis, with a wide row -----
+x = leaf(rng.standard_normal((3, 4, 37)) * 3.0)
+y = F.softmax(x, dim=-1)
+store("sm", x=x, y=y)
+grads("sm", y, [("x", x)])
+x2 = leaf(rng.standard_normal((5, 300)) * 4.0)
+y = F.log_softmax(x2, dim=-1)
+store("lsm", x=x2, y=y)
+grads("lsm", y, [("x", x2)])
+
+# ----- cross_entropy with ignored rows, mean and sum -----
+logits = leaf(rng.standard_normal((6, 7)) * 2.0)
+targets = torch.tensor([3, 0, -100, 6, 2, -100], dtype=torch.int32)
+out["ce_logits"] = logits.detach()
+out["ce_targets"] = targets
+for red in ["mean", "sum"]:
+    y = F.cross_entropy(logits, targets.long(), ignore_index=-100, reduction=red)
+    out[f"ce_{red}_y"] = y.detach().reshape(())
+    grads(f"ce_{red}", y, [("logits", logits)])
+
+# ----- attention: B=2, H=3, Tq=4, Tk=6, D=8, Dv=5, mask [4, 6] broadcast -----
+q = leaf(rng.standard_normal((2, 3, 4, 8)))
+k = leaf(rng.standard_normal((2, 3, 6, 8)))
+v = leaf(rng.standard_normal((2, 3, 6, 5)))
+mask = f32(rng.standard_normal((4, 6)))
+mask[1, 2] = float("-inf")
+scale = 0.3
+y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+store("att", q=q, k=k, v=v, mask=mask, y=y)
+grads("att", y, [("q", q), ("k", k), ("v", v)])
+y = F.scaled_dot_product_attention(q, k, v, scale=1.0 / np.sqrt(8.0))
+out["att_nomask_y"] = y.detach().contiguous()
+
+save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_misc.py"})
+print(f"wrote {OUT}: {len(out)} tensors")
