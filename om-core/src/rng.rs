@@ -1,5 +1,6 @@
-//! A small deterministic generator (SplitMix64) for reproducible test and example data;
-//! the same seed gives the same values on every machine.
+//! A small deterministic generator (SplitMix64) for reproducible test and example data.
+//! The integer stream and uniform values are the same on every machine; normal values go
+//! through the platform's f64 `ln`, `sin` and `cos` (Box-Muller).
 
 /// SplitMix64 with Box-Muller normals.
 pub struct Rng {

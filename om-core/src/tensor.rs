@@ -119,8 +119,8 @@ impl Tensor {
         })
     }
 
-    /// Standard normal values from a fixed generator seeded with `seed` (reproducible on
-    /// every machine).
+    /// Standard normal values from a fixed generator seeded with `seed` (SplitMix64 and
+    /// Box-Muller in f64; reproducible wherever the platform's f64 `ln`/`sin`/`cos` agree).
     pub fn randn(shape: &[usize], seed: u64) -> Result<Tensor> {
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {

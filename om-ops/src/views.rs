@@ -465,26 +465,20 @@ pub mod flip {
                 return Err(Error::argument(NAME, format!("axis {a} appears twice in {axes:?}")));
             }
         }
-        // Walk the input with reversed axes: start at the last element of each flipped axis.
+        // Output element `lin` (row-major) reads the input at the mirrored index on each
+        // flipped axis.
         let shape = x.shape().to_vec();
-        let out_strides = contiguous_strides(&shape);
+        let strides = contiguous_strides(&shape);
         x.with_f32(|src| {
             Tensor::build_f32(&shape, |out| {
-                let src_strides = contiguous_strides(&shape);
-                let mut o = 0usize;
-                for_each_offset(&shape, &out_strides, 0, |lin| {
-                    // Map the output position `lin` to its source position.
-                    let mut rem = lin;
+                for (lin, o) in out.iter_mut().enumerate() {
                     let mut s = 0usize;
                     for i in 0..r {
-                        let idx = rem / out_strides[i];
-                        rem %= out_strides[i];
-                        let j = if flipped[i] { shape[i] - 1 - idx } else { idx };
-                        s += j * src_strides[i];
+                        let idx = lin / strides[i] % shape[i];
+                        s += if flipped[i] { shape[i] - 1 - idx } else { idx } * strides[i];
                     }
-                    out[o] = src[s];
-                    o += 1;
-                });
+                    *o = src[s];
+                }
                 Ok(())
             })
         })
