@@ -104,7 +104,7 @@ impl Conv2d {
     /// A convolution with explicit options.
     pub fn with_options(in_channels: usize, out_channels: usize, kernel: [usize; 2], options: Conv2dOptions, seed: u64) -> Result<Conv2d> {
         let g = options.groups;
-        if g == 0 || in_channels % g != 0 || out_channels % g != 0 {
+        if g == 0 || !in_channels.is_multiple_of(g) || !out_channels.is_multiple_of(g) {
             return Err(Error::argument(
                 "Conv2d",
                 format!("groups {g} must divide in_channels {in_channels} and out_channels {out_channels}"),
