@@ -384,3 +384,128 @@ fn lstm_and_gru_stacks_invalid_arguments() {
     let e = ops::lstm(&ids(vec![0; 60], &[3, 5, 4]), None, None, &lstm_w, bi2).unwrap_err();
     assert!(matches!(e, Error::DType { op: "lstm", arg: "x", .. }), "{e}");
 }
+
+#[test]
+fn ctc_loss_invalid_arguments() {
+    use ops::Reduction::Mean;
+    let lp = t(&[5, 2, 4]);
+    let tg = ids(vec![1, 2, 3, 0], &[2, 2]);
+    assert!(ops::ctc_loss(&lp, &tg, &[5, 4], &[2, 1], 0, Mean, false).is_ok());
+    // Lengths as i32 tensors, concatenated targets, input length 0 (allowed, as in PyTorch).
+    assert!(ops::ctc_loss(&lp, &ids(vec![1, 2, 3], &[3]), &ids(vec![5, 0], &[2]), &ids(vec![2, 1], &[2]), 0, Mean, false).is_ok());
+    let ctc = |lp: &Tensor, tg: &Tensor, il: &[usize], tl: &[usize], blank: usize| ops::ctc_loss(lp, tg, il, tl, blank, Mean, false);
+    let shape_errors = [
+        ("input lengths count", ctc(&lp, &tg, &[5], &[2, 1], 0)),
+        ("target lengths count", ctc(&lp, &tg, &[5, 5], &[2, 1, 1], 0)),
+        ("log_probs rank", ctc(&t(&[5, 8]), &tg, &[5, 5], &[2, 1], 0)),
+        ("padded targets rows", ctc(&lp, &ids(vec![1; 6], &[3, 2]), &[5, 5], &[2, 1], 0)),
+        ("concatenated targets length", ctc(&lp, &ids(vec![1, 2, 3, 1], &[4]), &[5, 5], &[2, 1], 0)),
+        ("targets rank", ctc(&lp, &ids(vec![1; 4], &[2, 2, 1]), &[5, 5], &[1, 1], 0)),
+        ("length tensor rank", ops::ctc_loss(&lp, &tg, &ids(vec![5, 5], &[1, 2]), &[2, 1], 0, Mean, false)),
+    ];
+    for (what, r) in shape_errors {
+        let msg = expect_err(r, "ctc_loss", "Shape");
+        assert!(!msg.is_empty(), "{what}");
+    }
+    let argument_errors = [
+        ("input length > T", ctc(&lp, &tg, &[6, 5], &[2, 1], 0), "input length 6"),
+        ("target length > S", ctc(&lp, &tg, &[5, 5], &[3, 1], 0), "target length 3"),
+        ("label out of range", ctc(&lp, &ids(vec![1, 4, 3, 0], &[2, 2]), &[5, 5], &[2, 1], 0), "label 4"),
+        ("negative label", ctc(&lp, &ids(vec![1, -1, 3, 0], &[2, 2]), &[5, 5], &[2, 1], 0), "label -1"),
+        ("blank in targets", ctc(&lp, &ids(vec![1, 2, 3, 0], &[2, 2]), &[5, 5], &[2, 1], 2), "is the blank"),
+        ("blank >= C", ctc(&lp, &tg, &[5, 5], &[2, 1], 4), "blank 4"),
+        ("negative length", ops::ctc_loss(&lp, &tg, &ids(vec![5, -1], &[2]), &[2, 1], 0, Mean, false), "non-negative"),
+    ];
+    for (what, r, needle) in argument_errors {
+        let msg = expect_err(r, "ctc_loss", "Argument");
+        assert!(msg.contains(needle), "{what}: {msg}");
+    }
+    // Padding past a target's length is not checked (as in PyTorch): only the used labels are.
+    assert!(ctc(&lp, &ids(vec![1, 2, 3, -7], &[2, 2]), &[5, 5], &[2, 1], 0).is_ok());
+    for (arg, r) in [
+        ("log_probs", ctc(&ids(vec![0; 40], &[5, 2, 4]), &tg, &[5, 5], &[2, 1], 0)),
+        ("targets", ctc(&lp, &t(&[2, 2]), &[5, 5], &[2, 1], 0)),
+        ("input_lengths", ops::ctc_loss(&lp, &tg, &t(&[2]), &[2, 1], 0, Mean, false)),
+        ("target_lengths", ops::ctc_loss(&lp, &tg, &[5, 5], &t(&[2]), 0, Mean, false)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::DType { op: "ctc_loss", arg: a, .. } if a == arg), "{arg}: {e}");
+    }
+}
+
+#[test]
+fn conv_transpose2d_invalid_arguments() {
+    let x = t(&[2, 4, 3, 3]);
+    let w = t(&[4, 3, 3, 3]); // Cout = 6 with groups = 2
+    let b = t(&[6]);
+    #[allow(clippy::too_many_arguments)]
+    fn ct(
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        s: [usize; 2],
+        p: [usize; 2],
+        op: [usize; 2],
+        d: [usize; 2],
+        g: usize,
+    ) -> om_core::Result<Tensor> {
+        ops::conv_transpose2d(x, w, b, s, p, op, d, g)
+    }
+    let y = ct(&x, &w, Some(&b), [2, 2], [1, 1], [1, 1], [1, 1], 2).unwrap();
+    assert_eq!(y.shape(), &[2, 6, 6, 6]);
+    // Output padding below the dilation (but not the stride) is allowed, as in PyTorch.
+    assert!(ct(&x, &w, None, [1, 1], [0, 0], [1, 0], [2, 1], 2).is_ok());
+    let op = "conv_transpose2d";
+    for (what, r) in [
+        ("x rank", ct(&t(&[4, 3, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("w rank", ct(&x, &t(&[4, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("Cin not divisible by groups", ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 3)),
+        ("w dimension 0 vs Cin", ct(&x, &t(&[2, 3, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("empty kernel", ct(&x, &t(&[4, 3, 0, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("bias shape", ct(&x, &w, Some(&t(&[3])), [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("bias rank", ct(&x, &w, Some(&t(&[6, 1])), [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("empty input image", ct(&t(&[2, 4, 0, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("padding crops the whole output", ct(&x, &w, None, [1, 1], [3, 0], [0, 0], [1, 1], 2)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "conv_transpose2d", .. }), "{what}: {e}");
+    }
+    for r in [
+        ct(&x, &w, None, [0, 1], [0, 0], [0, 0], [1, 1], 2),
+        ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 0], 2),
+        ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 0),
+        // output padding must be below max(stride, dilation)
+        ct(&x, &w, None, [2, 2], [0, 0], [2, 0], [1, 1], 2),
+        ct(&x, &w, None, [1, 1], [0, 0], [0, 1], [1, 1], 2),
+        ct(&x, &w, None, [2, 1], [0, 0], [0, 2], [1, 2], 2),
+    ] {
+        expect_err(r, op, "Argument");
+    }
+    let ids4 = ids(vec![1; 72], &[2, 4, 3, 3]);
+    for (arg, r) in [
+        ("x", ct(&ids4, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("w", ct(&x, &ids(vec![1; 108], &[4, 3, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("bias", ct(&x, &w, Some(&ids(vec![1; 6], &[6])), [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::DType { op: "conv_transpose2d", arg: a, .. } if a == arg), "{arg}: {e}");
+    }
+}
+
+#[test]
+fn resize2d_invalid_arguments() {
+    use ops::ResizeMode::{Bilinear, Nearest};
+    let x = t(&[1, 2, 4, 5]);
+    assert!(ops::resize2d(&x, 3, 7, Bilinear, true).is_ok());
+    assert_eq!(ops::resize2d(&x, 3, 7, Nearest, false).unwrap().shape(), &[1, 2, 3, 7]);
+    let op = "resize2d";
+    expect_err(ops::resize2d(&t(&[2, 4, 5]), 3, 3, Nearest, false), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), 3, 3, Bilinear, false), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), 3, 3, Bilinear, false), op, "Shape");
+    expect_err(ops::resize2d(&x, 0, 3, Nearest, false), op, "Argument");
+    expect_err(ops::resize2d(&x, 3, 0, Bilinear, true), op, "Argument");
+    let msg = expect_err(ops::resize2d(&x, 3, 3, Nearest, true), op, "Argument");
+    assert!(msg.contains("align_corners"), "{msg}");
+    let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3, 3, Nearest, false).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "resize2d", arg: "x", .. }), "{e}");
+}

@@ -52,6 +52,17 @@ fn step() -> Result<u64> {
     let f = ops::conv2d(&f, &cw2, None, [1, 1], [1, 0, 1, 2], [2, 1], 8)?;
     let f = ops::avg_pool2d(&f, [2, 2], [2, 1], [1, 0], false)?;
     let f = ops::global_avg_pool2d(&f)?;
+    // A small decoder branch: grouped transposed conv with stride 2 and output padding,
+    // then nearest, bilinear and align-corners resizes with non-integer ratios.
+    let tw1 = leaf(&[4, 3, 3, 3], 11, 0.3);
+    let tb1 = leaf(&[6], 12, 0.1);
+    let tw2 = leaf(&[6, 8, 2, 2], 13, 0.3);
+    let u = ops::relu(&ops::conv_transpose2d(&img, &tw1, Some(&tb1), [2, 2], [1, 1], [1, 1], [1, 1], 2)?)?; // [2, 6, 24, 24]
+    let u = ops::resize2d(&u, 17, 13, ops::ResizeMode::Bilinear, false)?;
+    let u = ops::conv_transpose2d(&u, &tw2, None, [1, 2], [0, 1], [0, 1], [2, 1], 1)?;
+    let u = ops::resize2d(&u, 11, 29, ops::ResizeMode::Nearest, false)?;
+    let u = ops::resize2d(&u, 7, 9, ops::ResizeMode::Bilinear, true)?;
+    let f = ops::add(&f, &ops::global_avg_pool2d(&u)?)?;
     // Embedding, batch norm (training, with running stats) and an NLL loss on the side.
     let table = leaf(&[10, 8], 8, 1.0);
     let ids = Tensor::from_vec_i32((0..64).map(|i| i * 7 % 10).collect(), &[4, 16])?;
@@ -88,7 +99,10 @@ fn step() -> Result<u64> {
     fnv(&mut hash, &loss.to_vec());
     fnv(&mut hash, &rm.to_vec());
     fnv(&mut hash, &rv.to_vec());
-    for p in [&x, &w1, &b1, &w2, &d, &ln_g, &ln_b, &table, &bn_g, &bn_b, &img, &cw1, &cb1, &cw2, &seq, &hs, &cs, &gw_ih, &gw_hh, &gb] {
+    for p in [
+        &x, &w1, &b1, &w2, &d, &ln_g, &ln_b, &table, &bn_g, &bn_b, &img, &cw1, &cb1, &cw2, &seq, &hs, &cs, &gw_ih, &gw_hh, &gb, &tw1, &tb1,
+        &tw2,
+    ] {
         fnv(&mut hash, &p.grad().expect("every parameter gets a gradient").to_vec());
     }
     for w in &rnn_w {

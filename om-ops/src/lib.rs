@@ -5,6 +5,7 @@
 //! the dispatch and the registered gradient-check cases.
 
 pub mod conv;
+pub mod ctc;
 pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
@@ -15,12 +16,14 @@ pub mod optim;
 pub mod pool;
 pub mod recurrent;
 pub mod reduce;
+pub mod spatial;
 pub mod views;
 
 #[cfg(test)]
 mod oracle;
 
 pub use conv::conv2d;
+pub use ctc::{ctc_loss, Lengths, Reduction};
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
@@ -29,6 +32,7 @@ pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
+pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
 pub use om_core::{Error, Result, Tensor};
@@ -38,6 +42,7 @@ pub use om_core::{Error, Result, Tensor};
 pub fn declared_names() -> Vec<&'static str> {
     [
         conv::NAMES,
+        ctc::NAMES,
         elementwise::NAMES,
         linalg::NAMES,
         lookup::NAMES,
@@ -46,6 +51,7 @@ pub fn declared_names() -> Vec<&'static str> {
         pool::NAMES,
         recurrent::NAMES,
         reduce::NAMES,
+        spatial::NAMES,
         views::NAMES,
     ]
     .concat()

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// Largest accepted scaled error of a forward value or gradient against PyTorch.
 pub const TOLERANCE: f64 = 1e-5;
 
-/// The named tensors of `testdata/ops/norm_loss.safetensors`.
+/// The named tensors of an oracle file of `testdata/ops/`.
 pub struct Oracle(BTreeMap<String, Tensor>);
 
 impl Oracle {
@@ -27,6 +27,11 @@ impl Oracle {
     /// Whether the file has a tensor `name`.
     pub fn has(&self, name: &str) -> bool {
         self.0.contains_key(name)
+    }
+
+    /// The names of the stored tensors.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
     }
 
     /// A fresh copy of tensor `name`: `f32` tensors are new leaves requiring gradients,

@@ -223,17 +223,41 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 
 /// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner.
 pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) {
-    let p = geo.p();
-    let mut acc = F64Scratch::zeroed(geo.o);
+    channel_sums(geo.n, geo.o, geo.p(), g, db);
+}
+
+/// `out[c] = Σ g[n, c, :]` over `g` (`[N, C, P]`, contiguous), accumulated in f64 with `n`
+/// outer and positions inner (increasing element order per channel), rounded once.
+pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) {
+    let mut acc = F64Scratch::zeroed(c);
     let a = acc.values();
-    for n in 0..geo.n {
-        for (o, s) in a.iter_mut().enumerate() {
-            let start = (n * geo.o + o) * p;
+    for img in 0..n {
+        for (ch, s) in a.iter_mut().enumerate() {
+            let start = (img * c + ch) * p;
             *s = g[start..start + p].iter().fold(*s, |t, &v| t + v as f64);
         }
     }
-    for (d, &s) in db.iter_mut().zip(a.iter()) {
+    for (d, &s) in out.iter_mut().zip(a.iter()) {
         *d = s as f32;
+    }
+}
+
+/// Transposed convolution (PyTorch's `conv_transpose2d`), the adjoint of the convolution
+/// `geo` with the same weight: `x` is that convolution's output shape
+/// (`[N, O, OH, OW]`), `w` its weight (`[O, C/g, kH, kW]`, which is PyTorch's transposed
+/// layout `[Cin, Cout/g, kH, kW]`), and `y` (`[N, C, H, W]`, overwritten) its input shape.
+/// Per image and group `dcols = W_gᵀ·x` on the GEMM, then col2im (exactly the
+/// convolution's input gradient), then `+ bias[c]` (one f32 addition per element).
+pub fn conv_transpose2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+    conv2d_backward_input(settings, geo, x, w, y);
+    if let Some(b) = bias {
+        let plane = geo.h * geo.w;
+        if plane > 0 {
+            for (i, row) in y.chunks_mut(plane).enumerate() {
+                let bv = b[i % geo.c];
+                row.iter_mut().for_each(|v| *v += bv);
+            }
+        }
     }
 }
 

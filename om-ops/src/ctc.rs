@@ -1,0 +1,788 @@
+//! Connectionist temporal classification: `ctc_loss` (Graves et al. 2006), with the
+//! log-space forward (α) and backward (β) recursions in f64 and the fixed `exp`/`log` of
+//! [`fixed`], so loss values and gradients are bit-identical in fast and exact mode and on
+//! every platform. Definitions, accuracy and the difference from PyTorch's gradient are in
+//! `docs/ctc.md`.
+
+use crate::norm::check_f32;
+use om_core::{Case, DType, Error, Result, Tensor};
+use om_macros::op;
+
+/// Operators declared in this file.
+pub const NAMES: &[&str] = &["ctc_loss"];
+
+/// How per-sequence losses are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// One loss per sequence, shape `[B]`.
+    None,
+    /// The sum of the losses, a scalar.
+    Sum,
+    /// Each loss divided by `max(1, target length)`, then averaged over the batch (a scalar).
+    Mean,
+}
+
+/// Sequence lengths: a slice of counts, or an `i32` tensor of shape `[B]`.
+#[derive(Clone, Copy, Debug)]
+pub enum Lengths<'a> {
+    /// Counts given directly.
+    Counts(&'a [usize]),
+    /// An `i32` tensor of shape `[B]`.
+    Tensor(&'a Tensor),
+}
+
+impl<'a> From<&'a [usize]> for Lengths<'a> {
+    fn from(v: &'a [usize]) -> Self {
+        Lengths::Counts(v)
+    }
+}
+
+impl<'a> From<&'a Vec<usize>> for Lengths<'a> {
+    fn from(v: &'a Vec<usize>) -> Self {
+        Lengths::Counts(v)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [usize; N]> for Lengths<'a> {
+    fn from(v: &'a [usize; N]) -> Self {
+        Lengths::Counts(v)
+    }
+}
+
+impl<'a> From<&'a Tensor> for Lengths<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Lengths::Tensor(t)
+    }
+}
+
+/// Reads lengths as counts: `arg` names them in errors.
+fn read_lengths(arg: &'static str, lengths: Lengths<'_>, batch: usize, lp_shape: &[usize]) -> Result<Vec<usize>> {
+    const OP: &str = primitive::ctc_loss::NAME;
+    let v: Vec<usize> = match lengths {
+        Lengths::Counts(v) => v.to_vec(),
+        Lengths::Tensor(t) => {
+            if t.dtype() != DType::I32 {
+                return Err(Error::DType { op: OP, arg, expected: DType::I32, got: t.dtype() });
+            }
+            if t.rank() != 1 {
+                return Err(Error::shape(OP, &[lp_shape, t.shape()], format!("`{arg}` must be a 1-d tensor of B lengths")));
+            }
+            let raw = t.to_vec_i32();
+            if let Some((b, &l)) = raw.iter().enumerate().find(|(_, &l)| l < 0) {
+                return Err(Error::argument(OP, format!("`{arg}` must be non-negative, got {l} for sequence {b}")));
+            }
+            raw.iter().map(|&l| l as usize).collect()
+        }
+    };
+    if v.len() != batch {
+        return Err(Error::shape(OP, &[lp_shape, &[v.len()]], format!("`{arg}` has {} entries for a batch of {batch}", v.len())));
+    }
+    Ok(v)
+}
+
+/// CTC loss `−log p(target | input)` per sequence (Graves et al. 2006), reduced by
+/// `reduction`, like `torch.nn.functional.ctc_loss`.
+///
+/// - `log_probs`: `f32` `[T, B, C]`, log-probabilities over `C` classes (blank included) at
+///   each of `T` frames. The loss and gradient are defined for any values (they need not be
+///   normalised); normally they come from a `log_softmax`.
+/// - `targets`: `i32`, either padded `[B, S]` (row `b` holds the labels of sequence `b` in
+///   its first `target_lengths[b]` entries; the rest is ignored) or the 1-d concatenation of
+///   all target sequences (length `Σ target_lengths`), as PyTorch accepts.
+/// - `input_lengths`, `target_lengths`: `B` counts, as a slice or an `i32` tensor `[B]`.
+///   An input length may be 0 (loss 0 for an empty target, +∞ otherwise), as in PyTorch.
+/// - `blank`: the blank class, `< C`; labels must be in `0..C` and differ from it.
+/// - `zero_infinity`: an impossible alignment (input too short for its target, counting the
+///   blank needed between repeated labels) gives loss +∞, or 0 when this is set; its
+///   gradient is zero either way.
+///
+/// The gradient is the true partial derivative with respect to `log_probs` (PyTorch's adds
+/// `exp(lp)·w` on every used frame; gradients through a `log_softmax` agree): see
+/// `docs/ctc.md`. Errors name `ctc_loss`.
+pub fn ctc_loss<'a, 'b>(
+    log_probs: &Tensor,
+    targets: &Tensor,
+    input_lengths: impl Into<Lengths<'a>>,
+    target_lengths: impl Into<Lengths<'b>>,
+    blank: usize,
+    reduction: Reduction,
+    zero_infinity: bool,
+) -> Result<Tensor> {
+    const OP: &str = primitive::ctc_loss::NAME;
+    check_f32(OP, "log_probs", log_probs)?;
+    if log_probs.rank() != 3 {
+        return Err(Error::shape(OP, &[log_probs.shape()], "`log_probs` must be [T, B, C]"));
+    }
+    let (t_max, batch, classes) = (log_probs.shape()[0], log_probs.shape()[1], log_probs.shape()[2]);
+    let lp_shape = log_probs.shape();
+    if targets.dtype() != DType::I32 {
+        return Err(Error::DType { op: OP, arg: "targets", expected: DType::I32, got: targets.dtype() });
+    }
+    let input_lengths = read_lengths("input_lengths", input_lengths.into(), batch, lp_shape)?;
+    let target_lengths = read_lengths("target_lengths", target_lengths.into(), batch, lp_shape)?;
+    if blank >= classes {
+        return Err(Error::argument(OP, format!("blank {blank} is out of range for {classes} classes")));
+    }
+    for (b, &l) in input_lengths.iter().enumerate() {
+        if l > t_max {
+            return Err(Error::argument(OP, format!("input length {l} of sequence {b} exceeds the {t_max} frames of `log_probs`")));
+        }
+    }
+    let raw = targets.to_vec_i32();
+    // Offset of each sequence's labels in `raw`.
+    let offsets: Vec<usize> = match targets.rank() {
+        2 => {
+            let s = targets.shape()[1];
+            if targets.shape()[0] != batch {
+                return Err(Error::shape(OP, &[lp_shape, targets.shape()], "padded `targets` must be [B, S]"));
+            }
+            if let Some((b, &l)) = target_lengths.iter().enumerate().find(|(_, &l)| l > s) {
+                return Err(Error::argument(OP, format!("target length {l} of sequence {b} exceeds the {s} columns of `targets`")));
+            }
+            (0..batch).map(|b| b * s).collect()
+        }
+        1 => {
+            let total: usize = target_lengths.iter().sum();
+            if raw.len() != total {
+                return Err(Error::shape(
+                    OP,
+                    &[lp_shape, targets.shape()],
+                    format!("concatenated `targets` must hold Σ target_lengths = {total} labels"),
+                ));
+            }
+            target_lengths.iter().scan(0, |pos, &l| Some(std::mem::replace(pos, *pos + l))).collect()
+        }
+        _ => return Err(Error::shape(OP, &[lp_shape, targets.shape()], "`targets` must be padded [B, S] or concatenated 1-d")),
+    };
+    let mut labels = Vec::with_capacity(target_lengths.iter().sum());
+    for b in 0..batch {
+        for (i, &v) in raw[offsets[b]..offsets[b] + target_lengths[b]].iter().enumerate() {
+            if v < 0 || v as usize >= classes {
+                return Err(Error::argument(
+                    OP,
+                    format!("label {v} at position {i} of sequence {b} is out of range for {classes} classes"),
+                ));
+            }
+            if v as usize == blank {
+                return Err(Error::argument(OP, format!("label {v} at position {i} of sequence {b} is the blank")));
+            }
+            labels.push(v as usize);
+        }
+    }
+    primitive::ctc_loss(log_probs, blank, zero_infinity, reduction, batch, input_lengths, target_lengths, labels)
+}
+
+/// The per-sequence quantities shared by forward and backward.
+struct Sequence<'a> {
+    /// `log_probs` in row-major `[T, B, C]` order.
+    lp: &'a [f32],
+    batch: usize,
+    classes: usize,
+    b: usize,
+    frames: usize,
+    /// The extended label sequence `l'` (blanks around and between the labels).
+    ext: Vec<usize>,
+}
+
+impl Sequence<'_> {
+    fn new<'a>(lp: &'a [f32], shape: &[usize], blank: usize, b: usize, frames: usize, labels: &[usize]) -> Sequence<'a> {
+        let mut ext = Vec::with_capacity(2 * labels.len() + 1);
+        ext.push(blank);
+        for &l in labels {
+            ext.push(l);
+            ext.push(blank);
+        }
+        Sequence { lp, batch: shape[1], classes: shape[2], b, frames, ext }
+    }
+
+    fn lp(&self, t: usize, c: usize) -> f64 {
+        self.lp[(t * self.batch + self.b) * self.classes + c] as f64
+    }
+
+    /// Whether the path may skip from `s − 2` to `s` (`l'(s)` a label differing from
+    /// `l'(s − 2)`).
+    fn can_skip(&self, s: usize) -> bool {
+        s >= 2 && self.ext[s] != self.ext[s - 2]
+    }
+
+    /// `log α_t(s)`, `[frames, 2L+1]` row-major.
+    fn alpha(&self) -> Vec<f64> {
+        let n = self.ext.len();
+        let mut a = vec![f64::NEG_INFINITY; self.frames * n];
+        if self.frames == 0 {
+            return a;
+        }
+        a[0] = self.lp(0, self.ext[0]);
+        if n > 1 {
+            a[1] = self.lp(0, self.ext[1]);
+        }
+        for t in 1..self.frames {
+            let (prev, cur) = a[(t - 1) * n..(t + 1) * n].split_at_mut(n);
+            for s in 0..n {
+                let x = prev[s];
+                let y = if s >= 1 { prev[s - 1] } else { f64::NEG_INFINITY };
+                let z = if self.can_skip(s) { prev[s - 2] } else { f64::NEG_INFINITY };
+                cur[s] = fixed::log_sum_exp3(x, y, z) + self.lp(t, self.ext[s]);
+            }
+        }
+        a
+    }
+
+    /// `log β_t(s)` (including the emission at `t`, as α does), `[frames, 2L+1]`.
+    fn beta(&self) -> Vec<f64> {
+        let n = self.ext.len();
+        let mut bt = vec![f64::NEG_INFINITY; self.frames * n];
+        if self.frames == 0 {
+            return bt;
+        }
+        let last = (self.frames - 1) * n;
+        bt[last + n - 1] = self.lp(self.frames - 1, self.ext[n - 1]);
+        if n > 1 {
+            bt[last + n - 2] = self.lp(self.frames - 1, self.ext[n - 2]);
+        }
+        for t in (0..self.frames - 1).rev() {
+            let (cur, next) = bt[t * n..(t + 2) * n].split_at_mut(n);
+            for s in 0..n {
+                let x = next[s];
+                let y = if s + 1 < n { next[s + 1] } else { f64::NEG_INFINITY };
+                let z = if s + 2 < n && self.can_skip(s + 2) { next[s + 2] } else { f64::NEG_INFINITY };
+                cur[s] = fixed::log_sum_exp3(x, y, z) + self.lp(t, self.ext[s]);
+            }
+        }
+        bt
+    }
+
+    /// `−log p(target | input)` from α: +∞ when no alignment exists.
+    fn loss(&self, alpha: &[f64]) -> f64 {
+        let n = self.ext.len();
+        if self.frames == 0 {
+            return if n == 1 { 0.0 } else { f64::INFINITY };
+        }
+        let last = &alpha[(self.frames - 1) * n..];
+        let y = if n > 1 { last[n - 2] } else { f64::NEG_INFINITY };
+        -fixed::log_sum_exp3(last[n - 1], y, f64::NEG_INFINITY)
+    }
+}
+
+/// The per-sequence label slices of the concatenated `labels`.
+fn label_slices<'a>(labels: &'a [usize], target_lengths: &[usize]) -> Vec<&'a [usize]> {
+    let mut pos = 0;
+    target_lengths
+        .iter()
+        .map(|&l| {
+            let s = &labels[pos..pos + l];
+            pos += l;
+            s
+        })
+        .collect()
+}
+
+mod primitive {
+    use super::*;
+
+    /// CTC loss of `[T, B, C]` log-probabilities (use [`crate::ctc_loss`], which validates
+    /// and decodes the targets and lengths into these attributes). Log-space α/β in f64 with
+    /// the fixed `exp`/`log`, bit-identical in every mode. Backward: per sequence
+    /// `−exp(log Σ_{s: l'(s)=c} α_t(s)β_t(s) − lp[t,c] + loss)` on frames `t < input length`,
+    /// times `g` and the reduction weight; zero for impossible alignments.
+    #[op(
+        saved = [log_probs],
+        attrs = [
+            blank: usize,
+            zero_infinity: bool,
+            reduction: Reduction,
+            batch: usize,
+            input_lengths: Vec<usize>,
+            target_lengths: Vec<usize>,
+            targets: Vec<usize>
+        ]
+    )]
+    pub mod ctc_loss {
+        use super::*;
+
+        #[allow(clippy::too_many_arguments)]
+        pub fn forward(
+            log_probs: &Tensor,
+            blank: usize,
+            zero_infinity: bool,
+            reduction: Reduction,
+            batch: usize,
+            input_lengths: Vec<usize>,
+            target_lengths: Vec<usize>,
+            targets: Vec<usize>,
+        ) -> Result<Tensor> {
+            let shape = log_probs.shape().to_vec();
+            let losses: Vec<f64> = log_probs.with_f32(|lp| {
+                label_slices(&targets, &target_lengths)
+                    .iter()
+                    .enumerate()
+                    .map(|(b, labels)| {
+                        let seq = Sequence::new(lp, &shape, blank, b, input_lengths[b], labels);
+                        let loss = seq.loss(&seq.alpha());
+                        if zero_infinity && loss == f64::INFINITY {
+                            0.0
+                        } else {
+                            loss
+                        }
+                    })
+                    .collect()
+            });
+            Ok(match reduction {
+                Reduction::None => Tensor::from_vec(losses.iter().map(|&l| l as f32).collect(), &[batch])?,
+                Reduction::Sum => Tensor::scalar(losses.iter().sum::<f64>() as f32),
+                Reduction::Mean => {
+                    let s: f64 = losses.iter().zip(&target_lengths).map(|(&l, &n)| l / n.max(1) as f64).sum();
+                    Tensor::scalar((s / batch as f64) as f32)
+                }
+            })
+        }
+
+        fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+            if !d.needs_log_probs() {
+                return Ok(());
+            }
+            let shape = r.input_shapes[0].clone();
+            let classes = shape[2];
+            let gv = g.to_vec();
+            let grad = r.log_probs().with_f32(|lp| {
+                Tensor::build_f32(&shape, |out| {
+                    out.fill(0.0);
+                    for (b, labels) in label_slices(&r.targets, &r.target_lengths).iter().enumerate() {
+                        let seq = Sequence::new(lp, &shape, r.blank, b, r.input_lengths[b], labels);
+                        let alpha = seq.alpha();
+                        let loss = seq.loss(&alpha);
+                        if loss == f64::INFINITY {
+                            continue; // impossible alignment: zero gradient (with or without zero_infinity)
+                        }
+                        let w = match r.reduction {
+                            Reduction::None => gv[b] as f64,
+                            Reduction::Sum => gv[0] as f64,
+                            Reduction::Mean => gv[0] as f64 / (r.batch as f64 * labels.len().max(1) as f64),
+                        };
+                        let beta = seq.beta();
+                        let n = seq.ext.len();
+                        let mut lcab = vec![f64::NEG_INFINITY; classes];
+                        for t in 0..seq.frames {
+                            lcab.fill(f64::NEG_INFINITY);
+                            for s in 0..n {
+                                let c = seq.ext[s];
+                                lcab[c] = fixed::log_sum_exp2(lcab[c], alpha[t * n + s] + beta[t * n + s]);
+                            }
+                            let row = &mut out[(t * seq.batch + b) * classes..][..classes];
+                            for (c, o) in row.iter_mut().enumerate() {
+                                if lcab[c] != f64::NEG_INFINITY {
+                                    *o = (-fixed::exp(lcab[c] - seq.lp(t, c) + loss) * w) as f32;
+                                }
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })?;
+            d.log_probs(grad);
+            Ok(())
+        }
+
+        fn cases() -> Vec<Case> {
+            use crate::ctc::{ctc_loss as ctc, Reduction::*};
+            let tg = |v: Vec<i32>, shape: &[usize]| Tensor::from_vec_i32(v, shape).unwrap();
+            // Log-probabilities need not be normalised for the true partial derivative, so
+            // the inputs are plain values in [-2.5, -0.2].
+            let lp = |shape: &[usize], seed| Case::input(shape, -2.5, -0.2, seed);
+            vec![
+                Case::new("repeated_labels_mean", vec![lp(&[6, 2, 4], 1), tg(vec![1, 1, 2, 3, 3, 0], &[2, 3])], |x| {
+                    ctc(&x[0], &x[1], &[6, 5], &[3, 2], 0, Mean, false)
+                }),
+                Case::new("empty_targets_sum", vec![lp(&[5, 3, 3], 2), tg(vec![0, 0, 2, 1, 1, 2], &[3, 2])], |x| {
+                    ctc(&x[0], &x[1], &[5, 3, 4], &[0, 2, 0], 0, Sum, false)
+                }),
+                Case::new("unequal_lengths_none", vec![lp(&[6, 3, 5], 3), tg(vec![1, 2, 3, 4, 4, 1, 0, 0, 3, 0, 0, 0], &[3, 4])], |x| {
+                    ctc(&x[0], &x[1], &[6, 4, 2], &[4, 2, 1], 0, None, false)
+                }),
+                // Non-zero blank, concatenated 1-d targets, lengths as an i32 tensor.
+                Case::new("nonzero_blank_concatenated", vec![lp(&[5, 2, 4], 4), tg(vec![0, 3, 0, 3, 1], &[5])], |x| {
+                    let il = Tensor::from_vec_i32(vec![5, 4], &[2])?;
+                    ctc(&x[0], &x[1], &il, &[3, 2], 2, Mean, false)
+                }),
+                // Sequence 1 needs 3 frames for [1, 1] (a blank between the repeats) but has 2:
+                // its loss is 0 with zero_infinity and its gradient zero.
+                Case::new("impossible_zero_infinity_mean", vec![lp(&[4, 2, 3], 5), tg(vec![2, 1, 1, 1], &[2, 2])], |x| {
+                    ctc(&x[0], &x[1], &[4, 2], &[2, 2], 0, Mean, true)
+                }),
+                Case::new("impossible_zero_infinity_sum", vec![lp(&[3, 3, 3], 6), tg(vec![1, 2, 1, 2, 2, 1, 1, 0, 0], &[3, 3])], |x| {
+                    ctc(&x[0], &x[1], &[3, 3, 1], &[2, 3, 1], 0, Sum, true)
+                }),
+                // Without zero_infinity the impossible sequence's loss is +∞, and central
+                // differences of a sum containing +∞ are NaN; so the case keeps only the
+                // finite entries of the unreduced losses (the zero gradient of the impossible
+                // sequence is asserted in the unit tests instead).
+                Case::new("impossible_none_finite_entries", vec![lp(&[4, 3, 3], 7), tg(vec![1, 1, 1, 1, 2, 0], &[3, 2])], |x| {
+                    let l = ctc(&x[0], &x[1], &[4, 2, 3], &[2, 2, 1], 0, None, false)?;
+                    crate::slice(&l, 0, 0, 3, 2)
+                }),
+                // A [B, T, C] leaf transposed to [T, B, C]: strided log-probabilities.
+                Case::new("transposed_input_sum", vec![lp(&[2, 5, 4], 8), tg(vec![3, 1, 2, 2], &[2, 2])], |x| {
+                    ctc(&crate::transpose(&x[0], 0, 1)?, &x[1], &[5, 5], &[2, 2], 0, Sum, false)
+                }),
+            ]
+        }
+    }
+}
+
+/// The fixed double-precision `exp` and `log` of the CTC recursions, built only from IEEE
+/// `+ − × ÷`, comparisons and exact bit manipulation of the exponent, so their results are
+/// the same on every platform and in every arithmetic mode (unlike the platform libm behind
+/// `f64::exp`/`f64::ln`). The algorithms and coefficients are those of fdlibm's `e_exp.c`
+/// and `e_log.c` (as in musl); `docs/ctc.md` gives the formulas and the measured accuracy.
+#[allow(clippy::excessive_precision)]
+pub mod fixed {
+    const LN2_HI: f64 = 6.93147180369123816490e-01;
+    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    const P1: f64 = 1.66666666666666019037e-01;
+    const P2: f64 = -2.77777777770155933842e-03;
+    const P3: f64 = 6.61375632143793436117e-05;
+    const P4: f64 = -1.65339022054652515390e-06;
+    const P5: f64 = 4.13813679705723846039e-08;
+    const LG1: f64 = 6.666666666666735130e-01;
+    const LG2: f64 = 3.999999999940941908e-01;
+    const LG3: f64 = 2.857142874366239149e-01;
+    const LG4: f64 = 2.222219843214978396e-01;
+    const LG5: f64 = 1.818357216161805012e-01;
+    const LG6: f64 = 1.531383769920937332e-01;
+    const LG7: f64 = 1.479819860511658591e-01;
+    /// Above this `exp` overflows.
+    const EXP_OVERFLOW: f64 = 7.09782712893383973096e+02;
+    /// Below this `exp` underflows to 0.
+    const EXP_UNDERFLOW: f64 = -7.45133219101941108420e+02;
+    /// 1.5·2⁵²: adding and subtracting it rounds to the nearest integer (ties to even).
+    const ROUND: f64 = 6_755_399_441_055_744.0;
+
+    /// `2^k` for `k` in `-1022..=1023`, built from its bits.
+    fn pow2(k: i64) -> f64 {
+        f64::from_bits(((k + 1023) as u64) << 52)
+    }
+
+    /// `eˣ`: `x = k·ln2 + r` with `k = round(x/ln2)` (Cody–Waite: `k·ln2_hi` is exact),
+    /// `|r| ≤ ln2/2`; `eʳ = 1 + r + r·c/(2 − c)` with `c = r − r²(P1 + r²(P2 + … + r²P5))`
+    /// (a Remez fit of `r·(eʳ+1)/(eʳ−1)`), scaled by `2^k`.
+    pub fn exp(x: f64) -> f64 {
+        if x.is_nan() {
+            return x;
+        }
+        if x > EXP_OVERFLOW {
+            return f64::INFINITY;
+        }
+        if x < EXP_UNDERFLOW {
+            return 0.0;
+        }
+        let k = (x * std::f64::consts::LOG2_E + ROUND) - ROUND;
+        let hi = x - k * LN2_HI;
+        let lo = k * LN2_LO;
+        let r = hi - lo;
+        let t = r * r;
+        let c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+        let y = 1.0 + ((r * c) / (2.0 - c) - lo + hi);
+        let k = k as i64;
+        if k > 1023 {
+            y * pow2(k - 1) * 2.0
+        } else if k < -1022 {
+            y * pow2(k + 1000) * pow2(-1000)
+        } else {
+            y * pow2(k)
+        }
+    }
+
+    /// Natural logarithm: `x = 2^k·(1+f)` with `√2/2 < 1+f < √2` (exact, from the bits);
+    /// with `s = f/(2+f)`, `log(1+f) = f − s·(f − R)` where `R ≈ 2s² + (2/3)s⁴ + …` is the
+    /// Remez polynomial `s²(Lg1 + s²(Lg2 + … + s²Lg7))`; plus `k·ln2` in two parts.
+    pub fn log(x: f64) -> f64 {
+        if x.is_nan() || x < 0.0 {
+            return f64::NAN;
+        }
+        if x == 0.0 {
+            return f64::NEG_INFINITY;
+        }
+        if x == f64::INFINITY {
+            return x;
+        }
+        let mut k: i64 = 0;
+        let mut bits = x.to_bits();
+        if bits < 1 << 52 {
+            // Subnormal: scale by 2⁵⁴ (exact).
+            k -= 54;
+            bits = (x * pow2(54)).to_bits();
+        }
+        let mut hx = (bits >> 32) as u32;
+        // Reduce x into [√2/2, √2).
+        hx += 0x3ff0_0000 - 0x3fe6_a09e;
+        k += (hx >> 20) as i64 - 0x3ff;
+        hx = (hx & 0x000f_ffff) + 0x3fe6_a09e;
+        let xr = f64::from_bits(((hx as u64) << 32) | (bits & 0xffff_ffff));
+        let f = xr - 1.0;
+        let hfsq = 0.5 * f * f;
+        let s = f / (2.0 + f);
+        let z = s * s;
+        let w = z * z;
+        let t1 = w * (LG2 + w * (LG4 + w * LG6));
+        let t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
+        let r = t2 + t1;
+        let dk = k as f64;
+        s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
+    }
+
+    /// `log(eᵃ + eᵇ)`, exact when either is −∞; NaN propagates.
+    pub fn log_sum_exp2(a: f64, b: f64) -> f64 {
+        log_sum_exp3(a, b, f64::NEG_INFINITY)
+    }
+
+    /// `log(eᵃ + eᵇ + eᶜ) = m + log(e^(a−m) + e^(b−m) + e^(c−m))`, `m` the largest; −∞ if
+    /// all are −∞; NaN propagates.
+    pub fn log_sum_exp3(a: f64, b: f64, c: f64) -> f64 {
+        let mut m = a;
+        if b > m {
+            m = b;
+        }
+        if c > m {
+            m = c;
+        }
+        if m == f64::NEG_INFINITY {
+            return if a.is_nan() || b.is_nan() || c.is_nan() { f64::NAN } else { m };
+        }
+        m + log(exp(a - m) + exp(b - m) + exp(c - m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixed;
+
+    /// Distance in units in the last place between two finite doubles of the same sign.
+    fn ulps(a: f64, b: f64) -> u64 {
+        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()
+    }
+
+    #[test]
+    fn fixed_exp_and_log_match_libm_closely() {
+        let mut rng = om_core::rng::Rng::new(7);
+        let (mut worst_exp, mut worst_log) = (0u64, 0u64);
+        let (mut diff_exp, mut diff_log, mut n_exp) = (0usize, 0usize, 0usize);
+        const N: usize = 2_000_000;
+        for i in 0..N {
+            let u = rng.next_f64();
+            // exp over its whole finite range, denser near 0.
+            let x = if i % 2 == 0 { (u - 0.5) * 1400.0 } else { (u - 0.5) * 8.0 };
+            let (ours, libm) = (fixed::exp(x), x.exp());
+            if libm.is_normal() {
+                worst_exp = worst_exp.max(ulps(ours, libm));
+                diff_exp += (ours != libm) as usize;
+                n_exp += 1;
+            }
+            // log over many binades, and near 1.
+            let y = if i % 2 == 0 { 2f64.powf((u - 0.5) * 2000.0) } else { 0.5 + u };
+            worst_log = worst_log.max(ulps(fixed::log(y), y.ln()));
+            diff_log += (fixed::log(y) != y.ln()) as usize;
+        }
+        println!(
+            "fixed exp: worst {worst_exp} ulp ({diff_exp} of {n_exp} differ), fixed log: worst {worst_log} ulp ({diff_log} of {N} differ) vs libm"
+        );
+        assert!(worst_exp <= 1 && worst_log <= 1, "exp {worst_exp} ulp, log {worst_log} ulp");
+    }
+
+    #[test]
+    fn fixed_exp_and_log_special_values() {
+        assert_eq!(fixed::exp(0.0), 1.0);
+        assert_eq!(fixed::exp(f64::NEG_INFINITY), 0.0);
+        assert_eq!(fixed::exp(f64::INFINITY), f64::INFINITY);
+        assert_eq!(fixed::exp(710.0), f64::INFINITY);
+        assert_eq!(fixed::exp(-746.0), 0.0);
+        assert!(fixed::exp(-740.0) > 0.0 && fixed::exp(-740.0) < f64::MIN_POSITIVE);
+        assert!(fixed::exp(f64::NAN).is_nan());
+        assert_eq!(fixed::log(1.0), 0.0);
+        assert_eq!(fixed::log(0.0), f64::NEG_INFINITY);
+        assert_eq!(fixed::log(f64::INFINITY), f64::INFINITY);
+        assert!(fixed::log(-1.0).is_nan() && fixed::log(f64::NAN).is_nan());
+        let sub = 3e-320;
+        assert!(ulps(fixed::log(sub), sub.ln()) <= 1);
+        assert_eq!(fixed::log_sum_exp3(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY), f64::NEG_INFINITY);
+        assert_eq!(fixed::log_sum_exp2(f64::NEG_INFINITY, -3.5), -3.5);
+        assert!(fixed::log_sum_exp2(f64::NAN, -1.0).is_nan());
+        assert!(fixed::log_sum_exp2(f64::NEG_INFINITY, f64::NAN).is_nan());
+    }
+}
+
+#[cfg(test)]
+mod oracle_tests {
+    use super::{ctc_loss, Reduction};
+    use crate::oracle::{both_modes, scaled_error, Oracle};
+    use om_core::compute::{Compute, Mode};
+    use om_core::Tensor;
+    use std::cell::{Cell, RefCell};
+
+    const CASES: [&str; 2] = ["pad", "cat"];
+    const REDUCTIONS: [(&str, Reduction); 3] = [("none", Reduction::None), ("sum", Reduction::Sum), ("mean", Reduction::Mean)];
+
+    fn load() -> Oracle {
+        Oracle::load_file("ctc", "tools/oracle_ctc.py")
+    }
+
+    /// The loss of case `name` on a fresh leaf of its log-probabilities.
+    fn run(o: &Oracle, name: &str, red: Reduction, zero_infinity: bool) -> (Tensor, Tensor) {
+        let lp = o.get(&format!("{name}_lp"));
+        let blank = o.get(&format!("{name}_blank")).to_vec_i32()[0] as usize;
+        let (il, tl) = (o.get(&format!("{name}_il")), o.get(&format!("{name}_tl")));
+        let y = ctc_loss(&lp, &o.get(&format!("{name}_targets")), &il, &tl, blank, red, zero_infinity).unwrap();
+        (lp, y)
+    }
+
+    /// Relative error of the losses, with infinities required to match exactly.
+    fn loss_error(ours: &Tensor, want: &Tensor) -> f64 {
+        assert_eq!(ours.shape(), want.shape());
+        ours.to_vec().iter().zip(want.to_vec()).fold(0.0, |m, (&a, b)| {
+            if b.is_infinite() || a.is_infinite() {
+                assert_eq!(a, b, "infinite losses must match");
+                m
+            } else {
+                m.max((a as f64 - b as f64).abs() / (b as f64).abs().max(1e-30))
+            }
+        })
+    }
+
+    /// Backpropagates `sum(y · w)` (w = `<name>_none_r` for `None`, 1 otherwise) and returns
+    /// the gradient with respect to the log-probabilities.
+    fn grad_lp(o: &Oracle, name: &str, red: Reduction, zero_infinity: bool) -> (Tensor, Tensor) {
+        let (lp, y) = run(o, name, red, zero_infinity);
+        let w = if red == Reduction::None { o.get(&format!("{name}_none_r")).detach() } else { Tensor::scalar(1.0) };
+        y.backward_with(Some(&w), false).unwrap();
+        (lp.detach(), lp.grad().unwrap())
+    }
+
+    /// `g − exp(lp)·Σ_c g` per row: the log-softmax backward, in f64.
+    fn through_log_softmax(lp: &Tensor, g: &Tensor) -> Tensor {
+        let c = *lp.shape().last().unwrap();
+        let (lpv, gv) = (lp.to_vec(), g.to_vec());
+        let mut dz = vec![0.0f32; gv.len()];
+        for (row, (l, gr)) in lpv.chunks(c).zip(gv.chunks(c)).enumerate() {
+            let s: f64 = gr.iter().map(|&v| v as f64).sum();
+            for j in 0..c {
+                dz[row * c + j] = (gr[j] as f64 - (l[j] as f64).exp() * s) as f32;
+            }
+        }
+        Tensor::from_vec(dz, lp.shape()).unwrap()
+    }
+
+    /// Compares a gradient with PyTorch's float64 evaluation `<key>64` (within 1e-6 scaled)
+    /// and its float32 one `<key>` (within 1e-5: PyTorch's float32 kernel itself is up to
+    /// 1.5e-6 scaled away from its float64 result on these cases).
+    fn check_pair(o: &Oracle, key: &str, ours: &Tensor) {
+        let e64 = scaled_error(ours, &o.get(&format!("{key}64")));
+        let e32 = scaled_error(ours, &o.get(key));
+        println!("oracle ctc {key} [{}]: scaled error {e64:.2e} vs torch float64, {e32:.2e} vs torch float32", Compute::mode());
+        assert!(e64 <= 1e-6, "{key}64: scaled error {e64:e}");
+        assert!(e32 <= 1e-5, "{key}: scaled error {e32:e}");
+    }
+
+    #[test]
+    fn ctc_loss_values_match_pytorch_and_are_bit_identical_in_both_modes() {
+        let o = load();
+        let bits: RefCell<Vec<Vec<u32>>> = RefCell::new(Vec::new());
+        let worst = Cell::new(0.0f64);
+        both_modes(|| {
+            let mut mine = Vec::new();
+            for name in CASES {
+                for (rname, red) in REDUCTIONS {
+                    for zi in [false, true] {
+                        let key = format!("{name}_{rname}{}_y", if zi { "_zi" } else { "" });
+                        let (lp, y) = run(&o, name, red, zi);
+                        let e = loss_error(&y, &o.get(&key));
+                        println!("oracle ctc {key} [{}]: relative error {e:.2e}", Compute::mode());
+                        assert!(e <= 1e-5, "{key}: relative error {e:e}");
+                        worst.set(worst.get().max(e));
+                        mine.extend(y.to_vec().iter().map(|v| v.to_bits()));
+                        let w = Tensor::randn(y.shape(), 3).unwrap();
+                        y.backward_with(Some(&w), false).unwrap();
+                        mine.extend(lp.grad().unwrap().to_vec().iter().map(|v| v.to_bits()));
+                    }
+                }
+            }
+            bits.borrow_mut().push(mine);
+        });
+        let b = bits.into_inner();
+        assert!(b[0] == b[1], "fast and exact mode differ in some bit of a loss or gradient");
+        println!("ctc worst loss relative error vs PyTorch: {:.2e}", worst.get());
+        assert_eq!(Compute::mode(), Mode::Fast);
+    }
+
+    #[test]
+    fn gradients_with_respect_to_logits_match_pytorch() {
+        let o = load();
+        both_modes(|| {
+            for name in CASES {
+                for (rname, red) in REDUCTIONS {
+                    let (lp, g) = grad_lp(&o, name, red, true);
+                    let dz = through_log_softmax(&lp, &g);
+                    check_pair(&o, &format!("{name}_{rname}_gz"), &dz);
+                }
+            }
+        });
+    }
+
+    /// PyTorch's gradient with respect to the log-probabilities is ours plus `exp(lp)·w` on
+    /// every frame `t < input length` of a sequence with a finite loss (`w` the sequence's
+    /// weight: `r_b`, 1, or `1/(B·max(1, target length))`).
+    #[test]
+    fn ctc_gradient_differs_from_pytorchs_by_the_softmax_term() {
+        let o = load();
+        for name in CASES {
+            let il = o.get(&format!("{name}_il")).to_vec_i32();
+            let tl = o.get(&format!("{name}_tl")).to_vec_i32();
+            let losses = o.get(&format!("{name}_none_y")).to_vec();
+            let r = o.get(&format!("{name}_none_r")).to_vec();
+            for (rname, red) in REDUCTIONS {
+                let (lp, g) = grad_lp(&o, name, red, true);
+                let (t_max, batch, c) = (lp.shape()[0], lp.shape()[1], lp.shape()[2]);
+                let (lpv, mut gv) = (lp.to_vec(), g.to_vec());
+                for t in 0..t_max {
+                    for b in 0..batch {
+                        if t >= il[b] as usize || losses[b].is_infinite() {
+                            continue;
+                        }
+                        let w = match red {
+                            Reduction::None => r[b] as f64,
+                            Reduction::Sum => 1.0,
+                            Reduction::Mean => 1.0 / (batch as f64 * tl[b].max(1) as f64),
+                        };
+                        for k in 0..c {
+                            let i = (t * batch + b) * c + k;
+                            gv[i] = (gv[i] as f64 + (lpv[i] as f64).exp() * w) as f32;
+                        }
+                    }
+                }
+                check_pair(&o, &format!("{name}_{rname}_glp"), &Tensor::from_vec(gv, lp.shape()).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn impossible_alignments_have_zero_gradient_with_and_without_zero_infinity() {
+        let o = load();
+        // In `cat`, sequences 1 and 3 are impossible.
+        for zi in [false, true] {
+            for (_, red) in REDUCTIONS {
+                let (lp, g) = grad_lp(&o, "cat", red, zi);
+                let (t_max, batch, c) = (lp.shape()[0], lp.shape()[1], lp.shape()[2]);
+                let gv = g.to_vec();
+                assert!(gv.iter().all(|v| v.is_finite()));
+                for t in 0..t_max {
+                    for b in 0..batch {
+                        let row = &gv[(t * batch + b) * c..][..c];
+                        let zero = row.iter().all(|&v| v == 0.0);
+                        // Sequence 0 is finite with 7 frames; 1 and 3 impossible; 2 has no frames;
+                        // 4 uses 6 of 7 frames.
+                        let expect_zero = matches!(b, 1..=3) || (b == 4 && t == 6);
+                        assert_eq!(zero, expect_zero, "{red:?} zero_infinity={zi} t={t} b={b}: {row:?}");
+                    }
+                }
+            }
+        }
+    }
+}
