@@ -2,7 +2,7 @@
 //! formulas evaluated here, and weights files (round trip and every kind of mismatch).
 
 use om_core::{io, Result, Tensor};
-use om_ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Embedding, Gru, LayerNorm, Linear, Lstm, Module};
+use om_ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, Gru, LayerNorm, Linear, Lstm, Module};
 use om_ops::optim::{Adam, Optimizer, Sgd};
 use om_ops::{self as ops, RnnConfig};
 
@@ -149,6 +149,13 @@ fn initialisation_follows_pytorch_and_the_seed() -> Result<()> {
     assert_eq!(conv.weight.shape(), &[4, 3, 5, 5]);
     let bound = 1.0 / 75f32.sqrt();
     assert!(conv.weight.to_vec().iter().all(|v| v.abs() <= bound));
+
+    let up = ConvTranspose2d::with_options(4, 6, [2, 2], Conv2dOptions { stride: [2, 2], ..Default::default() }, 0)?;
+    assert_eq!(up.weight.shape(), &[4, 6, 2, 2]);
+    let bound = 1.0 / 24f32.sqrt();
+    assert!(up.weight.to_vec().iter().all(|v| v.abs() <= bound));
+    assert!(up.weight.to_vec().iter().any(|v| v.abs() > 0.9 * bound), "fan_in = out·kH·kW, as PyTorch computes it");
+    assert_eq!(up.forward(&Tensor::ones(&[1, 4, 3, 3])?)?.shape(), &[1, 6, 6, 6]);
 
     let bn = BatchNorm2d::new(3)?;
     assert_eq!((bn.weight.to_vec(), bn.bias.to_vec()), (vec![1.0; 3], vec![0.0; 3]));

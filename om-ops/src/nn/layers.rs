@@ -135,6 +135,61 @@ impl Module for Conv2d {
     }
 }
 
+/// 2-d transposed convolution (`torch.nn.ConvTranspose2d`): `weight`
+/// `[in, out/groups, kH, kW]` and `bias` `[out]` drawn from `U(−1/√fan_in, 1/√fan_in)` with
+/// PyTorch's `fan_in = out/groups·kH·kW` (its fan rule reads the weight's second axis).
+/// `options.padding` is PyTorch's symmetric crop.
+pub struct ConvTranspose2d {
+    /// `[in_channels, out_channels/groups, kH, kW]`.
+    pub weight: Tensor,
+    /// `[out_channels]`, if any.
+    pub bias: Option<Tensor>,
+    /// Stride, padding, dilation, groups.
+    pub options: Conv2dOptions,
+    /// Extra rows/columns at the bottom/right of the output.
+    pub output_padding: [usize; 2],
+}
+
+impl ConvTranspose2d {
+    /// A transposed convolution with explicit options and no output padding.
+    pub fn with_options(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: [usize; 2],
+        options: Conv2dOptions,
+        seed: u64,
+    ) -> Result<ConvTranspose2d> {
+        let g = options.groups;
+        if g == 0 || !in_channels.is_multiple_of(g) || !out_channels.is_multiple_of(g) {
+            return Err(Error::argument(
+                "ConvTranspose2d",
+                format!("groups {g} must divide in_channels {in_channels} and out_channels {out_channels}"),
+            ));
+        }
+        let fan_in = out_channels / g * kernel[0] * kernel[1];
+        if fan_in == 0 || in_channels == 0 {
+            return Err(Error::argument("ConvTranspose2d", "channel counts and the kernel size must be positive"));
+        }
+        let bound = 1.0 / (fan_in as f32).sqrt();
+        let mut rng = Rng::new(seed);
+        let weight = uniform_param(&[in_channels, out_channels / g, kernel[0], kernel[1]], bound, &mut rng)?;
+        let bias = if options.bias { Some(uniform_param(&[out_channels], bound, &mut rng)?) } else { None };
+        Ok(ConvTranspose2d { weight, bias, options, output_padding: [0, 0] })
+    }
+
+    /// Up-samples `x` `[N, C, H, W]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let o = &self.options;
+        crate::conv_transpose2d(x, &self.weight, self.bias.as_ref(), o.stride, o.padding, self.output_padding, o.dilation, o.groups)
+    }
+}
+
+impl Module for ConvTranspose2d {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        with_bias(&self.weight, self.bias.as_ref())
+    }
+}
+
 /// Batch normalisation of `[N, C, H, W]` (`torch.nn.BatchNorm2d`): `weight` (γ) 1,
 /// `bias` (β) 0, `running_mean` 0, `running_var` 1, momentum 0.1, ε 1e-5. In training
 /// mode it normalises with the batch statistics and the operator updates the running

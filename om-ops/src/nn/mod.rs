@@ -21,7 +21,7 @@ mod layers;
 mod recurrent;
 mod weights;
 
-pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, LayerNorm, Linear};
+pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, LayerNorm, Linear};
 pub use recurrent::{Gru, Lstm};
 pub use weights::{load, save, state};
 
