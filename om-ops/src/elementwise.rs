@@ -2,8 +2,8 @@
 //! strided and transposed operands) and the activations `relu`, `sigmoid`, `tanh`, `gelu`.
 //! Broadcast gradients are summed back to each input's shape by the engine.
 
-use om_core::kernels::elementwise::{binary, unary};
-use om_core::kernels::math;
+use om_core::kernels::elementwise::{binary_op, unary_op};
+use om_core::kernels::lanes::{Binary, Unary};
 use om_core::{Case, Result, Tensor};
 use om_macros::op;
 
@@ -43,7 +43,7 @@ pub mod add {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        binary(NAME, a, b, |x, y| x + y)
+        binary_op(NAME, a, b, Binary::Add)
     }
 
     fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -63,7 +63,7 @@ pub mod sub {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        binary(NAME, a, b, |x, y| x - y)
+        binary_op(NAME, a, b, Binary::Sub)
     }
 
     fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -85,7 +85,7 @@ pub mod mul {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        binary(NAME, a, b, |x, y| x * y)
+        binary_op(NAME, a, b, Binary::Mul)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -109,7 +109,7 @@ pub mod div {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        binary(NAME, a, b, |x, y| x / y)
+        binary_op(NAME, a, b, Binary::Div)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -140,7 +140,7 @@ pub mod neg {
     use super::*;
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
-        unary(NAME, x, |v| -v)
+        unary_op(NAME, x, Unary::Neg)
     }
 
     fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -161,11 +161,11 @@ pub mod relu {
     use super::*;
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
-        unary(NAME, x, |v| if v > 0.0 { v } else { 0.0 })
+        unary_op(NAME, x, Unary::Relu)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary(NAME, g, r.out(), |g, y| if y > 0.0 { g } else { 0.0 })?);
+        d.x(binary_op(NAME, g, r.out(), Binary::ReluBackward)?);
         Ok(())
     }
 
@@ -181,11 +181,11 @@ pub mod sigmoid {
     use super::*;
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
-        unary(NAME, x, math::sigmoid)
+        unary_op(NAME, x, Unary::Sigmoid)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary(NAME, g, r.out(), |g, y| g * (y * (1.0 - y)))?);
+        d.x(binary_op(NAME, g, r.out(), Binary::SigmoidBackward)?);
         Ok(())
     }
 
@@ -200,11 +200,11 @@ pub mod tanh {
     use super::*;
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
-        unary(NAME, x, math::tanh)
+        unary_op(NAME, x, Unary::Tanh)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary(NAME, g, r.out(), |g, y| g * (1.0 - y * y))?);
+        d.x(binary_op(NAME, g, r.out(), Binary::TanhBackward)?);
         Ok(())
     }
 
@@ -231,17 +231,17 @@ pub mod gelu {
 
     pub fn forward(x: &Tensor, form: GeluForm) -> Result<Tensor> {
         match form {
-            GeluForm::Erf => unary(NAME, x, math::gelu_erf),
-            GeluForm::Tanh => unary(NAME, x, math::gelu_tanh),
+            GeluForm::Erf => unary_op(NAME, x, Unary::GeluErf),
+            GeluForm::Tanh => unary_op(NAME, x, Unary::GeluTanh),
         }
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let slope = match r.form {
-            GeluForm::Erf => math::gelu_erf_grad,
-            GeluForm::Tanh => math::gelu_tanh_grad,
+        let op = match r.form {
+            GeluForm::Erf => Binary::GeluErfBackward,
+            GeluForm::Tanh => Binary::GeluTanhBackward,
         };
-        d.x(binary(NAME, g, r.x(), move |g, x| g * slope(x))?);
+        d.x(binary_op(NAME, g, r.x(), op)?);
         Ok(())
     }
 

@@ -14,9 +14,11 @@ pub mod nn;
 pub mod norm;
 pub mod optim;
 pub mod pool;
+pub mod probability;
 pub mod recurrent;
 pub mod reduce;
 pub mod spatial;
+pub mod transformer;
 pub mod views;
 
 #[cfg(test)]
@@ -27,12 +29,14 @@ pub use ctc::{ctc_loss, Lengths, Reduction};
 pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluForm};
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
-pub use loss::nll_loss;
+pub use loss::{cross_entropy, nll_loss};
 pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
+pub use probability::{log_softmax, softmax};
 pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
 pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
+pub use transformer::attention;
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
 
 pub use om_core::{Error, Result, Tensor};
@@ -49,9 +53,11 @@ pub fn declared_names() -> Vec<&'static str> {
         loss::NAMES,
         norm::NAMES,
         pool::NAMES,
+        probability::NAMES,
         recurrent::NAMES,
         reduce::NAMES,
         spatial::NAMES,
+        transformer::NAMES,
         views::NAMES,
     ]
     .concat()

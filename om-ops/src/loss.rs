@@ -7,7 +7,7 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &["nll_loss"];
+pub const NAMES: &[&str] = &["nll_loss", "cross_entropy"];
 
 /// Checks the targets against `classes` and returns how many rows are not ignored.
 fn count_rows(op: &'static str, targets: &[i32], classes: usize, ignore_index: Option<i64>) -> Result<usize> {
@@ -126,5 +126,34 @@ mod tests {
             crate::nll_loss(&lp, &all, true, Some(-100)).unwrap().backward().unwrap();
             assert!(lp.grad().unwrap().to_vec().iter().all(|&v| v == 0.0));
         });
+    }
+}
+
+/// Cross-entropy of `[N, C]` logits at `i32` targets: `nll_loss(log_softmax(logits))`,
+/// mean or sum, with an optional ignored target value (PyTorch's `F.cross_entropy` with
+/// class-index targets).
+#[op(composition)]
+pub mod cross_entropy {
+    use super::*;
+
+    pub fn forward(logits: &Tensor, targets: &Tensor, mean: bool, ignore_index: Option<i64>) -> Result<Tensor> {
+        check_f32(NAME, "logits", logits)?;
+        if logits.rank() != 2 {
+            return Err(Error::shape(NAME, &[logits.shape()], "logits must be [N, C]"));
+        }
+        crate::nll_loss(&crate::log_softmax(logits)?, targets, mean, ignore_index)
+    }
+
+    fn cases() -> Vec<Case> {
+        let targets = || Tensor::from_vec_i32(vec![2, 0, -100, 1], &[4]).unwrap();
+        vec![
+            Case::new("mean_ignore", vec![Case::input(&[4, 3], -2.0, 2.0, 1)], move |x| {
+                super::cross_entropy(&x[0], &targets(), true, Some(-100))
+            }),
+            Case::new("sum_transposed", vec![Case::input(&[3, 4], -2.0, 2.0, 2)], |x| {
+                let t = Tensor::from_vec_i32(vec![1, 2, 0, 2], &[4]).unwrap();
+                super::cross_entropy(&crate::transpose(&x[0], 0, 1)?, &t, false, None)
+            }),
+        ]
     }
 }

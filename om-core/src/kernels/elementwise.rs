@@ -1,9 +1,13 @@
 //! Element-wise maps over broadcast, strided and transposed operands. The output is a new
 //! contiguous tensor; the operands are walked one innermost row at a time
-//! ([`for_each_row`]), each row handed to a row function with per-operand steps.
+//! ([`for_each_row`]). [`unary_op`] and [`binary_op`] hand each row to the lane loops
+//! (contiguous, broadcast or strided operands); [`unary`] and [`binary`] apply a scalar
+//! closure, for the few maps that have no lane kernel.
 
+use crate::compute::Compute;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::lanes::{self, Binary, Src, Unary};
 use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
 use crate::tensor::Tensor;
 
@@ -46,6 +50,53 @@ pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> 
                     for t in 0..len {
                         out[o + t * so] = f(xa[i0 + t * si], xb[j0 + t * sj]);
                     }
+                });
+                Ok(())
+            })
+        })
+    })
+}
+
+/// The operand of one row: contiguous, broadcast (step 0) or strided.
+fn src(data: &[f32], start: usize, len: usize, step: usize) -> Src<'_> {
+    match step {
+        0 => Src::Splat(data[start]),
+        1 => Src::Contig(&data[start..start + len]),
+        s => Src::Strided(&data[start..start + (len - 1) * s + 1], s),
+    }
+}
+
+/// `out[i] = op(x[i])` on the lane loops, as a new contiguous tensor of `x`'s shape.
+pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
+    check_f32(name, "x", x)?;
+    let settings = Compute::settings();
+    let shape = x.shape().to_vec();
+    let os = contiguous_strides(&shape);
+    x.with_storage_f32(|xs| {
+        Tensor::build_f32(&shape, |out| {
+            for_each_row(&shape, [&os, x.strides()], [0, x.offset()], |[o, a], len, [so, sa]| {
+                debug_assert_eq!(so, 1, "a contiguous output walks rows with step 1");
+                lanes::unary(settings, op, src(xs, a, len, sa), &mut out[o..o + len]);
+            });
+            Ok(())
+        })
+    })
+}
+
+/// `out[i] = op(a[i], b[i])` on the lane loops after broadcasting, as a new contiguous tensor.
+pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
+    check_f32(name, "a", a)?;
+    check_f32(name, "b", b)?;
+    let settings = Compute::settings();
+    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
+    let os = contiguous_strides(&shape);
+    let sa = broadcast_strides(a.shape(), a.strides(), &shape);
+    let sb = broadcast_strides(b.shape(), b.strides(), &shape);
+    a.with_storage_f32(|xa| {
+        b.with_storage_f32(|xb| {
+            Tensor::build_f32(&shape, |out| {
+                for_each_row(&shape, [&os, &sa, &sb], [0, a.offset(), b.offset()], |[o, i0, j0], len, [_, si, sj]| {
+                    lanes::binary(settings, op, src(xa, i0, len, si), src(xb, j0, len, sj), &mut out[o..o + len]);
                 });
                 Ok(())
             })

@@ -1,10 +1,105 @@
 //! Kernels: the arithmetic behind the operators. Kernels take slices and explicit
 //! [`Settings`](crate::compute::Settings); they never read global state, never record
 //! autograd history, and take every buffer they need from the pool.
+//!
+//! Element-wise work runs on the lane loops ([`lanes`]), the row-wise softmax
+//! ([`softmax`]) and the fixed-polynomial elementary functions behind them
+//! (`transcendentals`), all written once, generic over `simd::Lanes`, and instantiated per
+//! instruction set by `dispatch`. Because the lane operations are single IEEE operations
+//! (never a fused multiply-add), every instantiation gives the scalar bits.
 
 pub mod basic;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
+pub mod lanes;
 pub mod math;
 pub mod reduce;
+pub(crate) mod simd;
+pub mod softmax;
+pub(crate) mod transcendentals;
+
+#[cfg(test)]
+mod ulp_tests;
+
+use crate::compute::{KernelPath, Mode};
+use simd::Lanes;
+
+/// The canonical quiet NaN written by exact mode.
+pub const CANONICAL_NAN: u32 = 0x7fc0_0000;
+
+/// A piece of work generic over the lane type; [`dispatch`] picks the instantiation.
+pub(crate) trait LaneTask {
+    type Output;
+    /// Runs the work with lanes `L`. Implementations are `#[inline(always)]` so that they
+    /// are compiled inside the `#[target_feature]` function that calls them.
+    fn run<L: Lanes>(self) -> Self::Output;
+}
+
+/// Runs `task` on `path`'s lane type, or on scalar lanes if the CPU lacks `path`.
+pub(crate) fn dispatch<T: LaneTask>(path: KernelPath, task: T) -> T::Output {
+    if !path.is_supported() {
+        return task.run::<f32>();
+    }
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Sse => {
+            // SAFETY: `is_supported` confirmed SSE2 on this CPU.
+            unsafe { isa::sse(task) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 => {
+            // SAFETY: `is_supported` confirmed AVX2 on this CPU.
+            unsafe { isa::avx2(task) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 => {
+            // SAFETY: `is_supported` confirmed AVX-512F on this CPU.
+            unsafe { isa::avx512(task) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        KernelPath::Neon => {
+            // SAFETY: `is_supported` confirmed NEON on this CPU.
+            unsafe { isa::neon(task) }
+        }
+        _ => task.run::<f32>(),
+    }
+}
+
+/// In exact mode, replaces any NaN lane by [`CANONICAL_NAN`].
+#[inline(always)]
+pub(crate) fn finish<L: Lanes>(v: L, mode: Mode) -> L {
+    match mode {
+        Mode::Exact => L::select(v.is_nan(), L::splat(f32::from_bits(CANONICAL_NAN)), v),
+        Mode::Fast => v,
+    }
+}
+
+/// One `#[target_feature]` entry point per instruction set (FMA is never enabled).
+mod isa {
+    use super::LaneTask;
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "sse2")]
+    pub(super) fn sse<T: LaneTask>(task: T) -> T::Output {
+        task.run::<std::arch::x86_64::__m128>()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn avx2<T: LaneTask>(task: T) -> T::Output {
+        task.run::<std::arch::x86_64::__m256>()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn avx512<T: LaneTask>(task: T) -> T::Output {
+        task.run::<std::arch::x86_64::__m512>()
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[target_feature(enable = "neon")]
+    pub(super) fn neon<T: LaneTask>(task: T) -> T::Output {
+        task.run::<std::arch::aarch64::float32x4_t>()
+    }
+}

@@ -1,0 +1,284 @@
+//! Elementary functions written once over [`Lanes`], using only `+ - * /`, compares,
+//! selects and exact bit manipulation, each in one fixed order of evaluation. The scalar
+//! instantiation (`f32`) is the reference; every vector instantiation gives its bits.
+//!
+//! Formulas, coefficient fits (`tools/fit.rs`) and measured errors are in
+//! `docs/transcendentals.md`. NaN inputs give a NaN (of any payload: the lane loops
+//! canonicalise it in exact mode).
+
+use super::simd::Lanes;
+
+/// `1.5 * 2^23`: adding and subtracting it rounds a float of magnitude < 2^22 to the
+/// nearest integer (ties to even), exactly, on every instruction set.
+const ROUND_MAGIC: f32 = 12_582_912.0;
+
+/// exp: inputs are clamped to `[EXP_MIN, EXP_MAX]`; the results there are 0 and +inf.
+const EXP_MIN: f32 = -104.0;
+const EXP_MAX: f32 = 89.0;
+/// Cody–Waite split of ln 2: `LN2_HI` has 9 significant bits, so `n * LN2_HI` is exact.
+const EXP_LN2_HI: f32 = 355.0 / 512.0;
+const EXP_LN2_LO: f32 = -2.121_944_4e-4;
+/// `(e^r - 1 - r) / r^2` on `|r| <= 0.347`, degree 4.
+const EXP_P: [f32; 5] = [
+    f32::from_bits(0x3efffffe),
+    f32::from_bits(0x3e2aaa48),
+    f32::from_bits(0x3d2aac7b),
+    f32::from_bits(0x3c091d47),
+    f32::from_bits(0x3ab5118c),
+];
+
+/// log: ln 2 split with 12 significant bits in `LN2_HI`, so `k * LN2_HI` is exact.
+const LOG_LN2_HI: f32 = f32::from_bits(0x3f317000);
+const LOG_LN2_LO: f32 = (std::f64::consts::LN_2 - 0.693_115_234_375) as f32;
+/// `(2 atanh(s)/s - 2) / s^2` as a polynomial in `z = s^2 <= 0.0295`, degree 3.
+const LOG_Q: [f32; 4] = [f32::from_bits(0x3f2aaaaa), f32::from_bits(0x3ecccd3e), f32::from_bits(0x3e921c3a), f32::from_bits(0x3e71831e)];
+
+/// tanh: below `TANH_SPLIT` an odd polynomial, above it `1 - 2/(e^(2|x|) + 1)`.
+const TANH_SPLIT: f32 = 0.625;
+/// `(tanh(x) - x) / x^3` in `z = x^2`, `|x| <= 0.625`, degree 5.
+const TANH_P: [f32; 6] = [
+    f32::from_bits(0xbeaaaaaa),
+    f32::from_bits(0x3e088833),
+    f32::from_bits(0xbd5cf748),
+    f32::from_bits(0x3cb1c5ac),
+    f32::from_bits(0xbc05fa7f),
+    f32::from_bits(0x3b0c70ef),
+];
+
+/// erf: below `ERF_SPLIT` `a + a P(a^2)`, above it `1 - erfc(a)`.
+const ERF_SPLIT: f32 = 0.875;
+/// Past this erfc is 0 in `f32` (erf is 1); larger arguments are clamped to it.
+const ERF_MAX: f32 = 10.1;
+/// `erf(a)/a - 1` in `z = a^2`, `a < 0.875`, degree 6.
+const ERF_P: [f32; 7] = [
+    f32::from_bits(0x3e0375d4),
+    f32::from_bits(0xbec093a2),
+    f32::from_bits(0x3de71742),
+    f32::from_bits(0xbcdc0cd3),
+    f32::from_bits(0x3baa9d5d),
+    f32::from_bits(0xba573fc9),
+    f32::from_bits(0x38b5efa8),
+];
+/// `ln(erfc(a) e^(a^2) / t)` in `t = 1/(1 + a/2)`, `0.875 <= a <= 10.1`, degree 9.
+const ERFC_G: [f32; 10] = [
+    f32::from_bits(0xbfa1fcf0),
+    f32::from_bits(0x3f801312),
+    f32::from_bits(0x3ebc1e9c),
+    f32::from_bits(0x3e0f2a8b),
+    f32::from_bits(0xbeb3efb3),
+    f32::from_bits(0x3f2bf3f1),
+    f32::from_bits(0xbfdbc72f),
+    f32::from_bits(0x400081ba),
+    f32::from_bits(0xbf89c0b9),
+    f32::from_bits(0x3e63ff66),
+];
+
+/// GELU arguments are clamped to `±GELU_CLAMP`, where Φ is exactly 0 or 1 in `f32` and
+/// the density terms are 0.
+const GELU_CLAMP: f32 = 20.0;
+const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+/// `1/sqrt(2 pi)`.
+const INV_SQRT_2PI: f32 = 0.398_942_280_401_432_7_f64 as f32;
+/// gelu_tanh constants: `K2 = 2 sqrt(2/pi)`, `K2C = K2 * 0.044715`, `K6C = 3 * K2C`.
+const GELU_K2: f32 = (2.0 * 0.797_884_560_802_865_4_f64) as f32;
+const GELU_K2C: f32 = (2.0 * 0.797_884_560_802_865_4_f64 * 0.044715) as f32;
+const GELU_K6C: f32 = (6.0 * 0.797_884_560_802_865_4_f64 * 0.044715) as f32;
+
+#[inline(always)]
+fn splat<L: Lanes>(v: f32) -> L {
+    L::splat(v)
+}
+
+/// `c[0] + v (c[1] + v (c[2] + ...))`, innermost first.
+#[inline(always)]
+fn horner<L: Lanes>(v: L, c: &[f32]) -> L {
+    let (last, rest) = c.split_last().expect("non-empty coefficients");
+    rest.iter().rev().fold(splat(*last), |acc, &ci| acc.mul(v).add(splat(ci)))
+}
+
+/// Nearest integer (ties to even) of `v`, for `|v| < 2^22`.
+#[inline(always)]
+fn round_int<L: Lanes>(v: L) -> L {
+    v.add(splat(ROUND_MAGIC)).sub(splat(ROUND_MAGIC))
+}
+
+/// `2^k` for integer-valued `k` in `[-126, 127]`, built in the exponent field.
+#[inline(always)]
+fn pow2<L: Lanes>(k: L) -> L {
+    let biased = L::int_sub(k.add(splat(ROUND_MAGIC)).to_bits(), L::int_splat(ROUND_MAGIC.to_bits() as i32 - 127));
+    L::from_bits(L::int_shl23(biased))
+}
+
+/// `e^x`.
+#[inline(always)]
+pub(crate) fn exp<L: Lanes>(x: L) -> L {
+    let x = x.clamp(EXP_MIN, EXP_MAX);
+    let n = round_int(x.mul(splat(std::f32::consts::LOG2_E)));
+    let r = x.sub(n.mul(splat(EXP_LN2_HI))).sub(n.mul(splat(EXP_LN2_LO)));
+    let p = splat::<L>(1.0).add(r.add(r.mul(r).mul(horner(r, &EXP_P))));
+    // 2^n in two factors so that n in [-150, 128] never leaves the normal range; the
+    // first product is exact, the second rounds once (also into the subnormals).
+    let n1 = round_int(n.mul(splat(0.5)));
+    p.mul(pow2(n1)).mul(pow2(n.sub(n1)))
+}
+
+/// Natural logarithm.
+#[inline(always)]
+pub(crate) fn log<L: Lanes>(x: L) -> L {
+    let subnormal = x.lt(splat(f32::MIN_POSITIVE));
+    let xs = L::select(subnormal, x.mul(splat(33_554_432.0)), x); // 2^25
+    let bits = xs.to_bits();
+    let mut m = L::from_bits(L::int_or(L::int_and(bits, L::int_splat(0x007f_ffff)), L::int_splat(0x3f80_0000)));
+    let high = splat::<L>(std::f32::consts::SQRT_2).lt(m);
+    m = L::select(high, m.mul(splat(0.5)), m);
+    let bias = L::select(subnormal, splat(-152.0), splat(-127.0)); // 127 (+ 25)
+    let carry = L::select(high, splat(1.0), splat(0.0));
+    let k = L::int_to_f32(L::int_shr23(bits)).add(bias).add(carry);
+    let f = m.sub(splat(1.0));
+    let s = f.div(splat::<L>(2.0).add(f));
+    let z = s.mul(s);
+    let r = z.mul(horner(z, &LOG_Q));
+    let hfsq = splat::<L>(0.5).mul(f).mul(f);
+    let inner = hfsq.sub(s.mul(hfsq.add(r)).add(k.mul(splat(LOG_LN2_LO))));
+    let y = k.mul(splat(LOG_LN2_HI)).sub(inner.sub(f));
+    let y = L::select(x.eq(splat(f32::INFINITY)), x, y);
+    let y = L::select(x.eq(splat(0.0)), splat(f32::NEG_INFINITY), y);
+    L::select(x.ge(splat(0.0)), y, splat(f32::NAN))
+}
+
+/// Hyperbolic tangent.
+#[inline(always)]
+pub(crate) fn tanh<L: Lanes>(x: L) -> L {
+    let a = x.abs();
+    let z = a.mul(a);
+    let small = a.add(a.mul(z.mul(horner(z, &TANH_P))));
+    let one = splat::<L>(1.0);
+    let large = one.sub(splat::<L>(2.0).div(exp(a.add(a)).add(one)));
+    L::select(a.lt(splat(TANH_SPLIT)), small, large).copysign(x)
+}
+
+/// `1 / (1 + e^-x)`, as `1/(1+e)` for `x >= 0` and `e/(1+e)` below, with `e = e^-|x|`.
+#[inline(always)]
+pub(crate) fn sigmoid<L: Lanes>(x: L) -> L {
+    let e = exp(x.abs().neg());
+    let num = L::select(x.ge(splat(0.0)), splat(1.0), e);
+    num.div(splat::<L>(1.0).add(e))
+}
+
+/// `erf(a) = a + a P(a^2)` for `0 <= a < ERF_SPLIT`.
+#[inline(always)]
+fn erf_small<L: Lanes>(a: L) -> L {
+    a.add(a.mul(horner(a.mul(a), &ERF_P)))
+}
+
+/// Splits `a^2 = hi + lo` with `hi` exact: `ah` keeps the top 12 significant bits of `a`,
+/// so `hi = ah^2` is exact and `lo = (a - ah)(a + ah)` is small.
+#[inline(always)]
+fn square_split<L: Lanes>(a: L) -> (L, L) {
+    let ah = L::from_bits(L::int_and(a.to_bits(), L::int_splat(0xffff_f000_u32 as i32)));
+    (ah.mul(ah), a.sub(ah).mul(a.add(ah)))
+}
+
+/// `erfc(a) / e^(-hi)` for `a >= ERF_SPLIT`, given `a^2 = hi + lo` from
+/// [`square_split`]: `t e^(G(t) - lo)` with `t = 1/(1 + a/2)`. The factor `e^(-hi)` is
+/// left to the caller so that it can be applied last.
+#[inline(always)]
+fn erfc_large_head<L: Lanes>(a: L, lo: L) -> L {
+    let t = splat::<L>(1.0).div(splat::<L>(1.0).add(a.mul(splat(0.5))));
+    t.mul(exp(horner(t, &ERFC_G).sub(lo)))
+}
+
+/// The error function (no lane-loop op uses it yet; the ulp tests measure it).
+#[allow(dead_code)]
+#[inline(always)]
+pub(crate) fn erf<L: Lanes>(x: L) -> L {
+    let a = x.abs().clamp(0.0, ERF_MAX);
+    let (hi, lo) = square_split(a);
+    let large = splat::<L>(1.0).sub(erfc_large_head(a, lo).mul(exp(hi.neg())));
+    L::select(a.lt(splat(ERF_SPLIT)), erf_small(a), large).copysign(x)
+}
+
+/// Gaussian quantities of `x` (`|x| <= GELU_CLAMP`) as products whose last factor
+/// carries the underflow, so that a product with `x` taken before that factor rounds
+/// only once, also in the subnormal range.
+struct Gauss<L> {
+    /// `Φ(-|x|) = tail * tail_scale`.
+    tail: L,
+    tail_scale: L,
+    /// `φ(x) = density * scale`.
+    density: L,
+    scale: L,
+}
+
+impl<L: Lanes> Gauss<L> {
+    #[inline(always)]
+    fn new(x: L) -> Self {
+        let ax = x.abs();
+        let a = ax.mul(splat(FRAC_1_SQRT_2));
+        // (x/√2)^2 = x^2/2, split exactly as in `square_split` and halved.
+        let (hi2, lo2) = square_split(ax);
+        let (hi, lo) = (hi2.mul(splat(0.5)), lo2.mul(splat(0.5)));
+        let scale = exp(hi.neg());
+        let small = a.lt(splat(ERF_SPLIT));
+        let erfc_head = L::select(small, splat::<L>(1.0).sub(erf_small(a)), erfc_large_head(a, lo));
+        Gauss {
+            tail: erfc_head.mul(splat(0.5)),
+            tail_scale: L::select(small, splat(1.0), scale),
+            density: splat::<L>(INV_SQRT_2PI).mul(exp(lo.neg())),
+            scale,
+        }
+    }
+
+    /// Φ(x).
+    #[inline(always)]
+    fn cdf(&self, x: L) -> L {
+        let lower = self.tail.mul(self.tail_scale);
+        L::select(x.ge(splat(0.0)), splat::<L>(1.0).sub(lower), lower)
+    }
+}
+
+/// `x Φ(x)`; `-0` below `-GELU_CLAMP` (including -inf).
+#[inline(always)]
+pub(crate) fn gelu_erf<L: Lanes>(x: L) -> L {
+    let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
+    let g = Gauss::new(c);
+    let left = x.mul(g.tail).mul(g.tail_scale);
+    let y = L::select(x.ge(splat(0.0)), x.mul(g.cdf(c)), left);
+    L::select(x.lt(splat(-GELU_CLAMP)), splat(-0.0), y)
+}
+
+/// `d/dx x Φ(x) = Φ(x) + x φ(x)`.
+#[inline(always)]
+pub(crate) fn gelu_erf_grad<L: Lanes>(x: L) -> L {
+    let x = x.clamp(-GELU_CLAMP, GELU_CLAMP);
+    let g = Gauss::new(x);
+    g.cdf(x).add(x.mul(g.density).mul(g.scale))
+}
+
+/// `v = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3)`, so that `0.5 (1 + tanh u) = sigmoid(v)`.
+#[inline(always)]
+fn gelu_tanh_arg<L: Lanes>(x: L) -> L {
+    x.mul(splat::<L>(GELU_K2).add(splat::<L>(GELU_K2C).mul(x.mul(x))))
+}
+
+/// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, evaluated as `x sigmoid(2u)`.
+#[inline(always)]
+pub(crate) fn gelu_tanh<L: Lanes>(x: L) -> L {
+    let s = sigmoid(gelu_tanh_arg(x.clamp(-GELU_CLAMP, GELU_CLAMP)));
+    L::select(x.lt(splat(-GELU_CLAMP)), splat(-0.0), x.mul(s))
+}
+
+/// Slope of [`gelu_tanh`]: `s + x s (1 - s) (K2 + 3 K2C x^2)` with `s = sigmoid(v)`,
+/// which equals `0.5(1+t) + 0.5 x (1-t^2) k (1 + 3 * 0.044715 x^2)`, `t = tanh(v/2)`.
+/// `s(1-s) = e/(1+e)^2` with `e = e^-|v|`, free of cancellation.
+#[inline(always)]
+pub(crate) fn gelu_tanh_grad<L: Lanes>(x: L) -> L {
+    let x = x.clamp(-GELU_CLAMP, GELU_CLAMP);
+    let v = gelu_tanh_arg(x);
+    let e = exp(v.abs().neg());
+    let d = splat::<L>(1.0).add(e);
+    let s = L::select(v.ge(splat(0.0)), splat(1.0), e).div(d);
+    let s1s = e.div(d.mul(d));
+    let slope = splat::<L>(GELU_K2).add(splat::<L>(GELU_K6C).mul(x.mul(x)));
+    s.add(x.mul(s1s).mul(slope))
+}
