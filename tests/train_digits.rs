@@ -56,28 +56,6 @@ impl Module for Net {
     }
 }
 
-/// Mean cross-entropy of `logits` `[B, C]` against `labels`, back-propagated by hand:
-/// `d logits = (softmax − onehot)/B` (a test-only stand-in until the cross-entropy
-/// operator is available). Returns the loss.
-fn cross_entropy_backward(logits: &Tensor, labels: &[i32]) -> Result<f32> {
-    let (b, c) = (logits.shape()[0], logits.shape()[1]);
-    let l = logits.to_vec();
-    let mut grad = vec![0.0f32; b * c];
-    let mut loss = 0.0f64;
-    for (r, &y) in labels.iter().enumerate() {
-        let row = &l[r * c..(r + 1) * c];
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        let z: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
-        loss += z.ln() + max - row[y as usize] as f64;
-        for (k, g) in grad[r * c..(r + 1) * c].iter_mut().enumerate() {
-            let p = (row[k] as f64 - max).exp() / z;
-            *g = ((p - if k == y as usize { 1.0 } else { 0.0 }) / b as f64) as f32;
-        }
-    }
-    logits.backward_with(Some(&Tensor::from_vec(grad, &[b, c])?), false)?;
-    Ok((loss / b as f64) as f32)
-}
-
 #[test]
 fn a_conv_net_learns_the_digits() -> Result<()> {
     Compute::set_mode(Mode::Fast);
@@ -90,6 +68,7 @@ fn a_conv_net_learns_the_digits() -> Result<()> {
         let x: Vec<f32> = rows.iter().flat_map(|&r| pixels[r * 64..(r + 1) * 64].iter().copied()).collect();
         Ok((Tensor::from_vec(x, &[rows.len(), 1, 8, 8])?, rows.iter().map(|&r| labels[r]).collect()))
     };
+    let targets = |y: Vec<i32>| Tensor::from_vec_i32(y.clone(), &[y.len()]);
 
     let mut net = Net::new(3)?;
     let mut opt = Adam::new(net.parameter_tensors(), 0.01)?;
@@ -101,8 +80,10 @@ fn a_conv_net_learns_the_digits() -> Result<()> {
         }
         for rows in train.chunks(32).filter(|r| r.len() > 1) {
             let (x, y) = batch(rows)?;
+            let loss = ops::cross_entropy(&net.forward(&x)?, &targets(y)?, true, None)?;
             opt.zero_grad()?;
-            last_loss = cross_entropy_backward(&net.forward(&x)?, &y)?;
+            loss.backward()?;
+            last_loss = loss.item()?;
             first_loss.get_or_insert(last_loss);
             opt.step()?;
             steps += 1;
