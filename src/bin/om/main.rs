@@ -13,7 +13,8 @@ mod train;
 const USAGE: &str = "usage: om <command> [options]
 
 commands:
-  train        train the demo model on built-in data (options: --epochs N --seed S --threads T --mode fast|exact)
+  train        train a conv net on the built-in digits (options: --epochs N --seed S --threads T
+               --mode fast|exact --batch B --lr LR --save FILE)
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
   bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]";

@@ -1,10 +1,17 @@
-//! `om train`: an interim demo until the digits trainer lands — a two-layer perceptron
-//! learns to separate two interleaved spirals (generated deterministically from the seed)
-//! with full-batch gradient descent, printing loss and accuracy per epoch.
+//! `om train`: a small conv net learns the UCI optical digits (8×8 images, 10 classes;
+//! `testdata/digits.safetensors`, embedded in the binary) with Adam and mini-batches in a
+//! seeded order, then reports the test accuracy, the wall time and a loss/accuracy curve.
 
-use onemodel::core::rng::Rng;
-use onemodel::{ops, Compute, Error, Mode, Result, Tensor};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use onemodel::core::{io, rng::Rng};
+use onemodel::ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Module};
+use onemodel::ops::optim::{Adam, Optimizer};
+use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
+use std::path::PathBuf;
 use std::time::Instant;
+
+const DIGITS: &[u8] = include_bytes!("../../../testdata/digits.safetensors");
+const FONT: &[u8] = include_bytes!("assets/DejaVuSansMono.ttf");
 
 /// Command-line options of `om train`.
 pub struct Options {
@@ -12,34 +19,28 @@ pub struct Options {
     seed: u64,
     threads: usize,
     mode: Mode,
+    batch: usize,
+    lr: f32,
+    save: Option<PathBuf>,
 }
 
 impl Options {
-    /// Parses `--epochs N --seed S --threads T --mode fast|exact`.
+    /// Parses `--epochs N --seed S --threads T --mode fast|exact --batch B --lr LR --save FILE`.
     pub fn parse(args: &[String]) -> Result<Options> {
-        let mut o = Options { epochs: 300, seed: 7, threads: 1, mode: Mode::Fast };
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let mut o = Options { epochs: 12, seed: 7, threads, mode: Mode::Fast, batch: 32, lr: 0.01, save: None };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
-            let mut value =
-                |name: &str| -> Result<&String> { it.next().ok_or_else(|| Error::argument("train", format!("{name} needs a value"))) };
-            let bad = |name: &str, v: &str| Error::argument("train", format!("invalid value `{v}` for {name}"));
+            let v = it.next().ok_or_else(|| Error::argument("train", format!("{flag} needs a value")))?;
+            let bad = || Error::argument("train", format!("invalid value `{v}` for {flag}"));
             match flag.as_str() {
-                "--epochs" => {
-                    let v = value("--epochs")?;
-                    o.epochs = v.parse().map_err(|_| bad("--epochs", v))?;
-                }
-                "--seed" => {
-                    let v = value("--seed")?;
-                    o.seed = v.parse().map_err(|_| bad("--seed", v))?;
-                }
-                "--threads" => {
-                    let v = value("--threads")?;
-                    o.threads = v.parse().map_err(|_| bad("--threads", v))?;
-                }
-                "--mode" => {
-                    let v = value("--mode")?;
-                    o.mode = Mode::parse(v).ok_or_else(|| bad("--mode", v))?;
-                }
+                "--epochs" => o.epochs = v.parse().map_err(|_| bad())?,
+                "--seed" => o.seed = v.parse().map_err(|_| bad())?,
+                "--threads" => o.threads = v.parse().map_err(|_| bad())?,
+                "--mode" => o.mode = Mode::parse(v).ok_or_else(bad)?,
+                "--batch" => o.batch = v.parse().ok().filter(|&b| b > 1).ok_or_else(bad)?,
+                "--lr" => o.lr = v.parse().ok().filter(|&l: &f32| l > 0.0).ok_or_else(bad)?,
+                "--save" => o.save = Some(PathBuf::from(v)),
                 other => return Err(Error::argument("train", format!("unknown option `{other}`"))),
             }
         }
@@ -47,79 +48,213 @@ impl Options {
     }
 }
 
-/// Two interleaved spirals: `n` points per class, features `[2n, 2]`, labels `[2n, 1]`.
-fn spirals(n: usize, seed: u64) -> Result<(Tensor, Tensor)> {
-    let mut rng = Rng::new(seed);
-    let mut x = Vec::with_capacity(4 * n);
-    let mut y = Vec::with_capacity(2 * n);
-    for class in 0..2 {
-        for i in 0..n {
-            let r = i as f32 / n as f32 * 2.5 + 0.2;
-            let t = i as f32 / n as f32 * 2.8 * std::f32::consts::PI + class as f32 * std::f32::consts::PI;
-            x.push(r * t.cos() + 0.05 * rng.normal());
-            x.push(r * t.sin() + 0.05 * rng.normal());
-            y.push(class as f32);
-        }
-    }
-    Ok((Tensor::from_vec(x, &[2 * n, 2])?, Tensor::from_vec(y, &[2 * n, 1])?))
+/// conv 1→16 3×3 pad 1, BN, ReLU, conv 16→32 3×3 pad 1, BN, ReLU, max-pool 2, flatten,
+/// linear 512 → 10.
+struct DigitNet {
+    conv1: Conv2d,
+    bn1: BatchNorm2d,
+    conv2: Conv2d,
+    bn2: BatchNorm2d,
+    fc: Linear,
 }
 
-fn param(shape: &[usize], scale: f32, seed: u64) -> Result<Tensor> {
-    let t = Tensor::randn(shape, seed)?;
-    t.update_f32("init", |v| v.iter_mut().for_each(|x| *x *= scale))?;
-    t.requires_grad()
+impl DigitNet {
+    fn new(seed: u64) -> Result<DigitNet> {
+        Ok(DigitNet {
+            conv1: Conv2d::with_options(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
+            bn1: BatchNorm2d::new(16)?,
+            conv2: Conv2d::with_options(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
+            bn2: BatchNorm2d::new(32)?,
+            fc: Linear::new(32 * 4 * 4, 10, seed + 2)?,
+        })
+    }
+
+    /// `[B, 1, 8, 8]` → logits `[B, 10]`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
+        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let b = h.shape()[0] as isize;
+        self.fc.forward(&ops::reshape(&h, vec![b, -1])?)
+    }
+}
+
+impl Module for DigitNet {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        let mut p = prefixed("conv1", self.conv1.parameters());
+        p.extend(prefixed("bn1", self.bn1.parameters()));
+        p.extend(prefixed("conv2", self.conv2.parameters()));
+        p.extend(prefixed("bn2", self.bn2.parameters()));
+        p.extend(prefixed("fc", self.fc.parameters()));
+        p
+    }
+
+    fn buffers(&self) -> Vec<(String, Tensor)> {
+        let mut b = prefixed("bn1", self.bn1.buffers());
+        b.extend(prefixed("bn2", self.bn2.buffers()));
+        b
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.bn1.set_training(training);
+        self.bn2.set_training(training);
+    }
+}
+
+/// The digits as pixels scaled to [0, 1] (64 per image), labels, and the split.
+struct Digits {
+    pixels: Vec<f32>,
+    labels: Vec<i32>,
+    train: Vec<usize>,
+    test: Vec<usize>,
+}
+
+impl Digits {
+    fn load() -> Result<Digits> {
+        let t = io::from_bytes(DIGITS)?;
+        let get = |n: &str| t.get(n).ok_or_else(|| Error::argument("train", format!("digits data has no `{n}`")));
+        let idx = |n: &str| -> Result<Vec<usize>> { Ok(get(n)?.to_vec_i32().into_iter().map(|i| i as usize).collect()) };
+        let pixels = get("images")?.to_vec_i32().into_iter().map(|p| p as f32 / 16.0).collect();
+        Ok(Digits { pixels, labels: get("labels")?.to_vec_i32(), train: idx("train_idx")?, test: idx("test_idx")? })
+    }
+
+    /// Images `[B, 1, 8, 8]` and labels `[B]` of the given rows.
+    fn batch(&self, rows: &[usize]) -> Result<(Tensor, Tensor)> {
+        let x: Vec<f32> = rows.iter().flat_map(|&r| self.pixels[r * 64..(r + 1) * 64].iter().copied()).collect();
+        let y: Vec<i32> = rows.iter().map(|&r| self.labels[r]).collect();
+        Ok((Tensor::from_vec(x, &[rows.len(), 1, 8, 8])?, Tensor::from_vec_i32(y, &[rows.len()])?))
+    }
+}
+
+/// Fraction of `rows` whose arg-max logit is the label (evaluation mode, no grad).
+fn accuracy(model: &mut DigitNet, data: &Digits, rows: &[usize]) -> Result<f64> {
+    model.set_training(false);
+    let (x, y) = data.batch(rows)?;
+    let logits = no_grad(|| model.forward(&x))?;
+    model.set_training(true);
+    let classes = logits.shape()[1];
+    let correct = logits.with_f32(|l| {
+        y.with_i32(|y| {
+            l.chunks_exact(classes)
+                .zip(y)
+                .filter(|(row, &label)| {
+                    let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
+                    best as i32 == label
+                })
+                .count()
+        })
+    });
+    Ok(correct as f64 / rows.len() as f64)
 }
 
 /// Trains and prints the figures.
 pub fn run(o: &Options) -> Result<()> {
     Compute::set_threads(o.threads)?;
     Compute::set_mode(o.mode);
-    let (x, y) = spirals(200, o.seed)?;
-    let hidden = 64;
-    let w1 = param(&[2, hidden], 1.0, o.seed + 1)?;
-    let b1 = param(&[hidden], 0.0, o.seed + 2)?;
-    let w2 = param(&[hidden, hidden], (2.0 / hidden as f32).sqrt(), o.seed + 3)?;
-    let b2 = param(&[hidden], 0.0, o.seed + 4)?;
-    let w3 = param(&[hidden, 1], (1.0 / hidden as f32).sqrt(), o.seed + 5)?;
-    let params = [&w1, &b1, &w2, &b2, &w3];
-    let lr = 0.5f32;
+    let data = Digits::load()?;
+    let mut model = DigitNet::new(o.seed)?;
+    let mut opt = Adam::new(model.parameter_tensors(), o.lr)?;
+    let n_params: usize = model.parameters().iter().map(|(_, t)| t.numel()).sum();
     println!(
-        "om train: spiral demo, {} points, MLP 2-{hidden}-{hidden}-1, {} epochs, mode {}, {} thread(s)",
-        x.shape()[0],
+        "om train: digits conv net ({n_params} parameters), {} train / {} test images, {} epochs, batch {}, Adam lr {}, mode {}, {} thread(s)",
+        data.train.len(),
+        data.test.len(),
         o.epochs,
+        o.batch,
+        o.lr,
         o.mode,
         o.threads
     );
+    let style = ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
+        .map_err(|e| Error::argument("train", e.to_string()))?
+        .progress_chars("=> ");
+    let mut rng = Rng::new(o.seed);
+    let mut order = data.train.clone();
+    let (mut losses, mut accs) = (Vec::new(), Vec::new());
+    let mut last_loss = f32::NAN;
     let start = Instant::now();
-    let mut last = (0.0, 0.0);
     for epoch in 1..=o.epochs {
-        let h1 = ops::tanh(&ops::add(&ops::matmul(&x, &w1)?, &b1)?)?;
-        let h2 = ops::relu(&ops::add(&ops::matmul(&h1, &w2)?, &b2)?)?;
-        let p = ops::sigmoid(&ops::matmul(&h2, &w3)?)?;
-        let diff = ops::sub(&p, &y)?;
-        let loss = ops::mean(&ops::mul(&diff, &diff)?, None, false)?;
-        for w in params {
-            w.zero_grad()?;
+        // cosine decay of the learning rate over the epochs
+        opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
         }
-        loss.backward()?;
-        for w in params {
-            if let Some(g) = w.grad() {
-                g.with_f32(|gv| w.update_f32("sgd", |v| v.iter_mut().zip(gv).for_each(|(v, g)| *v -= lr * g)))?;
-            }
+        let batches: Vec<&[usize]> = order.chunks(o.batch).filter(|b| b.len() > 1).collect();
+        let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), ProgressDrawTarget::stderr()).with_style(style.clone());
+        pb.set_prefix(epoch.to_string());
+        let t0 = Instant::now();
+        let (mut sum, mut seen) = (0.0f64, 0usize);
+        for rows in &batches {
+            let (x, y) = data.batch(rows)?;
+            let loss = ops::cross_entropy(&model.forward(&x)?, &y, true, None)?;
+            opt.zero_grad()?;
+            loss.backward()?;
+            opt.step()?;
+            last_loss = loss.item()?;
+            sum += last_loss as f64 * rows.len() as f64;
+            seen += rows.len();
+            pb.inc(1);
+            pb.set_message(format!("loss {:.4}  {:.0} images/s", sum / seen as f64, seen as f64 / t0.elapsed().as_secs_f64()));
         }
-        let acc = p.with_f32(|pv| y.with_f32(|yv| pv.iter().zip(yv).filter(|(p, y)| (**p > 0.5) == (**y > 0.5)).count())) as f64
-            / y.numel() as f64;
-        last = (loss.item()?, acc);
-        if epoch == 1 || epoch % 50 == 0 || epoch == o.epochs {
-            println!("epoch {epoch:>4}  loss {:.6}  accuracy {:.1}%", last.0, 100.0 * acc);
-        }
+        pb.finish_and_clear();
+        let acc = accuracy(&mut model, &data, &data.test)?;
+        let epoch_loss = sum / seen as f64;
+        losses.push(epoch_loss);
+        accs.push(acc);
+        println!(
+            "epoch {epoch:>3}  loss {epoch_loss:.4}  test accuracy {:.2}%  {:.0} images/s",
+            100.0 * acc,
+            seen as f64 / t0.elapsed().as_secs_f64()
+        );
     }
+    let wall = start.elapsed().as_secs_f64();
+    let acc = accuracy(&mut model, &data, &data.test)?;
+    let epoch_loss = losses.last().map_or(f32::NAN, |&l| l as f32);
     println!(
-        "final loss {:.6} (bits {:08x}), accuracy {:.1}%, {:.2} s",
-        last.0,
-        last.0.to_bits(),
-        100.0 * last.1,
-        start.elapsed().as_secs_f64()
+        "final loss {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
+        epoch_loss.to_bits(),
+        last_loss.to_bits()
     );
+    println!("test accuracy {:.2}% ({} images), wall time {wall:.2} s", 100.0 * acc, data.test.len());
+    let png = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into())).join("om").join("train.png");
+    match plot(&png, &losses, &accs) {
+        Ok(()) => println!("curve: {}", png.display()),
+        Err(e) => eprintln!("om train: could not draw {}: {e}", png.display()),
+    }
+    if let Some(path) = &o.save {
+        nn::save(&model, path)?;
+        println!("weights: {}", path.display());
+    }
+    Ok(())
+}
+
+/// Draws the per-epoch training loss and test accuracy side by side into a PNG.
+fn plot(path: &std::path::Path, losses: &[f64], accs: &[f64]) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| "the embedded font is invalid")?;
+    let root = BitMapBackend::new(path, (960, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(480);
+    let n = losses.len().max(2) as f64;
+    let series = |area: &DrawingArea<BitMapBackend<'_>, _>, title: &str, ys: &[f64], y_range: std::ops::Range<f64>, color: RGBColor| {
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d(1.0..n, y_range)?;
+        chart.configure_mesh().x_desc("epoch").x_label_formatter(&|x| format!("{x:.0}")).draw()?;
+        chart.draw_series(LineSeries::new(ys.iter().enumerate().map(|(i, &y)| (i as f64 + 1.0, y)), color.stroke_width(2)))?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    };
+    let max_loss = losses.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.05;
+    series(&left, "training loss (cross-entropy)", losses, 0.0..max_loss, RED)?;
+    let acc_pct: Vec<f64> = accs.iter().map(|a| 100.0 * a).collect();
+    let lo = acc_pct.iter().copied().fold(100.0, f64::min).min(90.0).floor();
+    series(&right, "test accuracy (%)", &acc_pct, lo..100.0, BLUE)?;
+    root.present()?;
     Ok(())
 }

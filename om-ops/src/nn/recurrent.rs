@@ -1,0 +1,103 @@
+//! Lstm and Gru stacks over `om_ops::lstm` / `om_ops::gru`.
+
+use super::{uniform_param, Module};
+use crate::{RnnConfig, RnnOutput, RnnWeights};
+use om_core::rng::Rng;
+use om_core::{Error, Result, Tensor};
+
+/// The weights of a `gates`-gate stack, PyTorch's names and order: for each layer, for
+/// each direction, `weight_ih_l{k}`, `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}`
+/// (`_reverse` suffix for the reverse direction), all from `U(−1/√H, 1/√H)`.
+struct Stack {
+    weights: Vec<RnnWeights>,
+    config: RnnConfig,
+}
+
+impl Stack {
+    fn new(what: &'static str, gates: usize, input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Stack> {
+        if hidden == 0 || input == 0 || config.layers == 0 {
+            return Err(Error::argument(what, "input size, hidden size and layer count must be positive"));
+        }
+        let bound = 1.0 / (hidden as f32).sqrt();
+        let mut rng = Rng::new(seed);
+        let mut weights = Vec::new();
+        for layer in 0..config.layers {
+            let in_f = if layer == 0 { input } else { config.dirs() * hidden };
+            for _ in 0..config.dirs() {
+                let w_ih = uniform_param(&[gates * hidden, in_f], bound, &mut rng)?;
+                let w_hh = uniform_param(&[gates * hidden, hidden], bound, &mut rng)?;
+                let b_ih = uniform_param(&[gates * hidden], bound, &mut rng)?;
+                let b_hh = uniform_param(&[gates * hidden], bound, &mut rng)?;
+                weights.push(RnnWeights::new(w_ih, w_hh, b_ih, b_hh));
+            }
+        }
+        Ok(Stack { weights, config })
+    }
+
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for (i, w) in self.weights.iter().enumerate() {
+            let (layer, dir) = (i / self.config.dirs(), i % self.config.dirs());
+            let sfx = if dir == 1 { format!("l{layer}_reverse") } else { format!("l{layer}") };
+            out.push((format!("weight_ih_{sfx}"), w.w_ih.clone()));
+            out.push((format!("weight_hh_{sfx}"), w.w_hh.clone()));
+            if let Some(b) = &w.b_ih {
+                out.push((format!("bias_ih_{sfx}"), b.clone()));
+            }
+            if let Some(b) = &w.b_hh {
+                out.push((format!("bias_hh_{sfx}"), b.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// A multi-layer, optionally bidirectional LSTM (`torch.nn.LSTM` without dropout or
+/// projections), initialised as PyTorch does.
+pub struct Lstm {
+    stack: Stack,
+}
+
+impl Lstm {
+    /// `config.layers` layers of `hidden` units reading `input` features.
+    pub fn new(input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Lstm> {
+        Ok(Lstm { stack: Stack::new("Lstm", 4, input, hidden, config, seed)? })
+    }
+
+    /// Runs the stack on `x` (`[T, B, I]`, or `[B, T, I]` batch-first) from optional
+    /// states `[layers·dirs, B, H]`.
+    pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>) -> Result<RnnOutput> {
+        crate::lstm(x, h0, c0, &self.stack.weights, self.stack.config)
+    }
+}
+
+impl Module for Lstm {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        self.stack.parameters()
+    }
+}
+
+/// A multi-layer, optionally bidirectional GRU (`torch.nn.GRU` without dropout),
+/// initialised as PyTorch does.
+pub struct Gru {
+    stack: Stack,
+}
+
+impl Gru {
+    /// `config.layers` layers of `hidden` units reading `input` features.
+    pub fn new(input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Gru> {
+        Ok(Gru { stack: Stack::new("Gru", 3, input, hidden, config, seed)? })
+    }
+
+    /// Runs the stack on `x` (`[T, B, I]`, or `[B, T, I]` batch-first) from an optional
+    /// state `[layers·dirs, B, H]`.
+    pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<RnnOutput> {
+        crate::gru(x, h0, &self.stack.weights, self.stack.config)
+    }
+}
+
+impl Module for Gru {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        self.stack.parameters()
+    }
+}

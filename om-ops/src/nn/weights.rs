@@ -1,0 +1,59 @@
+//! Weights files: a module's parameters and buffers as safetensors.
+
+use super::Module;
+use om_core::{io, no_grad, Error, Result, Tensor};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Every named tensor a weights file holds: the parameters, then the buffers.
+pub fn state<M: Module + ?Sized>(module: &M) -> Vec<(String, Tensor)> {
+    let mut s = module.parameters();
+    s.extend(module.buffers());
+    s
+}
+
+fn duplicate(list: &[(String, Tensor)]) -> Option<&str> {
+    let mut seen = std::collections::BTreeSet::new();
+    list.iter().map(|(n, _)| n.as_str()).find(|n| !seen.insert(*n))
+}
+
+/// Writes the module's parameters and buffers to a safetensors file.
+pub fn save<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()> {
+    let s = state(module);
+    if let Some(n) = duplicate(&s) {
+        return Err(Error::argument("nn::save", format!("the module names `{n}` twice")));
+    }
+    io::save(path, s.iter().map(|(n, t)| (n.as_str(), t)))
+}
+
+/// Reads a safetensors file into the module's parameters and buffers. The file must hold
+/// exactly the module's names, each with the same shape and dtype; on any mismatch the
+/// error names it and the module is left unchanged.
+pub fn load<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let file = io::load(path).map_err(|e| e.with_op("nn::load"))?;
+    load_state(module, file, &path.display().to_string())
+}
+
+fn load_state<M: Module + ?Sized>(module: &M, mut file: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
+    const OP: &str = "nn::load";
+    let s = state(module);
+    if let Some(n) = duplicate(&s) {
+        return Err(Error::argument(OP, format!("the module names `{n}` twice")));
+    }
+    let mut pairs = Vec::with_capacity(s.len());
+    for (name, t) in &s {
+        let src = file.remove(name).ok_or_else(|| Error::argument(OP, format!("{from} has no tensor `{name}`")))?;
+        if src.shape() != t.shape() {
+            return Err(Error::shape(OP, &[t.shape(), src.shape()], format!("`{name}` in {from} has the wrong shape")));
+        }
+        if src.dtype() != t.dtype() {
+            return Err(Error::argument(OP, format!("`{name}` in {from} is {}, the module's is {}", src.dtype(), t.dtype())));
+        }
+        pairs.push((t, src));
+    }
+    if let Some(extra) = file.keys().next() {
+        return Err(Error::argument(OP, format!("{from} holds `{extra}`, which the module does not have")));
+    }
+    no_grad(|| pairs.into_iter().try_for_each(|(t, src)| t.copy_(&src)))
+}
