@@ -213,7 +213,7 @@ pub mod tanh {
     }
 }
 
-/// Which GELU formula [`gelu`] uses.
+/// Which GELU formula [`gelu()`] uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GeluForm {
     /// `x·Φ(x)` with the exact normal CDF (PyTorch `approximate='none'`).

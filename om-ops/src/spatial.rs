@@ -255,7 +255,7 @@ pub mod conv_transpose2d {
     }
 }
 
-/// How [`resize2d`] interpolates.
+/// How [`resize2d()`] interpolates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResizeMode {
     /// PyTorch's `'nearest'`: source `min(floor(dst·(in/out)), in − 1)`, the scale in f32.

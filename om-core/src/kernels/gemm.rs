@@ -10,7 +10,7 @@
 //! across thread counts. See `docs/kernels-gemm.md` for the layout and the figures.
 //!
 //! Structure: the output is cut into chunks (blocks of whole register tiles) by
-//! [`Plan::new`], from the shape and the path's tile only. Each chunk is computed
+//! `Plan::new`, from the shape and the path's tile only. Each chunk is computed
 //! independently by one thread: for each k-block it packs its A rows and B columns into a
 //! thread-local scratch buffer and runs the path's register-tile kernel over them.
 

@@ -2,7 +2,7 @@
 //! strided operands.
 //!
 //! Each element is computed by one generic kernel (a single IEEE operation, a
-//! compare-and-select, or a function of [`super::transcendentals`]) with no fused
+//! compare-and-select, or a function of `transcendentals`) with no fused
 //! multiply-add in either mode. Full vectors of the path's width cover the front of the
 //! output, and the same kernel instantiated at width 1 finishes the tail, so every path
 //! produces the scalar bits at every length and position. Strided operands are gathered
