@@ -17,10 +17,12 @@
 //! # Ok::<(), om_ops::Error>(())
 //! ```
 
+mod attention;
 mod layers;
 mod recurrent;
 mod weights;
 
+pub use attention::MultiheadAttention;
 pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, LayerNorm, Linear};
 pub use recurrent::{Gru, Lstm};
 pub use weights::{load, save, state};

@@ -1,6 +1,6 @@
 //! `om`: the command-line face of OneModel.
 //!
-//! - `om train` — trains a model on built-in data (see `--help`).
+//! - `om train` — trains a model on built-in data (`--task digits|ocr`, see `--help`).
 //! - `om gradcheck` — runs every registered gradient-check case, one row per operator.
 //! - `om ops` — prints the operator registry as the Markdown kept in `docs/ops.md`.
 
@@ -8,13 +8,15 @@ use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
 mod bench;
+mod ocr;
 mod train;
 
 const USAGE: &str = "usage: om <command> [options]
 
 commands:
-  train        train a conv net on the built-in digits (options: --epochs N --seed S --threads T
-               --mode fast|exact --batch B --lr LR --save FILE)
+  train        train a conv net on the built-in digits, or with --task ocr a CRNN + CTC reading
+               strings of 4-8 digits (options: --task digits|ocr --epochs N --seed S
+               --threads T --mode fast|exact --batch B --lr LR --save FILE)
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
   bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]";

@@ -15,25 +15,51 @@ const FONT: &[u8] = include_bytes!("assets/DejaVuSansMono.ttf");
 
 /// Command-line options of `om train`.
 pub struct Options {
-    epochs: usize,
-    seed: u64,
-    threads: usize,
-    mode: Mode,
-    batch: usize,
-    lr: f32,
-    save: Option<PathBuf>,
+    /// `digits` (the conv net classifier) or `ocr` (CRNN + CTC on digit strings).
+    pub task: Task,
+    pub(crate) epochs: usize,
+    pub(crate) seed: u64,
+    pub(crate) threads: usize,
+    pub(crate) mode: Mode,
+    pub(crate) batch: usize,
+    pub(crate) lr: f32,
+    pub(crate) save: Option<PathBuf>,
+}
+
+/// What `om train` trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Task {
+    /// The digits conv net (the default).
+    Digits,
+    /// A CRNN with CTC reading strings of 4–8 digits.
+    Ocr,
 }
 
 impl Options {
-    /// Parses `--epochs N --seed S --threads T --mode fast|exact --batch B --lr LR --save FILE`.
+    /// Parses `--task digits|ocr --epochs N --seed S --threads T --mode fast|exact --batch B
+    /// --lr LR --save FILE`; the epochs, batch and learning rate default per task.
     pub fn parse(args: &[String]) -> Result<Options> {
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let mut o = Options { epochs: 12, seed: 7, threads, mode: Mode::Fast, batch: 32, lr: 0.01, save: None };
+        let mut task = Task::Digits;
+        if let Some(i) = args.iter().position(|a| a == "--task") {
+            task = match args.get(i + 1).map(String::as_str) {
+                Some("digits") => Task::Digits,
+                Some("ocr") => Task::Ocr,
+                Some(v) => return Err(Error::argument("train", format!("invalid value `{v}` for --task (digits or ocr)"))),
+                None => return Err(Error::argument("train", "--task needs a value")),
+            };
+        }
+        let (epochs, batch, lr) = match task {
+            Task::Digits => (12, 32, 0.01),
+            Task::Ocr => (crate::ocr::EPOCHS, crate::ocr::BATCH, crate::ocr::LR),
+        };
+        let mut o = Options { task, epochs, seed: 7, threads, mode: Mode::Fast, batch, lr, save: None };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
             let v = it.next().ok_or_else(|| Error::argument("train", format!("{flag} needs a value")))?;
             let bad = || Error::argument("train", format!("invalid value `{v}` for {flag}"));
             match flag.as_str() {
+                "--task" => {}
                 "--epochs" => o.epochs = v.parse().map_err(|_| bad())?,
                 "--seed" => o.seed = v.parse().map_err(|_| bad())?,
                 "--threads" => o.threads = v.parse().map_err(|_| bad())?,
@@ -102,15 +128,15 @@ impl Module for DigitNet {
 }
 
 /// The digits as pixels scaled to [0, 1] (64 per image), labels, and the split.
-struct Digits {
-    pixels: Vec<f32>,
-    labels: Vec<i32>,
-    train: Vec<usize>,
-    test: Vec<usize>,
+pub(crate) struct Digits {
+    pub(crate) pixels: Vec<f32>,
+    pub(crate) labels: Vec<i32>,
+    pub(crate) train: Vec<usize>,
+    pub(crate) test: Vec<usize>,
 }
 
 impl Digits {
-    fn load() -> Result<Digits> {
+    pub(crate) fn load() -> Result<Digits> {
         let t = io::from_bytes(DIGITS)?;
         let get = |n: &str| t.get(n).ok_or_else(|| Error::argument("train", format!("digits data has no `{n}`")));
         let idx = |n: &str| -> Result<Vec<usize>> { Ok(get(n)?.to_vec_i32().into_iter().map(|i| i as usize).collect()) };
@@ -147,8 +173,28 @@ fn accuracy(model: &mut DigitNet, data: &Digits, rows: &[usize]) -> Result<f64> 
     Ok(correct as f64 / rows.len() as f64)
 }
 
-/// Trains and prints the figures.
+/// Trains the chosen task and prints the figures.
 pub fn run(o: &Options) -> Result<()> {
+    match o.task {
+        Task::Digits => run_digits(o),
+        Task::Ocr => crate::ocr::run(o),
+    }
+}
+
+/// The progress-bar style of both tasks.
+pub(crate) fn progress_style() -> Result<ProgressStyle> {
+    Ok(ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
+        .map_err(|e| Error::argument("train", e.to_string()))?
+        .progress_chars("=> "))
+}
+
+/// Where the curve `name` is drawn: `$CARGO_TARGET_DIR/om/<name>` (default `target/`).
+pub(crate) fn plot_path(name: &str) -> PathBuf {
+    PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into())).join("om").join(name)
+}
+
+/// Trains the digits conv net and prints the figures.
+fn run_digits(o: &Options) -> Result<()> {
     Compute::set_threads(o.threads)?;
     Compute::set_mode(o.mode);
     let data = Digits::load()?;
@@ -165,9 +211,7 @@ pub fn run(o: &Options) -> Result<()> {
         o.mode,
         o.threads
     );
-    let style = ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
-        .map_err(|e| Error::argument("train", e.to_string()))?
-        .progress_chars("=> ");
+    let style = progress_style()?;
     let mut rng = Rng::new(o.seed);
     let mut order = data.train.clone();
     let (mut losses, mut accs) = (Vec::new(), Vec::new());
@@ -216,8 +260,10 @@ pub fn run(o: &Options) -> Result<()> {
         last_loss.to_bits()
     );
     println!("test accuracy {:.2}% ({} images), wall time {wall:.2} s", 100.0 * acc, data.test.len());
-    let png = PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into())).join("om").join("train.png");
-    match plot(&png, &losses, &accs) {
+    let png = plot_path("train.png");
+    let acc_pct: Vec<f64> = accs.iter().map(|a| 100.0 * a).collect();
+    let lo = acc_pct.iter().copied().fold(100.0, f64::min).min(90.0).floor();
+    match plot(&png, ("training loss (cross-entropy)", &losses), ("test accuracy (%)", &acc_pct, lo..100.0)) {
         Ok(()) => println!("curve: {}", png.display()),
         Err(e) => eprintln!("om train: could not draw {}: {e}", png.display()),
     }
@@ -228,8 +274,16 @@ pub fn run(o: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Draws the per-epoch training loss and test accuracy side by side into a PNG.
-fn plot(path: &std::path::Path, losses: &[f64], accs: &[f64]) -> std::result::Result<(), Box<dyn std::error::Error>> {
+/// A curve's title and per-epoch values.
+type Curve<'a> = (&'a str, &'a [f64]);
+
+/// Draws the per-epoch training loss and a test metric (its title, values and y range)
+/// side by side into a PNG.
+pub(crate) fn plot(
+    path: &std::path::Path,
+    (loss_title, losses): Curve<'_>,
+    (metric_title, metric, metric_range): (&str, &[f64], std::ops::Range<f64>),
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -251,10 +305,8 @@ fn plot(path: &std::path::Path, losses: &[f64], accs: &[f64]) -> std::result::Re
         Ok::<(), Box<dyn std::error::Error>>(())
     };
     let max_loss = losses.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.05;
-    series(&left, "training loss (cross-entropy)", losses, 0.0..max_loss, RED)?;
-    let acc_pct: Vec<f64> = accs.iter().map(|a| 100.0 * a).collect();
-    let lo = acc_pct.iter().copied().fold(100.0, f64::min).min(90.0).floor();
-    series(&right, "test accuracy (%)", &acc_pct, lo..100.0, BLUE)?;
+    series(&left, loss_title, losses, 0.0..max_loss, RED)?;
+    series(&right, metric_title, metric, metric_range, BLUE)?;
     root.present()?;
     Ok(())
 }

@@ -1,0 +1,188 @@
+//! MultiheadAttention over `ops::attention`.
+
+use super::{uniform_param, Linear, Module};
+use om_core::rng::Rng;
+use om_core::{Error, Result, Tensor};
+
+/// Multi-head attention (`torch.nn.MultiheadAttention` with `batch_first=True`, equal
+/// query/key/value sizes, no dropout, no `add_bias_kv` / `add_zero_attn`).
+///
+/// Parameters, named and ordered as PyTorch's state dict: `in_proj_weight` `[3E, E]`
+/// (the query, key and value projections stacked) from `xavier_uniform_`
+/// (`U(±√(6 / 4E))`), `in_proj_bias` `[3E]` zeros, `out_proj.weight` `[E, E]` from
+/// `nn.Linear`'s default `U(±1/√E)` and `out_proj.bias` `[E]` zeros (PyTorch's
+/// `_reset_parameters` zeroes both biases). Without `bias` neither bias exists. Both
+/// weights are drawn from one generator seeded with `seed`, `in_proj_weight` first.
+pub struct MultiheadAttention {
+    /// `[3·embed_dim, embed_dim]`: rows `0..E` project the query, `E..2E` the key,
+    /// `2E..3E` the value.
+    pub in_proj_weight: Tensor,
+    /// `[3·embed_dim]`, if the layer has biases.
+    pub in_proj_bias: Option<Tensor>,
+    /// The output projection `E → E`.
+    pub out_proj: Linear,
+    /// Number of heads (divides `embed_dim`).
+    pub num_heads: usize,
+}
+
+impl MultiheadAttention {
+    /// `num_heads` heads over `embed_dim` features (`num_heads` must divide it).
+    pub fn new(embed_dim: usize, num_heads: usize, bias: bool, seed: u64) -> Result<MultiheadAttention> {
+        if embed_dim == 0 || num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
+            return Err(Error::argument(
+                "MultiheadAttention",
+                format!("embed_dim {embed_dim} must be positive and divisible by num_heads {num_heads}"),
+            ));
+        }
+        let mut rng = Rng::new(seed);
+        let xavier = (6.0 / (embed_dim + 3 * embed_dim) as f32).sqrt();
+        let in_proj_weight = uniform_param(&[3 * embed_dim, embed_dim], xavier, &mut rng)?;
+        let out_weight = uniform_param(&[embed_dim, embed_dim], 1.0 / (embed_dim as f32).sqrt(), &mut rng)?;
+        let zeros = |n: usize| -> Result<Option<Tensor>> {
+            if bias {
+                Ok(Some(Tensor::zeros(&[n])?.requires_grad()?))
+            } else {
+                Ok(None)
+            }
+        };
+        Ok(MultiheadAttention {
+            in_proj_weight,
+            in_proj_bias: zeros(3 * embed_dim)?,
+            out_proj: Linear { weight: out_weight, bias: zeros(embed_dim)? },
+            num_heads,
+        })
+    }
+
+    /// The embedding size `E`.
+    pub fn embed_dim(&self) -> usize {
+        self.in_proj_weight.shape()[1]
+    }
+
+    /// Attends from `query` `[B, Tq, E]` to `key` and `value` `[B, Tk, E]` → `[B, Tq, E]`:
+    /// the three input projections, the heads split to `[B, H, T, E/H]`, scaled dot-product
+    /// attention (scale `1/√(E/H)`) with the additive float `mask` (anything that broadcasts
+    /// to `[B, H, Tq, Tk]`, e.g. PyTorch's 2-d `attn_mask` `[Tq, Tk]`; PyTorch's 3-d
+    /// `[B·H, Tq, Tk]` reshaped to `[B, H, Tq, Tk]`), the heads joined and the output
+    /// projection. PyTorch's output with `need_weights=False`; the mask gets no gradient.
+    pub fn forward(&self, query: &Tensor, key: &Tensor, value: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let e = self.embed_dim();
+        for (arg, t) in [("query", query), ("key", key), ("value", value)] {
+            if t.rank() != 3 || t.shape()[2] != e {
+                return Err(Error::shape(
+                    "MultiheadAttention",
+                    &[query.shape(), key.shape(), value.shape()],
+                    format!("`{arg}` must be [B, T, {e}]"),
+                ));
+            }
+        }
+        if key.shape()[..2] != value.shape()[..2] || query.shape()[0] != key.shape()[0] {
+            return Err(Error::shape(
+                "MultiheadAttention",
+                &[query.shape(), key.shape(), value.shape()],
+                "query, key and value must share the batch size, key and value the length",
+            ));
+        }
+        let (h, d) = (self.num_heads, e / self.num_heads);
+        let project = |x: &Tensor, i: usize| -> Result<Tensor> {
+            let w = crate::slice(&self.in_proj_weight, 0, i * e, (i + 1) * e, 1)?;
+            let b = self.in_proj_bias.as_ref().map(|b| crate::slice(b, 0, i * e, (i + 1) * e, 1)).transpose()?;
+            let y = crate::linear(x, &w, b.as_ref())?;
+            // [B, T, E] → [B, H, T, D]
+            let (bs, t) = (x.shape()[0] as isize, x.shape()[1] as isize);
+            crate::permute(&crate::reshape(&y, vec![bs, t, h as isize, d as isize])?, vec![0, 2, 1, 3])
+        };
+        let (q, k, v) = (project(query, 0)?, project(key, 1)?, project(value, 2)?);
+        let y = crate::attention(&q, &k, &v, mask, 1.0 / (d as f32).sqrt())?;
+        let (bs, tq) = (query.shape()[0] as isize, query.shape()[1] as isize);
+        let y = crate::reshape(&crate::permute(&y, vec![0, 2, 1, 3])?, vec![bs, tq, e as isize])?;
+        self.out_proj.forward(&y)
+    }
+}
+
+impl Module for MultiheadAttention {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        let mut p = vec![("in_proj_weight".to_string(), self.in_proj_weight.clone())];
+        if let Some(b) = &self.in_proj_bias {
+            p.push(("in_proj_bias".to_string(), b.clone()));
+        }
+        p.extend(super::prefixed("out_proj", self.out_proj.parameters()));
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MultiheadAttention;
+    use crate::nn::{self, Module};
+    use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::Tensor;
+
+    /// A layer holding the oracle's parameters of case `prefix`, loaded through a weights
+    /// file with PyTorch's state-dict names.
+    fn layer(o: &Oracle, prefix: &str, bias: bool) -> MultiheadAttention {
+        let m = MultiheadAttention::new(8, 2, bias, 1).unwrap();
+        let state: Vec<(String, Tensor)> = o
+            .names()
+            .filter_map(|n| {
+                n.strip_prefix(&format!("{prefix}_"))
+                    .filter(|n| !n.starts_with('g') && n.contains("proj"))
+                    .map(|s| (s.to_string(), o.get(n)))
+            })
+            .collect();
+        assert_eq!(state.len(), m.parameters().len(), "{prefix}: {state:?}");
+        let path = std::env::temp_dir().join(format!("om_mha_{prefix}_{}.safetensors", std::process::id()));
+        om_core::io::save(&path, state.iter().map(|(n, t)| (n.as_str(), t))).unwrap();
+        nn::load(&m, &path).unwrap();
+        std::fs::remove_file(&path).ok();
+        m
+    }
+
+    #[test]
+    fn cross_attention_with_mask_matches_pytorch() {
+        let o = Oracle::load_file("mha", "tools/oracle_mha.py");
+        both_modes(|| {
+            let m = layer(&o, "cross", true);
+            let (q, k, v) = (o.get("cross_q"), o.get("cross_k"), o.get("cross_v"));
+            let mask = o.get("cross_mask").detach();
+            let y = m.forward(&q, &k, &v, Some(&mask)).unwrap();
+            assert_close("mha_cross_y", &y, &o.get("cross_y"));
+            let params = m.parameters();
+            let mut inputs: Vec<(&str, &Tensor)> = vec![("q", &q), ("k", &k), ("v", &v)];
+            inputs.extend(params.iter().map(|(n, t)| (n.as_str(), t)));
+            o.check_grads("cross", &y, &inputs);
+        });
+    }
+
+    #[test]
+    fn self_attention_without_bias_matches_pytorch() {
+        let o = Oracle::load_file("mha", "tools/oracle_mha.py");
+        both_modes(|| {
+            let m = layer(&o, "self", false);
+            let q = o.get("self_q");
+            let y = m.forward(&q, &q, &q, None).unwrap();
+            assert_close("mha_self_y", &y, &o.get("self_y"));
+            let params = m.parameters();
+            let mut inputs: Vec<(&str, &Tensor)> = vec![("q", &q)];
+            inputs.extend(params.iter().map(|(n, t)| (n.as_str(), t)));
+            o.check_grads("self", &y, &inputs);
+        });
+    }
+
+    #[test]
+    fn initialisation_follows_pytorch() {
+        let m = MultiheadAttention::new(16, 4, true, 3).unwrap();
+        let names: Vec<String> = m.parameters().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]);
+        assert_eq!(m.in_proj_weight.shape(), &[48, 16]);
+        let xavier = (6.0f32 / 64.0).sqrt();
+        let w = m.in_proj_weight.to_vec();
+        assert!(w.iter().all(|x| x.abs() <= xavier));
+        assert!(w.iter().any(|x| x.abs() > 0.9 * xavier), "in_proj_weight should fill U(±{xavier})");
+        assert!(m.out_proj.weight.to_vec().iter().all(|x| x.abs() <= 0.25));
+        assert!(m.in_proj_bias.as_ref().unwrap().to_vec().iter().all(|&x| x == 0.0));
+        assert!(m.out_proj.bias.as_ref().unwrap().to_vec().iter().all(|&x| x == 0.0));
+        let plain = MultiheadAttention::new(16, 4, false, 3).unwrap();
+        assert_eq!(plain.parameters().len(), 2);
+        assert!(MultiheadAttention::new(10, 4, true, 0).is_err());
+    }
+}
