@@ -187,6 +187,14 @@ impl Tensor {
         true
     }
 
+    /// Fails with [`Error::DType`] naming `op` and `arg` unless the tensor is `f32`.
+    pub fn expect_f32(&self, op: &'static str, arg: &'static str) -> Result<()> {
+        if self.dtype() != DType::F32 {
+            return Err(Error::DType { op, arg, expected: DType::F32, got: self.dtype() });
+        }
+        Ok(())
+    }
+
     /// The storage's version counter (bumped by every in-place write).
     pub fn version(&self) -> u64 {
         self.0.storage.version()

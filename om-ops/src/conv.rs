@@ -4,18 +4,11 @@
 
 use om_core::compute::Compute;
 use om_core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
-use om_core::{Case, DType, Error, Result, Tensor};
+use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["conv2d"];
-
-fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() != DType::F32 {
-        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
-    }
-    Ok(())
-}
 
 /// Validates the shapes and attributes of a convolution and returns its geometry.
 /// `bias` is `None` when absent.
@@ -105,10 +98,10 @@ pub mod conv2d {
         dilation: [usize; 2],
         groups: usize,
     ) -> Result<Tensor> {
-        check_f32(NAME, "x", x)?;
-        check_f32(NAME, "w", w)?;
+        x.expect_f32(NAME, "x")?;
+        w.expect_f32(NAME, "w")?;
         if let Some(b) = bias {
-            check_f32(NAME, "bias", b)?;
+            b.expect_f32(NAME, "bias")?;
         }
         let geo = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
         let settings = Compute::settings();

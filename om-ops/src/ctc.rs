@@ -4,7 +4,6 @@
 //! every platform. Definitions, accuracy and the difference from PyTorch's gradient are in
 //! `docs/ctc.md`.
 
-use crate::norm::check_f32;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -109,7 +108,7 @@ pub fn ctc_loss<'a, 'b>(
     zero_infinity: bool,
 ) -> Result<Tensor> {
     const OP: &str = primitive::ctc_loss::NAME;
-    check_f32(OP, "log_probs", log_probs)?;
+    log_probs.expect_f32(OP, "log_probs")?;
     if log_probs.rank() != 3 {
         return Err(Error::shape(OP, &[log_probs.shape()], "`log_probs` must be [T, B, C]"));
     }

@@ -4,7 +4,6 @@
 //! Backward adds each gradient row to its table row in id order (the rows of one id summed
 //! in f64 in the order the ids appear, rounded once), skipping the padding id.
 
-use crate::norm::check_f32;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -30,7 +29,7 @@ pub mod embedding {
     use super::*;
 
     pub fn forward(weight: &Tensor, ids: &Tensor, padding_idx: Option<i64>) -> Result<Tensor> {
-        check_f32(NAME, "weight", weight)?;
+        weight.expect_f32(NAME, "weight")?;
         if ids.dtype() != DType::I32 {
             return Err(Error::DType { op: NAME, arg: "ids", expected: DType::I32, got: ids.dtype() });
         }

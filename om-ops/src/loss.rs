@@ -2,7 +2,6 @@
 //! targets, mean or sum, with an optional ignored target value). The sum runs in f64 in
 //! row order and rounds once.
 
-use crate::norm::check_f32;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -34,7 +33,7 @@ pub mod nll_loss {
     use super::*;
 
     pub fn forward(logp: &Tensor, targets: &Tensor, mean: bool, ignore_index: Option<i64>) -> Result<Tensor> {
-        check_f32(NAME, "logp", logp)?;
+        logp.expect_f32(NAME, "logp")?;
         if targets.dtype() != DType::I32 {
             return Err(Error::DType { op: NAME, arg: "targets", expected: DType::I32, got: targets.dtype() });
         }
@@ -137,7 +136,7 @@ pub mod cross_entropy {
     use super::*;
 
     pub fn forward(logits: &Tensor, targets: &Tensor, mean: bool, ignore_index: Option<i64>) -> Result<Tensor> {
-        check_f32(NAME, "logits", logits)?;
+        logits.expect_f32(NAME, "logits")?;
         if logits.rank() != 2 {
             return Err(Error::shape(NAME, &[logits.shape()], "logits must be [N, C]"));
         }

@@ -6,24 +6,16 @@
 //! give the same bits.
 
 use om_core::pool::F64Scratch;
-use om_core::{Case, DType, Error, Result, Tensor};
+use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["layer_norm", "batch_norm2d"];
 
-/// `t` must be `f32`.
-pub(crate) fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() != DType::F32 {
-        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
-    }
-    Ok(())
-}
-
 /// An optional per-feature tensor must be `f32` of shape `[len]`.
 fn check_param(op: &'static str, arg: &'static str, t: Option<&Tensor>, len: usize, x: &Tensor) -> Result<()> {
     if let Some(t) = t {
-        check_f32(op, arg, t)?;
+        t.expect_f32(op, arg)?;
         if t.shape() != [len] {
             return Err(Error::shape(op, &[x.shape(), t.shape()], format!("`{arg}` must have shape [{len}], got {:?}", t.shape())));
         }
@@ -60,7 +52,7 @@ pub mod layer_norm {
     use super::*;
 
     pub fn forward(x: &Tensor, gamma: Option<&Tensor>, beta: Option<&Tensor>, eps: f32) -> Result<(Tensor, Owned)> {
-        check_f32(NAME, "x", x)?;
+        x.expect_f32(NAME, "x")?;
         let Some(&d) = x.shape().last() else {
             return Err(Error::shape(NAME, &[x.shape()], "x needs at least one axis (the normalised one)"));
         };
@@ -273,7 +265,7 @@ pub mod batch_norm2d {
         momentum: f32,
         eps: f32,
     ) -> Result<(Tensor, Owned)> {
-        check_f32(NAME, "x", x)?;
+        x.expect_f32(NAME, "x")?;
         if x.rank() != 4 {
             return Err(Error::shape(NAME, &[x.shape()], format!("x must be [N, C, H, W], got rank {}", x.rank())));
         }

@@ -3,7 +3,7 @@
 //! `docs/ops-conv.md` for ties, NaN and padding). Scalar code in output scan order.
 
 use om_core::pool::Buffer;
-use om_core::{Case, DType, Error, Result, Tensor};
+use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
@@ -98,13 +98,6 @@ fn geometry(
     })
 }
 
-fn check_f32(op: &'static str, x: &Tensor) -> Result<()> {
-    if x.dtype() != DType::F32 {
-        return Err(Error::DType { op, arg: "x", expected: DType::F32, got: x.dtype() });
-    }
-    Ok(())
-}
-
 /// Values with gaps of at least 0.05 in a pseudo-random order, so that every window has
 /// one clear maximum and central differences with the default step stay valid.
 fn distinct_input(shape: &[usize], seed: u64) -> Tensor {
@@ -131,7 +124,7 @@ pub mod max_pool2d {
         padding: [usize; 2],
         dilation: [usize; 2],
     ) -> Result<(Tensor, Owned)> {
-        check_f32(NAME, x)?;
+        x.expect_f32(NAME, "x")?;
         let geo = geometry(NAME, x.shape(), kernel, stride, padding, dilation)?;
         if i32::try_from(geo.h * geo.w).is_err() {
             return Err(Error::argument(NAME, format!("an image of {}×{} is too large for i32 indices", geo.h, geo.w)));
@@ -236,7 +229,7 @@ pub mod avg_pool2d {
     }
 
     pub fn forward(x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool) -> Result<Tensor> {
-        check_f32(NAME, x)?;
+        x.expect_f32(NAME, "x")?;
         let geo = geometry(NAME, x.shape(), kernel, stride, padding, [1, 1])?;
         let out_shape = [x.shape()[0], x.shape()[1], geo.oh, geo.ow];
         x.with_f32(|xs| {
@@ -305,7 +298,7 @@ pub mod global_avg_pool2d {
     use super::*;
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
-        check_f32(NAME, x)?;
+        x.expect_f32(NAME, "x")?;
         let s = x.shape();
         if s.len() != 4 {
             return Err(Error::shape(NAME, &[s], format!("`x` must be [N, C, H, W] (rank 4), got rank {}", s.len())));

@@ -15,7 +15,7 @@ use om_core::compute::{Compute, Settings};
 use om_core::kernels::gemm::gemm;
 use om_core::kernels::math;
 use om_core::pool::{Buffer, F64Scratch};
-use om_core::{Case, DType, Error, Result, Tensor};
+use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
@@ -76,14 +76,6 @@ struct Dims {
     h: usize,
 }
 
-/// `t` must be `f32`.
-fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() != DType::F32 {
-        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
-    }
-    Ok(())
-}
-
 /// Validates the tensors of one layer with `gates` gate blocks (4 for LSTM, 3 for GRU).
 /// `x_shape` is the layer input's shape `[T, B, I]`; `states` are the optional `[B, H]`
 /// initial states with their names.
@@ -98,16 +90,16 @@ fn check_layer(
     b_hh: Option<&Tensor>,
     states: &[(&'static str, Option<&Tensor>)],
 ) -> Result<Dims> {
-    check_f32(op, "w_ih", w_ih)?;
-    check_f32(op, "w_hh", w_hh)?;
+    w_ih.expect_f32(op, "w_ih")?;
+    w_hh.expect_f32(op, "w_hh")?;
     for (arg, b) in [("b_ih", b_ih), ("b_hh", b_hh)] {
         if let Some(b) = b {
-            check_f32(op, arg, b)?;
+            b.expect_f32(op, arg)?;
         }
     }
     for &(arg, s) in states {
         if let Some(s) = s {
-            check_f32(op, arg, s)?;
+            s.expect_f32(op, arg)?;
         }
     }
     if x_shape.len() != 3 {
@@ -316,7 +308,7 @@ pub mod lstm_layer {
         c0: Option<&Tensor>,
         reverse: bool,
     ) -> Result<(Tensor, Owned)> {
-        check_f32(NAME, "x", x)?;
+        x.expect_f32(NAME, "x")?;
         let dm = check_layer(NAME, 4, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (4 * h, b * h);
@@ -539,7 +531,7 @@ pub mod gru_layer {
         h0: Option<&Tensor>,
         reverse: bool,
     ) -> Result<(Tensor, Owned)> {
-        check_f32(NAME, "x", x)?;
+        x.expect_f32(NAME, "x")?;
         let dm = check_layer(NAME, 3, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (3 * h, b * h);
@@ -800,7 +792,7 @@ fn check_stack(
     states: &[(&'static str, Option<&Tensor>)],
     config: RnnConfig,
 ) -> Result<(Tensor, usize)> {
-    check_f32(op, "x", x)?;
+    x.expect_f32(op, "x")?;
     if x.rank() != 3 {
         let layout = if config.batch_first { "[B, T, I]" } else { "[T, B, I]" };
         return Err(Error::shape(op, &[x.shape()], format!("x must be {layout} (rank 3), got rank {}", x.rank())));
@@ -836,7 +828,7 @@ fn check_stack(
     }
     for &(arg, s) in states {
         if let Some(s) = s {
-            check_f32(op, arg, s)?;
+            s.expect_f32(op, arg)?;
             if s.shape() != [config.layers * dirs, b, h] {
                 return Err(Error::shape(
                     op,

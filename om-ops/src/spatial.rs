@@ -5,18 +5,11 @@
 
 use om_core::compute::Compute;
 use om_core::kernels::conv::{channel_sums, conv2d_backward_weight, conv2d_forward, conv_transpose2d_forward, ConvGeom};
-use om_core::{Case, DType, Error, Result, Tensor};
+use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["conv_transpose2d", "resize2d"];
-
-fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() != DType::F32 {
-        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
-    }
-    Ok(())
-}
 
 /// Validates a transposed convolution and returns the geometry of the convolution it is
 /// the adjoint of: that convolution's input is the transposed convolution's output
@@ -145,10 +138,10 @@ pub mod conv_transpose2d {
         dilation: [usize; 2],
         groups: usize,
     ) -> Result<Tensor> {
-        check_f32(NAME, "x", x)?;
-        check_f32(NAME, "w", w)?;
+        x.expect_f32(NAME, "x")?;
+        w.expect_f32(NAME, "w")?;
         if let Some(b) = bias {
-            check_f32(NAME, "bias", b)?;
+            b.expect_f32(NAME, "bias")?;
         }
         let geo =
             transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
@@ -351,7 +344,7 @@ pub mod resize2d {
     use super::*;
 
     pub fn forward(x: &Tensor, out_h: usize, out_w: usize, mode: ResizeMode, align_corners: bool) -> Result<Tensor> {
-        check_f32(NAME, "x", x)?;
+        x.expect_f32(NAME, "x")?;
         let (planes, h, w) = resize_geometry(NAME, x.shape(), out_h, out_w, mode, align_corners)?;
         let (ty, tx) = (taps(mode, align_corners, h, out_h), taps(mode, align_corners, w, out_w));
         let out_shape = [x.shape()[0], x.shape()[1], out_h, out_w];

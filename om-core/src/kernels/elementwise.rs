@@ -5,22 +5,14 @@
 //! closure, for the few maps that have no lane kernel.
 
 use crate::compute::Compute;
-use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kernels::lanes::{self, Binary, Src, Unary};
 use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
 use crate::tensor::Tensor;
 
-fn check_f32(op: &'static str, arg: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() != DType::F32 {
-        return Err(Error::DType { op, arg, expected: DType::F32, got: t.dtype() });
-    }
-    Ok(())
-}
-
 /// `out[i] = f(x[i])` as a new contiguous tensor of `x`'s shape.
 pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
-    check_f32(op, "x", x)?;
+    x.expect_f32(op, "x")?;
     let shape = x.shape().to_vec();
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
@@ -37,8 +29,8 @@ pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Ten
 
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b`, as a new contiguous tensor.
 pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
-    check_f32(op, "a", a)?;
-    check_f32(op, "b", b)?;
+    a.expect_f32(op, "a")?;
+    b.expect_f32(op, "b")?;
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
     let os = contiguous_strides(&shape);
     let sa = broadcast_strides(a.shape(), a.strides(), &shape);
@@ -68,7 +60,7 @@ fn src(data: &[f32], start: usize, len: usize, step: usize) -> Src<'_> {
 
 /// `out[i] = op(x[i])` on the lane loops, as a new contiguous tensor of `x`'s shape.
 pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
-    check_f32(name, "x", x)?;
+    x.expect_f32(name, "x")?;
     let settings = Compute::settings();
     let shape = x.shape().to_vec();
     let os = contiguous_strides(&shape);
@@ -85,8 +77,8 @@ pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
 
 /// `out[i] = op(a[i], b[i])` on the lane loops after broadcasting, as a new contiguous tensor.
 pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
-    check_f32(name, "a", a)?;
-    check_f32(name, "b", b)?;
+    a.expect_f32(name, "a")?;
+    b.expect_f32(name, "b")?;
     let settings = Compute::settings();
     let shape = broadcast_shapes(name, a.shape(), b.shape())?;
     let os = contiguous_strides(&shape);
