@@ -3,58 +3,9 @@
 
 use om_core::{io, no_grad, rng::Rng, Compute, Mode, Result, Tensor};
 use om_ops as ops;
-use om_ops::nn::{prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Module};
+use om_ops::models::DigitNet;
+use om_ops::nn::Module;
 use om_ops::optim::{Adam, Optimizer};
-
-struct Net {
-    conv1: Conv2d,
-    bn1: BatchNorm2d,
-    conv2: Conv2d,
-    bn2: BatchNorm2d,
-    fc: Linear,
-}
-
-impl Net {
-    fn new(seed: u64) -> Result<Net> {
-        Ok(Net {
-            conv1: Conv2d::with_options(1, 8, [3, 3], Conv2dOptions::padding(1), seed)?,
-            bn1: BatchNorm2d::new(8)?,
-            conv2: Conv2d::with_options(8, 16, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
-            bn2: BatchNorm2d::new(16)?,
-            fc: Linear::new(16 * 4 * 4, 10, seed + 2)?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
-        let b = h.shape()[0] as isize;
-        self.fc.forward(&ops::reshape(&h, vec![b, -1])?)
-    }
-}
-
-impl Module for Net {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv1", self.conv1.parameters());
-        p.extend(prefixed("bn1", self.bn1.parameters()));
-        p.extend(prefixed("conv2", self.conv2.parameters()));
-        p.extend(prefixed("bn2", self.bn2.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        let mut b = prefixed("bn1", self.bn1.buffers());
-        b.extend(prefixed("bn2", self.bn2.buffers()));
-        b
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.bn1.set_training(training);
-        self.bn2.set_training(training);
-    }
-}
 
 #[test]
 fn a_conv_net_learns_the_digits() -> Result<()> {
@@ -70,7 +21,7 @@ fn a_conv_net_learns_the_digits() -> Result<()> {
     };
     let targets = |y: Vec<i32>| Tensor::from_vec_i32(y.clone(), &[y.len()]);
 
-    let mut net = Net::new(3)?;
+    let mut net = DigitNet::new([8, 16], 3)?;
     let mut opt = Adam::new(net.parameter_tensors(), 0.01)?;
     let mut rng = Rng::new(11);
     let (mut steps, mut first_loss, mut last_loss) = (0, None, 0.0);

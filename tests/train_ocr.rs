@@ -5,78 +5,13 @@
 //! 250 steps reach about 0.5%, the bound is 25%).
 
 use om_core::{io, no_grad, rng::Rng, Compute, Mode, Result, Tensor};
-use om_ops::nn::{prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Lstm, Module};
+use om_ops::models::{edit_distance, greedy_decode, Crnn};
+use om_ops::nn::Module;
 use om_ops::optim::{Adam, Optimizer};
-use om_ops::{self as ops, Reduction, RnnConfig};
+use om_ops::{self as ops, Reduction};
 
 const MAX_LEN: usize = 8;
 const WIDTH: usize = 8 * MAX_LEN;
-const CLASSES: usize = 11;
-
-struct Crnn {
-    conv1: Conv2d,
-    bn1: BatchNorm2d,
-    conv2: Conv2d,
-    bn2: BatchNorm2d,
-    rnn: Lstm,
-    fc: Linear,
-}
-
-impl Crnn {
-    fn new(seed: u64) -> Result<Crnn> {
-        Ok(Crnn {
-            conv1: Conv2d::with_options(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
-            bn1: BatchNorm2d::new(16)?,
-            conv2: Conv2d::with_options(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
-            bn2: BatchNorm2d::new(32)?,
-            rnn: Lstm::new(64, 64, RnnConfig { layers: 1, bidirectional: true, batch_first: true }, seed + 2)?,
-            fc: Linear::new(128, CLASSES, seed + 3)?,
-        })
-    }
-
-    /// `[B, 1, 8, W]` → log-probabilities `[W/2, B, 11]`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
-        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1])?;
-        let (b, t) = (h.shape()[0] as isize, h.shape()[3] as isize);
-        let frames = ops::reshape(&ops::permute(&h, vec![0, 3, 1, 2])?, vec![b, t, -1])?;
-        let logits = self.fc.forward(&self.rnn.forward(&frames, None, None)?.y)?;
-        ops::log_softmax(&ops::permute(&logits, vec![1, 0, 2])?)
-    }
-}
-
-impl Module for Crnn {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv1", self.conv1.parameters());
-        p.extend(prefixed("bn1", self.bn1.parameters()));
-        p.extend(prefixed("conv2", self.conv2.parameters()));
-        p.extend(prefixed("bn2", self.bn2.parameters()));
-        p.extend(prefixed("rnn", self.rnn.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.bn1.set_training(training);
-        self.bn2.set_training(training);
-    }
-}
-
-fn edit_distance(a: &[i32], b: &[i32]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &x) in a.iter().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &y) in b.iter().enumerate() {
-            let next = (diag + usize::from(x != y)).min(row[j] + 1).min(row[j + 1] + 1);
-            diag = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
 
 #[test]
 fn a_crnn_trained_with_ctc_reads_held_out_digit_strings() -> Result<()> {
@@ -129,20 +64,8 @@ fn a_crnn_trained_with_ctc_reads_held_out_digit_strings() -> Result<()> {
     let held_out = strings(&test, 200, &mut Rng::new(99));
     let (x, _, input_lengths, _) = batch(&held_out)?;
     let lp = no_grad(|| net.forward(&x))?;
-    let (t, b) = (lp.shape()[0], lp.shape()[1]);
-    let lp = lp.to_vec();
     let (mut errors, mut chars) = (0, 0);
-    for (s, string) in held_out.iter().enumerate() {
-        let mut hyp = Vec::new();
-        let mut prev = 0;
-        for f in 0..input_lengths[s].min(t) {
-            let row = &lp[(f * b + s) * CLASSES..(f * b + s + 1) * CLASSES];
-            let best = row.iter().enumerate().fold(0, |m, (i, &v)| if v > row[m] { i } else { m });
-            if best != 0 && best != prev {
-                hyp.push(best as i32 - 1);
-            }
-            prev = best;
-        }
+    for (string, hyp) in held_out.iter().zip(greedy_decode(&lp, &input_lengths)) {
         let reference: Vec<i32> = string.iter().map(|&r| labels[r]).collect();
         errors += edit_distance(&hyp, &reference);
         chars += reference.len();

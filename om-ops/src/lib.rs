@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
 pub mod loss;
+pub mod models;
 pub mod nn;
 pub mod norm;
 pub mod optim;

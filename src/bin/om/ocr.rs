@@ -6,9 +6,10 @@
 use crate::train::{plot, plot_path, progress_style, Digits, Options};
 use indicatif::{ProgressBar, ProgressDrawTarget};
 use onemodel::core::rng::Rng;
-use onemodel::ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Lstm, Module};
+use onemodel::ops::models::{edit_distance, greedy_decode, Crnn};
+use onemodel::ops::nn::{self, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
-use onemodel::ops::{Reduction, RnnConfig};
+use onemodel::ops::Reduction;
 use onemodel::{no_grad, ops, Compute, Result, Tensor};
 use std::time::Instant;
 
@@ -27,73 +28,9 @@ const WIDTH: usize = 8 * MAX_LEN;
 /// Frames per digit after the network's width pooling (8 columns → 4 frames).
 const FRAMES_PER_DIGIT: usize = 4;
 /// Classes: the CTC blank (0) and the digits 0–9 as 1–10.
-const CLASSES: usize = 11;
 /// Training strings per epoch (fresh each epoch) and held-out strings.
 const TRAIN_STRINGS: usize = 4000;
 const TEST_STRINGS: usize = 1000;
-
-/// conv 1→16 3×3 pad 1, BN, ReLU, max-pool 2×2, conv 16→32 3×3 pad 1, BN, ReLU, max-pool
-/// 2×1 (height only), the 32 channels × 2 rows of each column as a 64-feature frame,
-/// bidirectional LSTM 64 → 2×64, linear 128 → 11, log-softmax.
-struct Crnn {
-    conv1: Conv2d,
-    bn1: BatchNorm2d,
-    conv2: Conv2d,
-    bn2: BatchNorm2d,
-    rnn: Lstm,
-    fc: Linear,
-}
-
-impl Crnn {
-    fn new(seed: u64) -> Result<Crnn> {
-        let config = RnnConfig { layers: 1, bidirectional: true, batch_first: true };
-        Ok(Crnn {
-            conv1: Conv2d::with_options(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
-            bn1: BatchNorm2d::new(16)?,
-            conv2: Conv2d::with_options(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
-            bn2: BatchNorm2d::new(32)?,
-            rnn: Lstm::new(64, 64, config, seed + 2)?,
-            fc: Linear::new(128, CLASSES, seed + 3)?,
-        })
-    }
-
-    /// Images `[B, 1, 8, W]` → log-probabilities `[W/2, B, 11]` (time-major, as CTC wants).
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
-        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1])?;
-        // [B, C, H, T] → [B, T, C·H]
-        let (b, t) = (h.shape()[0] as isize, h.shape()[3] as isize);
-        let frames = ops::reshape(&ops::permute(&h, vec![0, 3, 1, 2])?, vec![b, t, -1])?;
-        let y = self.rnn.forward(&frames, None, None)?.y;
-        let logits = self.fc.forward(&y)?;
-        ops::log_softmax(&ops::permute(&logits, vec![1, 0, 2])?)
-    }
-}
-
-impl Module for Crnn {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv1", self.conv1.parameters());
-        p.extend(prefixed("bn1", self.bn1.parameters()));
-        p.extend(prefixed("conv2", self.conv2.parameters()));
-        p.extend(prefixed("bn2", self.bn2.parameters()));
-        p.extend(prefixed("rnn", self.rnn.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        let mut b = prefixed("bn1", self.bn1.buffers());
-        b.extend(prefixed("bn2", self.bn2.buffers()));
-        b
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.bn1.set_training(training);
-        self.bn2.set_training(training);
-    }
-}
 
 /// `n` strings of `MIN_LEN..=MAX_LEN` image rows drawn (with replacement) from `pool`.
 fn strings(pool: &[usize], n: usize, rng: &mut Rng) -> Vec<Vec<usize>> {
@@ -132,43 +69,6 @@ fn batch(data: &Digits, rows: &[Vec<usize>]) -> Result<Batch> {
         target_lengths: rows.iter().map(Vec::len).collect(),
         input_lengths: rows.iter().map(|s| FRAMES_PER_DIGIT * s.len()).collect(),
     })
-}
-
-/// Greedy CTC decoding of `log_probs` `[T, B, C]`: per sequence, the arg-max class of each
-/// of its first `lengths[b]` frames, repeats collapsed, blanks (0) dropped, as digits.
-fn greedy_decode(log_probs: &Tensor, lengths: &[usize]) -> Vec<Vec<i32>> {
-    let (t, b, c) = (log_probs.shape()[0], log_probs.shape()[1], log_probs.shape()[2]);
-    let lp = log_probs.to_vec();
-    (0..b)
-        .map(|s| {
-            let mut out = Vec::new();
-            let mut prev = 0;
-            for f in 0..lengths[s].min(t) {
-                let row = &lp[(f * b + s) * c..(f * b + s + 1) * c];
-                let best = row.iter().enumerate().fold(0, |m, (i, &v)| if v > row[m] { i } else { m });
-                if best != 0 && best != prev {
-                    out.push(best as i32 - 1);
-                }
-                prev = best;
-            }
-            out
-        })
-        .collect()
-}
-
-/// Levenshtein distance between two label sequences.
-fn edit_distance(a: &[i32], b: &[i32]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &x) in a.iter().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &y) in b.iter().enumerate() {
-            let next = (diag + usize::from(x != y)).min(row[j] + 1).min(row[j + 1] + 1);
-            diag = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 /// Character error rate on `strings` (total edit distance / total reference length) and
@@ -273,30 +173,4 @@ pub fn run(o: &Options) -> Result<()> {
         println!("weights: {}", path.display());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn edit_distance_counts_insertions_deletions_substitutions() {
-        assert_eq!(edit_distance(&[1, 2, 3], &[1, 2, 3]), 0);
-        assert_eq!(edit_distance(&[1, 2, 3], &[1, 3]), 1);
-        assert_eq!(edit_distance(&[], &[4, 5]), 2);
-        assert_eq!(edit_distance(&[1, 2, 3, 4], &[2, 1, 3, 5]), 3);
-    }
-
-    #[test]
-    fn greedy_decoding_collapses_repeats_and_drops_blanks() {
-        // frames (one sequence): 3 3 0 3 5 5 0 → digits 2 2 4
-        let classes = [3usize, 3, 0, 3, 5, 5, 0];
-        let mut lp = vec![-10.0f32; classes.len() * CLASSES];
-        for (f, &c) in classes.iter().enumerate() {
-            lp[f * CLASSES + c] = 0.0;
-        }
-        let lp = Tensor::from_vec(lp, &[classes.len(), 1, CLASSES]).unwrap();
-        assert_eq!(greedy_decode(&lp, &[7]), vec![vec![2, 2, 4]]);
-        assert_eq!(greedy_decode(&lp, &[4]), vec![vec![2, 2]]);
-    }
 }

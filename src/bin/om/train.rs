@@ -4,7 +4,8 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use onemodel::core::{io, rng::Rng};
-use onemodel::ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Module};
+use onemodel::ops::models::DigitNet;
+use onemodel::ops::nn::{self, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
 use std::path::PathBuf;
@@ -71,59 +72,6 @@ impl Options {
             }
         }
         Ok(o)
-    }
-}
-
-/// conv 1→16 3×3 pad 1, BN, ReLU, conv 16→32 3×3 pad 1, BN, ReLU, max-pool 2, flatten,
-/// linear 512 → 10.
-struct DigitNet {
-    conv1: Conv2d,
-    bn1: BatchNorm2d,
-    conv2: Conv2d,
-    bn2: BatchNorm2d,
-    fc: Linear,
-}
-
-impl DigitNet {
-    fn new(seed: u64) -> Result<DigitNet> {
-        Ok(DigitNet {
-            conv1: Conv2d::with_options(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
-            bn1: BatchNorm2d::new(16)?,
-            conv2: Conv2d::with_options(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
-            bn2: BatchNorm2d::new(32)?,
-            fc: Linear::new(32 * 4 * 4, 10, seed + 2)?,
-        })
-    }
-
-    /// `[B, 1, 8, 8]` → logits `[B, 10]`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
-        let b = h.shape()[0] as isize;
-        self.fc.forward(&ops::reshape(&h, vec![b, -1])?)
-    }
-}
-
-impl Module for DigitNet {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv1", self.conv1.parameters());
-        p.extend(prefixed("bn1", self.bn1.parameters()));
-        p.extend(prefixed("conv2", self.conv2.parameters()));
-        p.extend(prefixed("bn2", self.bn2.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        let mut b = prefixed("bn1", self.bn1.buffers());
-        b.extend(prefixed("bn2", self.bn2.buffers()));
-        b
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.bn1.set_training(training);
-        self.bn2.set_training(training);
     }
 }
 
@@ -198,7 +146,7 @@ fn run_digits(o: &Options) -> Result<()> {
     Compute::set_threads(o.threads)?;
     Compute::set_mode(o.mode);
     let data = Digits::load()?;
-    let mut model = DigitNet::new(o.seed)?;
+    let mut model = DigitNet::new([16, 32], o.seed)?;
     let mut opt = Adam::new(model.parameter_tensors(), o.lr)?;
     let n_params: usize = model.parameters().iter().map(|(_, t)| t.numel()).sum();
     println!(
