@@ -15,8 +15,10 @@
 
 #![warn(missing_docs)]
 
+pub mod arith;
 pub mod autograd;
 pub mod compute;
+mod display;
 pub mod dtype;
 pub mod error;
 pub mod gradcheck;

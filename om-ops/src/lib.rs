@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
 pub mod loss;
+pub mod methods;
 pub mod models;
 pub mod nn;
 pub mod norm;
@@ -31,6 +32,7 @@ pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluFo
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
 pub use loss::{cross_entropy, nll_loss};
+pub use methods::TensorOps;
 pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use probability::{log_softmax, softmax};

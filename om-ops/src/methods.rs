@@ -1,0 +1,177 @@
+//! Method syntax for the operators (`x.matmul(&w)?.relu()?`) and the registration that
+//! makes `&a + &b`, `&a - &b`, `&a * &b`, `&a / &b` and `-&a` call the operators of this
+//! crate (see `om_core::arith`). Every method is the operator of the same name.
+//!
+//! ```
+//! use om_ops::{Tensor, TensorOps};
+//! let x = Tensor::from_vec(vec![1.0, -2.0, 3.0, -4.0], &[2, 2])?;
+//! let w = Tensor::ones(&[2, 3])?;
+//! let y = x.matmul(&w)?.relu()?.sum_all()?; // each row of x sums to -1, so relu gives 0
+//! assert_eq!(y.item()?, 0.0);
+//! let z = ((&x + &x)? * &x)?;
+//! assert_eq!(z.to_vec(), vec![2.0, 8.0, 18.0, 32.0]);
+//! # Ok::<(), om_ops::Error>(())
+//! ```
+
+use crate::GeluForm;
+use om_core::{DType, Result, Tensor};
+
+om_core::__private::inventory::submit! {
+    om_core::arith::Arith { add: crate::add, sub: crate::sub, mul: crate::mul, div: crate::div, neg: crate::neg }
+}
+
+/// The operators as methods on [`Tensor`]; bring it into scope with
+/// `use onemodel::prelude::*` or `use om_ops::TensorOps`.
+pub trait TensorOps {
+    /// [`crate::add`]
+    fn add(&self, other: &Tensor) -> Result<Tensor>;
+    /// [`crate::sub`]
+    fn sub(&self, other: &Tensor) -> Result<Tensor>;
+    /// [`crate::mul`]
+    fn mul(&self, other: &Tensor) -> Result<Tensor>;
+    /// [`crate::div`]
+    fn div(&self, other: &Tensor) -> Result<Tensor>;
+    /// [`crate::neg`]
+    fn neg(&self) -> Result<Tensor>;
+    /// [`crate::relu`]
+    fn relu(&self) -> Result<Tensor>;
+    /// [`crate::sigmoid`]
+    fn sigmoid(&self) -> Result<Tensor>;
+    /// [`crate::tanh`]
+    fn tanh(&self) -> Result<Tensor>;
+    /// [`crate::gelu`] (erf form)
+    fn gelu(&self) -> Result<Tensor>;
+    /// [`crate::matmul`]
+    fn matmul(&self, other: &Tensor) -> Result<Tensor>;
+    /// [`crate::sum`] over every element
+    fn sum_all(&self) -> Result<Tensor>;
+    /// [`crate::sum`] over one axis
+    fn sum_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
+    /// [`crate::mean`] over every element
+    fn mean_all(&self) -> Result<Tensor>;
+    /// [`crate::mean`] over one axis
+    fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
+    /// [`crate::softmax`] over the last axis
+    fn softmax(&self) -> Result<Tensor>;
+    /// [`crate::log_softmax`] over the last axis
+    fn log_softmax(&self) -> Result<Tensor>;
+    /// [`crate::reshape`] (one `-1` is inferred)
+    fn reshape(&self, shape: &[isize]) -> Result<Tensor>;
+    /// [`crate::transpose`]
+    fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor>;
+    /// [`crate::permute`]
+    fn permute(&self, dims: &[isize]) -> Result<Tensor>;
+    /// [`crate::unsqueeze`]
+    fn unsqueeze(&self, axis: isize) -> Result<Tensor>;
+    /// [`crate::squeeze`]
+    fn squeeze(&self, axis: Option<isize>) -> Result<Tensor>;
+    /// [`crate::slice`] with step 1
+    fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor>;
+    /// [`crate::select`]
+    fn select(&self, axis: isize, index: isize) -> Result<Tensor>;
+    /// [`crate::expand`]
+    fn expand(&self, shape: &[isize]) -> Result<Tensor>;
+    /// [`crate::contiguous`]
+    fn contiguous(&self) -> Result<Tensor>;
+    /// [`crate::cast`]
+    fn cast(&self, dtype: DType) -> Result<Tensor>;
+}
+
+impl TensorOps for Tensor {
+    fn add(&self, other: &Tensor) -> Result<Tensor> {
+        crate::add(self, other)
+    }
+    fn sub(&self, other: &Tensor) -> Result<Tensor> {
+        crate::sub(self, other)
+    }
+    fn mul(&self, other: &Tensor) -> Result<Tensor> {
+        crate::mul(self, other)
+    }
+    fn div(&self, other: &Tensor) -> Result<Tensor> {
+        crate::div(self, other)
+    }
+    fn neg(&self) -> Result<Tensor> {
+        crate::neg(self)
+    }
+    fn relu(&self) -> Result<Tensor> {
+        crate::relu(self)
+    }
+    fn sigmoid(&self) -> Result<Tensor> {
+        crate::sigmoid(self)
+    }
+    fn tanh(&self) -> Result<Tensor> {
+        crate::tanh(self)
+    }
+    fn gelu(&self) -> Result<Tensor> {
+        crate::gelu(self, GeluForm::Erf)
+    }
+    fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        crate::matmul(self, other)
+    }
+    fn sum_all(&self) -> Result<Tensor> {
+        crate::sum(self, None, false)
+    }
+    fn sum_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor> {
+        crate::sum(self, Some(axis), keep_dim)
+    }
+    fn mean_all(&self) -> Result<Tensor> {
+        crate::mean(self, None, false)
+    }
+    fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor> {
+        crate::mean(self, Some(axis), keep_dim)
+    }
+    fn softmax(&self) -> Result<Tensor> {
+        crate::softmax(self)
+    }
+    fn log_softmax(&self) -> Result<Tensor> {
+        crate::log_softmax(self)
+    }
+    fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        crate::reshape(self, shape.to_vec())
+    }
+    fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
+        crate::transpose(self, dim0, dim1)
+    }
+    fn permute(&self, dims: &[isize]) -> Result<Tensor> {
+        crate::permute(self, dims.to_vec())
+    }
+    fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
+        crate::unsqueeze(self, axis)
+    }
+    fn squeeze(&self, axis: Option<isize>) -> Result<Tensor> {
+        crate::squeeze(self, axis)
+    }
+    fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
+        crate::slice(self, axis, start, start.saturating_add(len), 1)
+    }
+    fn select(&self, axis: isize, index: isize) -> Result<Tensor> {
+        crate::select(self, axis, index)
+    }
+    fn expand(&self, shape: &[isize]) -> Result<Tensor> {
+        crate::expand(self, shape.to_vec())
+    }
+    fn contiguous(&self) -> Result<Tensor> {
+        crate::contiguous(self)
+    }
+    fn cast(&self, dtype: DType) -> Result<Tensor> {
+        crate::cast(self, dtype)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TensorOps;
+    use om_core::Tensor;
+
+    #[test]
+    fn operators_record_like_the_named_functions() {
+        let a = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap().requires_grad().unwrap();
+        let b = Tensor::from_vec(vec![3.0, 5.0], &[2]).unwrap();
+        let y = ((&a * &b).unwrap() - (-&a).unwrap()).unwrap();
+        assert_eq!(y.grad_fn_name(), Some("sub"));
+        y.sum_all().unwrap().backward().unwrap();
+        // d/da (a·b + a) = b + 1
+        assert_eq!(a.grad().unwrap().to_vec(), vec![4.0, 6.0]);
+        assert!((&a / &Tensor::ones(&[3]).unwrap()).is_err());
+    }
+}
