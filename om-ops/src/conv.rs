@@ -10,6 +10,39 @@ use om_macros::op;
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["conv2d"];
 
+/// The checks every convolution shares: `x` and `w` of rank 4 (`layouts` names their
+/// expected layouts for the message), and stride, dilation and groups at least 1.
+/// Returns the argument shapes, for later error messages.
+pub(crate) fn check_common<'a>(
+    op: &'static str,
+    [x, w]: [&'a [usize]; 2],
+    bias: Option<&'a [usize]>,
+    layouts: [&str; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<Vec<&'a [usize]>> {
+    let mut shapes: Vec<&[usize]> = vec![x, w];
+    if let Some(b) = bias {
+        shapes.push(b);
+    }
+    for (arg, t, layout) in [("x", x, layouts[0]), ("w", w, layouts[1])] {
+        if t.len() != 4 {
+            return Err(Error::shape(op, &shapes, format!("`{arg}` must be {layout} (rank 4), got rank {}", t.len())));
+        }
+    }
+    if stride.contains(&0) {
+        return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
+    }
+    if dilation.contains(&0) {
+        return Err(Error::argument(op, format!("dilation must be at least 1, got {dilation:?}")));
+    }
+    if groups == 0 {
+        return Err(Error::argument(op, "groups must be at least 1, got 0"));
+    }
+    Ok(shapes)
+}
+
 /// Validates the shapes and attributes of a convolution and returns its geometry.
 /// `bias` is `None` when absent.
 #[allow(clippy::too_many_arguments)]
@@ -23,25 +56,7 @@ pub(crate) fn geometry(
     dilation: [usize; 2],
     groups: usize,
 ) -> Result<ConvGeom> {
-    let mut shapes: Vec<&[usize]> = vec![x, w];
-    if let Some(b) = bias {
-        shapes.push(b);
-    }
-    if x.len() != 4 {
-        return Err(Error::shape(op, &shapes, format!("`x` must be [N, C, H, W] (rank 4), got rank {}", x.len())));
-    }
-    if w.len() != 4 {
-        return Err(Error::shape(op, &shapes, format!("`w` must be [O, C/groups, kH, kW] (rank 4), got rank {}", w.len())));
-    }
-    if stride.contains(&0) {
-        return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
-    }
-    if dilation.contains(&0) {
-        return Err(Error::argument(op, format!("dilation must be at least 1, got {dilation:?}")));
-    }
-    if groups == 0 {
-        return Err(Error::argument(op, "groups must be at least 1, got 0"));
-    }
+    let shapes = check_common(op, [x, w], bias, ["[N, C, H, W]", "[O, C/groups, kH, kW]"], stride, dilation, groups)?;
     let (n, c, h, wd) = (x[0], x[1], x[2], x[3]);
     let (o, kh, kw) = (w[0], w[2], w[3]);
     if !c.is_multiple_of(groups) {

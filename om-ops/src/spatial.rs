@@ -27,25 +27,7 @@ pub(crate) fn transpose_geometry(
     dilation: [usize; 2],
     groups: usize,
 ) -> Result<ConvGeom> {
-    let mut shapes: Vec<&[usize]> = vec![x, w];
-    if let Some(b) = bias {
-        shapes.push(b);
-    }
-    if x.len() != 4 {
-        return Err(Error::shape(op, &shapes, format!("`x` must be [N, Cin, H, W] (rank 4), got rank {}", x.len())));
-    }
-    if w.len() != 4 {
-        return Err(Error::shape(op, &shapes, format!("`w` must be [Cin, Cout/groups, kH, kW] (rank 4), got rank {}", w.len())));
-    }
-    if stride.contains(&0) {
-        return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
-    }
-    if dilation.contains(&0) {
-        return Err(Error::argument(op, format!("dilation must be at least 1, got {dilation:?}")));
-    }
-    if groups == 0 {
-        return Err(Error::argument(op, "groups must be at least 1, got 0"));
-    }
+    let shapes = crate::conv::check_common(op, [x, w], bias, ["[N, Cin, H, W]", "[Cin, Cout/groups, kH, kW]"], stride, dilation, groups)?;
     for i in 0..2 {
         if output_padding[i] >= stride[i].max(dilation[i]) {
             return Err(Error::argument(
