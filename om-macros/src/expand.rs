@@ -70,6 +70,29 @@ fn docs(attrs: &[Attribute]) -> Vec<&Attribute> {
     attrs.iter().filter(|a| a.path().is_ident("doc")).collect()
 }
 
+/// The names the wrapper passes on to `forward`: its parameters, in order.
+fn call_args(forward: &syn::ItemFn) -> Vec<TokenStream> {
+    forward
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(pt) => Some(pt.pat.to_token_stream()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tensor inputs' names, as registered.
+fn input_names(op: &Op) -> Vec<String> {
+    op.inputs.iter().map(|i| i.name.to_string()).collect()
+}
+
+/// The module's attributes other than its documentation.
+fn non_doc_attrs(attrs: &[Attribute]) -> Vec<&Attribute> {
+    attrs.iter().filter(|a| !a.path().is_ident("doc")).collect()
+}
+
 fn summary(attrs: &[Attribute]) -> String {
     for a in attrs {
         if let syn::Meta::NameValue(nv) = &a.meta {
@@ -98,18 +121,9 @@ fn generate(op: &Op) -> TokenStream {
     let forward = op.forward.as_ref().expect("validated: forward exists");
     let generics = &forward.sig.generics;
 
-    let input_names: Vec<_> = op.inputs.iter().map(|i| &i.name).collect();
-    let input_strs: Vec<String> = input_names.iter().map(|i| i.to_string()).collect();
+    let input_strs = input_names(op);
     let fwd_args = &forward.sig.inputs;
-    let call_args: Vec<_> = forward
-        .sig
-        .inputs
-        .iter()
-        .filter_map(|a| match a {
-            syn::FnArg::Typed(pt) => Some(pt.pat.to_token_stream()),
-            _ => None,
-        })
-        .collect();
+    let call_args = call_args(forward);
     let attr_strs: Vec<String> =
         op.args.attrs.iter().map(|a| format!("{}: {}", a.name, a.ty.to_token_stream().to_string().replace(' ', ""))).collect();
     let saved_strs: Vec<String> = op
@@ -263,7 +277,7 @@ fn generate(op: &Op) -> TokenStream {
         if saved_strs.is_empty() { "none".to_string() } else { saved_strs.join(", ") },
         if attr_strs.is_empty() { "none".to_string() } else { attr_strs.join(", ") }
     );
-    let mod_attrs_no_doc: Vec<&Attribute> = mod_attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let mod_attrs_no_doc = non_doc_attrs(mod_attrs);
     let mod_vis = &module.vis;
     let mod_token = &module.mod_token;
 
@@ -374,17 +388,9 @@ fn composition(op: &Op) -> TokenStream {
     let name = mod_ident.to_string();
     let summary = summary(mod_attrs);
     let doc_attrs = docs(mod_attrs);
-    let mod_attrs_no_doc: Vec<&Attribute> = mod_attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
-    let input_strs: Vec<String> = op.inputs.iter().map(|i| i.name.to_string()).collect();
-    let call_args: Vec<_> = forward
-        .sig
-        .inputs
-        .iter()
-        .filter_map(|a| match a {
-            syn::FnArg::Typed(pt) => Some(pt.pat.to_token_stream()),
-            _ => None,
-        })
-        .collect();
+    let mod_attrs_no_doc = non_doc_attrs(mod_attrs);
+    let input_strs = input_names(op);
+    let call_args = call_args(forward);
     quote! {
         #(#mod_attrs_no_doc)*
         #(#doc_attrs)*
