@@ -23,57 +23,57 @@ om_core::__private::inventory::submit! {
 /// The operators as methods on [`Tensor`]; bring it into scope with
 /// `use onemodel::prelude::*` or `use om_ops::TensorOps`.
 pub trait TensorOps {
-    /// [`crate::add`]
+    /// [`crate::add()`]
     fn add(&self, other: &Tensor) -> Result<Tensor>;
-    /// [`crate::sub`]
+    /// [`crate::sub()`]
     fn sub(&self, other: &Tensor) -> Result<Tensor>;
-    /// [`crate::mul`]
+    /// [`crate::mul()`]
     fn mul(&self, other: &Tensor) -> Result<Tensor>;
-    /// [`crate::div`]
+    /// [`crate::div()`]
     fn div(&self, other: &Tensor) -> Result<Tensor>;
-    /// [`crate::neg`]
+    /// [`crate::neg()`]
     fn neg(&self) -> Result<Tensor>;
-    /// [`crate::relu`]
+    /// [`crate::relu()`]
     fn relu(&self) -> Result<Tensor>;
-    /// [`crate::sigmoid`]
+    /// [`crate::sigmoid()`]
     fn sigmoid(&self) -> Result<Tensor>;
-    /// [`crate::tanh`]
+    /// [`crate::tanh()`]
     fn tanh(&self) -> Result<Tensor>;
-    /// [`crate::gelu`] (erf form)
+    /// [`crate::gelu()`] (erf form)
     fn gelu(&self) -> Result<Tensor>;
-    /// [`crate::matmul`]
+    /// [`crate::matmul()`]
     fn matmul(&self, other: &Tensor) -> Result<Tensor>;
-    /// [`crate::sum`] over every element
+    /// [`crate::sum()`] over every element
     fn sum_all(&self) -> Result<Tensor>;
-    /// [`crate::sum`] over one axis
+    /// [`crate::sum()`] over one axis
     fn sum_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
-    /// [`crate::mean`] over every element
+    /// [`crate::mean()`] over every element
     fn mean_all(&self) -> Result<Tensor>;
-    /// [`crate::mean`] over one axis
+    /// [`crate::mean()`] over one axis
     fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
-    /// [`crate::softmax`] over the last axis
+    /// [`crate::softmax()`] over the last axis
     fn softmax(&self) -> Result<Tensor>;
-    /// [`crate::log_softmax`] over the last axis
+    /// [`crate::log_softmax()`] over the last axis
     fn log_softmax(&self) -> Result<Tensor>;
-    /// [`crate::reshape`] (one `-1` is inferred)
+    /// [`crate::reshape()`] (one `-1` is inferred)
     fn reshape(&self, shape: &[isize]) -> Result<Tensor>;
-    /// [`crate::transpose`]
+    /// [`crate::transpose()`]
     fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor>;
-    /// [`crate::permute`]
+    /// [`crate::permute()`]
     fn permute(&self, dims: &[isize]) -> Result<Tensor>;
-    /// [`crate::unsqueeze`]
+    /// [`crate::unsqueeze()`]
     fn unsqueeze(&self, axis: isize) -> Result<Tensor>;
-    /// [`crate::squeeze`]
+    /// [`crate::squeeze()`]
     fn squeeze(&self, axis: Option<isize>) -> Result<Tensor>;
-    /// [`crate::slice`] with step 1
+    /// [`crate::slice()`] with step 1
     fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor>;
-    /// [`crate::select`]
+    /// [`crate::select()`]
     fn select(&self, axis: isize, index: isize) -> Result<Tensor>;
-    /// [`crate::expand`]
+    /// [`crate::expand()`]
     fn expand(&self, shape: &[isize]) -> Result<Tensor>;
-    /// [`crate::contiguous`]
+    /// [`crate::contiguous()`]
     fn contiguous(&self) -> Result<Tensor>;
-    /// [`crate::cast`]
+    /// [`crate::cast()`]
     fn cast(&self, dtype: DType) -> Result<Tensor>;
 }
 
