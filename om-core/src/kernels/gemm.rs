@@ -176,13 +176,17 @@ impl Plan {
         let tiles = n.div_ceil(kernel.nr);
         let mut nc = tiles.div_ceil(tiles.div_ceil(kernel.nc / kernel.nr)) * kernel.nr;
         let mut mc = m;
+        // Read in place, B costs nothing per chunk, so splitting rows is free.
+        let direct_b = direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb);
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         while chunks(mc, nc) < MIN_CHUNKS && mc * nc * k >= 2 * CHUNK_WORK {
             // Halve a side that splits into equal halves (balancing two threads), else the
-            // longer side. Rows split in units of 8 (a chunk may end in a shorter tile),
-            // columns in whole tiles (a narrow tile goes through the edge buffer).
+            // longer side (splitting one side repacks the other: A for a column split, B
+            // for a row split unless read in place). Rows split in units of 8 (a chunk may
+            // end in a shorter tile), columns in whole tiles (a narrow tile goes through
+            // the edge buffer).
             let (rows, cols) = (mc.div_ceil(ROW_UNIT), nc.div_ceil(kernel.nr));
-            let row_key = (rows > 1, rows % 2 == 0, mc);
+            let row_key = (rows > 1, rows % 2 == 0, if direct_b { usize::MAX } else { mc });
             let col_key = (cols > 1, cols % 2 == 0, nc);
             if rows > 1 && row_key >= col_key {
                 mc = rows.div_ceil(2) * ROW_UNIT;
@@ -192,7 +196,7 @@ impl Plan {
                 break;
             }
         }
-        Plan { mc, nc, kc, row_chunks: m.div_ceil(mc), col_chunks: n.div_ceil(nc), direct_b: direct_b_pays(k, n, ldb) }
+        Plan { mc, nc, kc, row_chunks: m.div_ceil(mc), col_chunks: n.div_ceil(nc), direct_b }
     }
 
     fn chunks(&self) -> usize {
@@ -215,6 +219,24 @@ fn direct_b_pays(k: usize, n: usize, ldb: usize) -> bool {
     let stride_lines = (ldb / LINE_FLOATS) % L1_SETS;
     let sets_used = L1_SETS / gcd(stride_lines.max(1), L1_SETS);
     sets_used * L1_WAYS >= 2 * k.min(256)
+}
+
+/// Whether a chunk's B k-block (`kc` rows of `cols` floats, `ldb` apart) read in place
+/// stays well inside L2 (1 MiB, 8-way, 2048 sets of 64 bytes), counting only the L2 sets
+/// its stride reaches: then the kernels stream it from L2 as fast as a packed copy, and
+/// packing (a pass over B per chunk, a large share of skinny products with long k) is saved.
+fn direct_b_fits_l2(kc: usize, cols: usize, ldb: usize) -> bool {
+    const L2_SETS: usize = 2048;
+    const L2_WAYS: usize = 8;
+    const LINE_FLOATS: usize = 16;
+    let row_lines = cols.div_ceil(LINE_FLOATS) + 1;
+    let sets = if ldb.is_multiple_of(LINE_FLOATS) {
+        let stride_lines = ldb / LINE_FLOATS;
+        (L2_SETS / gcd(stride_lines % L2_SETS, L2_SETS).max(1) * row_lines.min(stride_lines)).min(L2_SETS)
+    } else {
+        L2_SETS
+    };
+    kc * row_lines * 8 <= sets * L2_WAYS
 }
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
