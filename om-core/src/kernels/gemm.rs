@@ -179,7 +179,13 @@ impl Plan {
         // Read in place, B costs nothing per chunk, so splitting rows is free.
         let direct_b = direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb);
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
-        while chunks(mc, nc) < MIN_CHUNKS && mc * nc * k >= 2 * CHUNK_WORK {
+        // Row splits repack nothing when B is read in place: split finer then (while the
+        // halves keep full-height tiles), so that a late thread costs less.
+        let wanted = |mc: usize, nc: usize| {
+            let chunks = chunks(mc, nc);
+            chunks < MIN_CHUNKS || (direct_b && chunks < 2 * MIN_CHUNKS && mc >= 2 * kernel.mr)
+        };
+        while wanted(mc, nc) && mc * nc * k >= 2 * CHUNK_WORK {
             // Halve a side that splits into equal halves (balancing two threads), else the
             // longer side (splitting one side repacks the other: A for a column split, B
             // for a row split unless read in place). Rows split in units of 8 (a chunk may
