@@ -332,7 +332,7 @@ impl Job<'_> {
         let nr = self.kernel.nr;
         let full = if self.plan.direct_b { 0 } else { rect.cols / nr };
         let (panels, tail) = bpack.split_at_mut(full * nr * kb);
-        for p in 0..kb {
+        for p in (0..kb).filter(|_| full > 0) {
             let src = &self.b[(pc + p) * self.ldb + rect.col..][..rect.cols];
             match nr {
                 16 => pack_b_row::<16>(src, p, kb, full, panels),
