@@ -277,6 +277,9 @@ struct Team {
     done: std::sync::Condvar,
     /// Bumped (under the `slot` lock) for each posted job; spinning helpers watch it.
     generation: std::sync::atomic::AtomicU64,
+    /// Helpers inside the current job: raised under the `slot` lock when one joins, lowered
+    /// (without it) when one is done with the job, so the caller can poll it.
+    running: std::sync::atomic::AtomicUsize,
 }
 
 /// The posted job and the helpers' bookkeeping.
@@ -284,8 +287,6 @@ struct Slot {
     job: Option<TeamJob>,
     /// Helpers that may still join the current job.
     wanted: usize,
-    /// Helpers inside the current job.
-    running: usize,
     /// Helpers waiting on `wake`.
     sleeping: usize,
     /// A helper's run of the job panicked.
@@ -308,10 +309,11 @@ impl Team {
         static TEAM: OnceLock<Team> = OnceLock::new();
         TEAM.get_or_init(|| Team {
             owner: Mutex::new(0),
-            slot: Mutex::new(Slot { job: None, wanted: 0, running: 0, sleeping: 0, panicked: false }),
+            slot: Mutex::new(Slot { job: None, wanted: 0, sleeping: 0, panicked: false }),
             wake: std::sync::Condvar::new(),
             done: std::sync::Condvar::new(),
             generation: std::sync::atomic::AtomicU64::new(0),
+            running: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -344,21 +346,31 @@ impl Team {
         let job = TeamJob(unsafe { std::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(work) });
         let sleeping = {
             let mut slot = self.slot();
-            *slot = Slot { job: Some(job), wanted: helpers.min(*spawned), running: 0, panicked: false, ..*slot };
+            *slot = Slot { job: Some(job), wanted: helpers.min(*spawned), panicked: false, ..*slot };
             self.generation.fetch_add(1, std::sync::atomic::Ordering::Release);
             slot.sleeping
         };
         if sleeping > 0 {
             self.wake.notify_all();
         }
-        /// Withdraws the job and waits for the helpers running it.
+        /// Withdraws the job and waits for the helpers running it: polls for
+        /// [`HELPER_SPIN`] (the last chunks usually end within it, and a sleeping caller
+        /// would pay a wake-up), then sleeps.
         struct Finish(&'static Team);
         impl Drop for Finish {
             fn drop(&mut self) {
-                let mut slot = self.0.slot();
-                slot.wanted = 0;
-                while slot.running > 0 {
-                    slot = self.0.done.wait(slot).unwrap_or_else(|e| e.into_inner());
+                use std::sync::atomic::Ordering::SeqCst;
+                let team = self.0;
+                team.slot().wanted = 0;
+                let start = std::time::Instant::now();
+                while team.running.load(SeqCst) > 0 && start.elapsed() < HELPER_SPIN {
+                    for _ in 0..64 {
+                        std::hint::spin_loop();
+                    }
+                }
+                let mut slot = team.slot();
+                while team.running.load(SeqCst) > 0 {
+                    slot = team.done.wait(slot).unwrap_or_else(|e| e.into_inner());
                 }
                 slot.job = None;
             }
@@ -394,14 +406,17 @@ impl Team {
             seen = self.generation.load(Ordering::Relaxed);
             let Some(job) = slot.job.filter(|_| slot.wanted > 0) else { continue };
             slot.wanted -= 1;
-            slot.running += 1;
+            self.running.fetch_add(1, Ordering::SeqCst);
             drop(slot);
             // SAFETY: the job stays alive until `running` drops back to zero (`Team::run`).
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { (*job.0)() })).is_ok();
-            let mut slot = self.slot();
-            slot.running -= 1;
-            slot.panicked |= !ok;
-            if slot.running == 0 {
+            if !ok {
+                self.slot().panicked = true;
+            }
+            // The last access to the job; the caller may return once `running` is zero.
+            if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                // Under the lock, so a caller between its check and its wait cannot miss it.
+                let _slot = self.slot();
                 self.done.notify_all();
             }
         }
