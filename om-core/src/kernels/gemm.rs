@@ -69,9 +69,13 @@ const SERIAL_WORK: usize = 1 << 18;
 const CHUNK_WORK: usize = 1 << 20;
 
 /// Below this many chunks, chunks are halved (while they stay large enough), so that two
-/// or more threads have equal work to share and a late thread only costs its share. Each
-/// chunk packs its own operands, so splitting finer costs packing time.
-const MIN_CHUNKS: usize = 4;
+/// threads have equal work to share. Each chunk packs its own operands, so splitting finer
+/// costs packing time: at 512³ four chunks ran 5% slower than two on two threads.
+const MIN_CHUNKS: usize = 2;
+
+/// As [`MIN_CHUNKS`] when B is read in place: row splits then repack nothing, and finer
+/// chunks let a late thread cost less.
+const MIN_CHUNKS_DIRECT: usize = 4;
 
 /// Largest k-block of every path.
 const KC: usize = 256;
@@ -179,11 +183,15 @@ impl Plan {
         // Read in place, B costs nothing per chunk, so splitting rows is free.
         let direct_b = direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb);
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
-        // Row splits repack nothing when B is read in place: split finer then (while the
-        // halves keep full-height tiles), so that a late thread costs less.
+        // Row splits repack nothing when B is read in place: split finer then (up to twice
+        // as fine while the halves keep full-height tiles).
         let wanted = |mc: usize, nc: usize| {
             let chunks = chunks(mc, nc);
-            chunks < MIN_CHUNKS || (direct_b && chunks < 2 * MIN_CHUNKS && mc >= 2 * kernel.mr)
+            if direct_b {
+                chunks < MIN_CHUNKS_DIRECT || (chunks < 2 * MIN_CHUNKS_DIRECT && mc >= 2 * kernel.mr)
+            } else {
+                chunks < MIN_CHUNKS
+            }
         };
         while wanted(mc, nc) && mc * nc * k >= 2 * CHUNK_WORK {
             // Halve a side that splits into equal halves (balancing two threads), else the
