@@ -1,4 +1,5 @@
-//! A warm `gemm` call allocates nothing: packing scratch is a thread-local that only grows.
+//! A warm `gemm` call allocates nothing, on one thread or several: packing scratch is a
+//! thread-local that only grows, and handing chunks to helper threads allocates nothing.
 
 use om_core::compute::{KernelPath, Mode, Settings};
 use om_core::kernels::gemm::gemm;
@@ -33,13 +34,17 @@ fn warm_calls_do_not_allocate() {
     let b = vec![0.25f32; k * n];
     let mut c = vec![0.0f32; m * n];
     for path in KernelPath::supported() {
-        for mode in [Mode::Fast, Mode::Exact] {
-            let settings = Settings { mode, threads: 1, path };
-            gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+        for (mode, threads) in [(Mode::Fast, 1), (Mode::Exact, 1), (Mode::Fast, 2), (Mode::Exact, 3)] {
+            let settings = Settings { mode, threads, path };
+            // Every thread that may run a chunk must have grown its scratch once: a helper
+            // joins a call only if it wakes in time, so warm up with many calls.
+            for _ in 0..if threads == 1 { 1 } else { 100 } {
+                gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+            }
             let before = ALLOCATIONS.load(Ordering::SeqCst);
             gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
             let after = ALLOCATIONS.load(Ordering::SeqCst);
-            assert_eq!(after, before, "{path} {mode}: warm call allocated");
+            assert_eq!(after, before, "{path} {mode} threads={threads}: warm call allocated");
         }
     }
 }

@@ -9,10 +9,11 @@
 //! bit-identical on every [`KernelPath`] and thread count, and fast mode is bit-identical
 //! across thread counts. See `docs/kernels-gemm.md` for the layout and the figures.
 //!
-//! Structure: the output is cut into chunks (blocks of whole register tiles) by
-//! `Plan::new`, from the shape and the path's tile only. Each chunk is computed
-//! independently by one thread: for each k-block it packs its A rows and B columns into a
-//! thread-local scratch buffer and runs the path's register-tile kernel over them.
+//! Structure: the output is cut into a few large, equal chunks by `Plan::new`, from the
+//! shape and the path's tile only. Each chunk is computed independently by one thread: for
+//! each k-block it packs its B columns once into a thread-local scratch buffer, then for
+//! each row panel of MR rows packs those A rows (an L1-sized panel) and runs the path's
+//! register-tile kernel across the packed B.
 
 use crate::compute::{for_each_chunk, KernelPath, Mode, Settings};
 use std::cell::Cell;
@@ -67,10 +68,14 @@ const SERIAL_WORK: usize = 1 << 18;
 /// Target multiply-adds per chunk: large enough to amortise packing and scheduling.
 const CHUNK_WORK: usize = 1 << 20;
 
-/// Below this many chunks, chunks are split further (while they stay large enough), so
-/// that two or more threads have work to share. Each chunk packs its own operands, so
-/// splitting finer costs packing time.
-const MIN_CHUNKS: usize = 4;
+/// Below this many chunks, chunks are halved (while they stay large enough), so that two
+/// threads have equal work to share. Each chunk packs its own operands, so splitting finer
+/// costs packing time: at 512³ four chunks ran 5% slower than two on two threads.
+const MIN_CHUNKS: usize = 2;
+
+/// As [`MIN_CHUNKS`] when B is read in place: row splits then repack nothing, and finer
+/// chunks let a late thread cost less.
+const MIN_CHUNKS_DIRECT: usize = 4;
 
 /// Largest k-block of every path.
 const KC: usize = 256;
@@ -121,9 +126,7 @@ struct Kernel {
     mr: usize,
     /// Columns of the register tile.
     nr: usize,
-    /// Rows of a full chunk.
-    mc: usize,
-    /// Columns of a full chunk.
+    /// Most columns of a chunk: its packed B block (`KC × nc`) stays in L2.
     nc: usize,
     tile: TileFn,
 }
@@ -148,14 +151,14 @@ impl Kernel {
 
     fn new(mr: usize, nr: usize, tile: TileFn) -> Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
-        Kernel { mr, nr, mc: 96usize.div_ceil(mr) * mr, nc: 32 * nr, tile }
+        Kernel { mr, nr, nc: 32 * nr, tile }
     }
 }
 
 /// How the output is cut into chunks and k into blocks; a function of the shape, the
 /// leading dimension of B and the kernel's constants only (never of the thread count).
 struct Plan {
-    /// Rows per chunk (a multiple of MR or of [`ROW_UNIT`], except the last chunk).
+    /// Rows per chunk (a multiple of [`ROW_UNIT`], except the last chunk).
     mc: usize,
     /// Columns per chunk (a multiple of NR, except the last chunk).
     nc: usize,
@@ -172,14 +175,32 @@ struct Plan {
 impl Plan {
     fn new(kernel: &Kernel, m: usize, k: usize, n: usize, ldb: usize) -> Plan {
         let kc = k.div_ceil(k.div_ceil(KC));
-        let (mut mc, mut nc) = (kernel.mc.min(m), kernel.nc.min(n));
+        // All rows (A is packed one register-tile panel at a time, so a chunk's row count
+        // costs no cache), and the columns in equal whole tiles of at most `kernel.nc`.
+        let tiles = n.div_ceil(kernel.nr);
+        let mut nc = tiles.div_ceil(tiles.div_ceil(kernel.nc / kernel.nr)) * kernel.nr;
+        let mut mc = m;
+        // Read in place, B costs nothing per chunk, so splitting rows is free.
+        let direct_b = direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb);
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
-        while chunks(mc, nc) < MIN_CHUNKS && mc * nc * k >= 2 * CHUNK_WORK {
+        // Row splits repack nothing when B is read in place: split finer then (up to twice
+        // as fine while the halves keep full-height tiles).
+        let wanted = |mc: usize, nc: usize| {
+            let chunks = chunks(mc, nc);
+            if direct_b {
+                chunks < MIN_CHUNKS_DIRECT || (chunks < 2 * MIN_CHUNKS_DIRECT && mc >= 2 * kernel.mr)
+            } else {
+                chunks < MIN_CHUNKS
+            }
+        };
+        while wanted(mc, nc) && mc * nc * k >= 2 * CHUNK_WORK {
             // Halve a side that splits into equal halves (balancing two threads), else the
-            // longer side. Rows split in units of 8 (a chunk may end in a shorter tile),
-            // columns in whole tiles (a narrow tile goes through the edge buffer).
+            // longer side (splitting one side repacks the other: A for a column split, B
+            // for a row split unless read in place). Rows split in units of 8 (a chunk may
+            // end in a shorter tile), columns in whole tiles (a narrow tile goes through
+            // the edge buffer).
             let (rows, cols) = (mc.div_ceil(ROW_UNIT), nc.div_ceil(kernel.nr));
-            let row_key = (rows > 1, rows % 2 == 0, mc);
+            let row_key = (rows > 1, rows % 2 == 0, if direct_b { usize::MAX } else { mc });
             let col_key = (cols > 1, cols % 2 == 0, nc);
             if rows > 1 && row_key >= col_key {
                 mc = rows.div_ceil(2) * ROW_UNIT;
@@ -189,7 +210,7 @@ impl Plan {
                 break;
             }
         }
-        Plan { mc, nc, kc, row_chunks: m.div_ceil(mc), col_chunks: n.div_ceil(nc), direct_b: direct_b_pays(k, n, ldb) }
+        Plan { mc, nc, kc, row_chunks: m.div_ceil(mc), col_chunks: n.div_ceil(nc), direct_b }
     }
 
     fn chunks(&self) -> usize {
@@ -212,6 +233,24 @@ fn direct_b_pays(k: usize, n: usize, ldb: usize) -> bool {
     let stride_lines = (ldb / LINE_FLOATS) % L1_SETS;
     let sets_used = L1_SETS / gcd(stride_lines.max(1), L1_SETS);
     sets_used * L1_WAYS >= 2 * k.min(256)
+}
+
+/// Whether a chunk's B k-block (`kc` rows of `cols` floats, `ldb` apart) read in place
+/// stays well inside L2 (1 MiB, 8-way, 2048 sets of 64 bytes), counting only the L2 sets
+/// its stride reaches: then the kernels stream it from L2 as fast as a packed copy, and
+/// packing (a pass over B per chunk, a large share of skinny products with long k) is saved.
+fn direct_b_fits_l2(kc: usize, cols: usize, ldb: usize) -> bool {
+    const L2_SETS: usize = 2048;
+    const L2_WAYS: usize = 8;
+    const LINE_FLOATS: usize = 16;
+    let row_lines = cols.div_ceil(LINE_FLOATS) + 1;
+    let sets = if ldb.is_multiple_of(LINE_FLOATS) {
+        let stride_lines = ldb / LINE_FLOATS;
+        (L2_SETS / gcd(stride_lines % L2_SETS, L2_SETS).max(1) * row_lines.min(stride_lines)).min(L2_SETS)
+    } else {
+        L2_SETS
+    };
+    kc * row_lines * 8 <= sets * L2_WAYS
 }
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
@@ -277,15 +316,18 @@ impl Job<'_> {
     unsafe fn run_chunk(&self, chunk: usize, c: *mut f32) {
         let rect = self.rect(chunk);
         let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
-        let a_len = rect.rows.div_ceil(mr) * mr * A_STRIDE;
+        let a_len = mr * A_STRIDE;
         let b_len = rect.cols.div_ceil(nr) * nr * kc;
         with_scratch(a_len, b_len, |apack, bpack| {
             for pc in (0..self.k).step_by(kc) {
                 let kb = kc.min(self.k - pc);
-                pack_a(self.a, self.lda, rect, pc, kb, apack);
                 self.pack_b(rect, pc, kb, bpack);
-                // SAFETY: forwarded from this function's contract.
-                unsafe { self.run_block(rect, pc, kb, apack, bpack, c) };
+                for row in (0..rect.rows).step_by(mr) {
+                    let rows = mr.min(rect.rows - row);
+                    pack_a(self.a, self.lda, rect.row + row, rows, pc, kb, apack);
+                    // SAFETY: forwarded from this function's contract.
+                    unsafe { self.run_panel(rect, row, rows, pc, kb, apack, bpack, c) };
+                }
             }
         });
     }
@@ -298,7 +340,7 @@ impl Job<'_> {
         let nr = self.kernel.nr;
         let full = if self.plan.direct_b { 0 } else { rect.cols / nr };
         let (panels, tail) = bpack.split_at_mut(full * nr * kb);
-        for p in 0..kb {
+        for p in (0..kb).filter(|_| full > 0) {
             let src = &self.b[(pc + p) * self.ldb + rect.col..][..rect.cols];
             match nr {
                 16 => pack_b_row::<16>(src, p, kb, full, panels),
@@ -314,37 +356,36 @@ impl Job<'_> {
         }
     }
 
-    /// Runs the register tiles of `rect` for one k-block over the packed operands.
+    /// Runs the register tiles of one row panel (`rows` ≤ MR rows from `row` of `rect`)
+    /// for one k-block over the packed operands.
     ///
     /// # Safety
     /// As [`Job::run_chunk`].
-    unsafe fn run_block(&self, rect: Rect, pc: usize, kb: usize, apack: &[f32], bpack: &[f32], c: *mut f32) {
-        let (mr, nr) = (self.kernel.mr, self.kernel.nr);
-        for row in (0..rect.rows).step_by(mr) {
-            let rows = mr.min(rect.rows - row);
-            let a = apack[row * A_STRIDE..].as_ptr();
-            for (jp, col) in (0..rect.cols).step_by(nr).enumerate() {
-                let cols = nr.min(rect.cols - col);
-                let (b, ldb) = if self.plan.direct_b && cols == nr {
-                    (self.b[pc * self.ldb + rect.col + col..].as_ptr(), self.ldb)
-                } else {
-                    (bpack[jp * nr * kb..].as_ptr(), nr)
-                };
-                let tile = Tile {
-                    kc: kb,
-                    a,
-                    b,
-                    ldb,
-                    // SAFETY: the tile's top-left element lies inside the checked C slice.
-                    c: unsafe { c.add((rect.row + row) * self.ldc + rect.col + col) },
-                    ldc: self.ldc,
-                    accumulate: pc > 0,
-                };
-                // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
-                // values; a full tile lies inside C; the kernel was selected for a
-                // supported path.
-                unsafe { run_tile(self.kernel.tile, rows, cols, nr, &tile) };
-            }
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_panel(&self, rect: Rect, row: usize, rows: usize, pc: usize, kb: usize, apack: &[f32], bpack: &[f32], c: *mut f32) {
+        let nr = self.kernel.nr;
+        let a = apack.as_ptr();
+        for (jp, col) in (0..rect.cols).step_by(nr).enumerate() {
+            let cols = nr.min(rect.cols - col);
+            let (b, ldb) = if self.plan.direct_b && cols == nr {
+                (self.b[pc * self.ldb + rect.col + col..].as_ptr(), self.ldb)
+            } else {
+                (bpack[jp * nr * kb..].as_ptr(), nr)
+            };
+            let tile = Tile {
+                kc: kb,
+                a,
+                b,
+                ldb,
+                // SAFETY: the tile's top-left element lies inside the checked C slice.
+                c: unsafe { c.add((rect.row + row) * self.ldc + rect.col + col) },
+                ldc: self.ldc,
+                accumulate: pc > 0,
+            };
+            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
+            // values; a full tile lies inside C; the kernel was selected for a
+            // supported path.
+            unsafe { run_tile(self.kernel.tile, rows, cols, nr, &tile) };
         }
     }
 }
@@ -379,11 +420,11 @@ unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &T
     }
 }
 
-/// Packs rows `rect.row..` of A, k-block `pc..pc + kb`: row `i` of the chunk goes to
-/// `dst[i·A_STRIDE..][..kb]`, so MR consecutive rows form a micro-panel.
-fn pack_a(a: &[f32], lda: usize, rect: Rect, pc: usize, kb: usize, dst: &mut [f32]) {
-    for (i, out) in dst.chunks_exact_mut(A_STRIDE).take(rect.rows).enumerate() {
-        out[..kb].copy_from_slice(&a[(rect.row + i) * lda + pc..][..kb]);
+/// Packs `rows` rows of A from row `row`, k-block `pc..pc + kb`: row `row + i` goes to
+/// `dst[i·A_STRIDE..][..kb]`, forming one micro-panel.
+fn pack_a(a: &[f32], lda: usize, row: usize, rows: usize, pc: usize, kb: usize, dst: &mut [f32]) {
+    for (i, out) in dst.chunks_exact_mut(A_STRIDE).take(rows).enumerate() {
+        out[..kb].copy_from_slice(&a[(row + i) * lda + pc..][..kb]);
     }
 }
 
