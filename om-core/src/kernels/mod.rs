@@ -14,6 +14,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod lanes;
 pub mod math;
+pub mod parallel;
 pub mod reduce;
 pub(crate) mod simd;
 pub mod softmax;
