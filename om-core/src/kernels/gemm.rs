@@ -49,6 +49,46 @@ pub fn gemm(settings: Settings, m: usize, k: usize, n: usize, a: &[f32], lda: us
     assert!(lda >= k && a.len() > (m - 1) * lda + k - 1, "gemm: A too short");
     assert!(ldb >= n && b.len() > (k - 1) * ldb + n - 1, "gemm: B too short");
 
+    if aliasing_stride(ldc) && m >= ALIAS_MIN_ROWS {
+        // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
+        // pooled scratch and copy the rows out (the arithmetic, and so every bit, is the same).
+        let padded = n + ALIAS_PAD;
+        let mut scratch = crate::pool::Buffer::new(m * padded * 4);
+        let tmp = &mut scratch.f32_mut()[..m * padded];
+        gemm_unaliased(settings, m, k, n, a, lda, b, ldb, tmp, padded);
+        for (dst, src) in c.chunks_mut(ldc).zip(tmp.chunks(padded)) {
+            dst[..n].copy_from_slice(&src[..n]);
+        }
+        return;
+    }
+    gemm_unaliased(settings, m, k, n, a, lda, b, ldb, c, ldc);
+}
+
+/// Whether a row stride of C makes its rows collide in the cache (a multiple of 1 KiB).
+fn aliasing_stride(ldc: usize) -> bool {
+    ldc >= 512 && ldc % 256 == 0
+}
+
+/// Fewest rows for which the padded copy of C pays for itself.
+const ALIAS_MIN_ROWS: usize = 256;
+
+/// Floats of padding per row of the scratch used for aliasing strides.
+const ALIAS_PAD: usize = 16;
+
+/// [`gemm`] once C's stride is known not to alias; same contract.
+#[allow(clippy::too_many_arguments)]
+fn gemm_unaliased(
+    settings: Settings,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, ldb);
     let threads = if m.saturating_mul(n).saturating_mul(k) <= SERIAL_WORK { 1 } else { settings.threads };

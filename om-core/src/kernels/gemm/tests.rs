@@ -122,6 +122,8 @@ fn cases() -> Vec<Case> {
     cases.push(Case::new(37, 45, 29).ld(50, 33, 41));
     cases.push(Case::new(70, 300, 53).ld(301, 1024, 1024));
     cases.push(Case::new(40, 300, 40).ld(1024, 1024, 1024));
+    // C rows 2 KiB apart with enough rows to take the padded-scratch path.
+    cases.push(Case::new(260, 37, 45).ld(37, 45, 512));
     cases.push(Case::new(130, 520, 70).ld(2048, 128, 77));
     cases.push(Case::new(9, 20, 48).ld(4096, 4096, 64));
     cases
