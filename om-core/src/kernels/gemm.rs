@@ -66,7 +66,7 @@ pub fn gemm(settings: Settings, m: usize, k: usize, n: usize, a: &[f32], lda: us
 
 /// Whether a row stride of C makes its rows collide in the cache (a multiple of 1 KiB).
 fn aliasing_stride(ldc: usize) -> bool {
-    ldc >= 512 && ldc % 256 == 0
+    ldc >= 512 && ldc.is_multiple_of(256)
 }
 
 /// Fewest rows for which the padded copy of C pays for itself.
