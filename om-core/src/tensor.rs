@@ -245,6 +245,15 @@ impl Tensor {
         f(out)
     }
 
+    /// [`Tensor::with_f32`] for an optional tensor (a bias, a mask): `f` gets `None` when
+    /// the tensor is absent.
+    pub fn with_f32_opt<R>(t: Option<&Tensor>, f: impl FnOnce(Option<&[f32]>) -> R) -> R {
+        match t {
+            Some(t) => t.with_f32(|s| f(Some(s))),
+            None => f(None),
+        }
+    }
+
     /// Runs `f` on the values in row-major order as `i32` (`f32` values are truncated
     /// toward zero, saturating, as `as i32` does).
     pub fn with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> R {

@@ -137,10 +137,7 @@ pub mod conv_transpose2d {
                         Ok(())
                     })
                 };
-                match &bias_c {
-                    Some(b) => b.with_f32(|bs| run(Some(bs))),
-                    None => run(None),
-                }
+                Tensor::with_f32_opt(bias_c.as_ref(), run)
             })
         })
     }

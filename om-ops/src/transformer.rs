@@ -156,10 +156,7 @@ pub mod attention {
                             Ok(())
                         })
                     };
-                    match &ops.mask {
-                        Some(m) => m.with_f32(|mv| run(Some(mv))),
-                        None => run(None),
-                    }
+                    Tensor::with_f32_opt(ops.mask.as_ref(), run)
                 })
             })
         })
@@ -214,10 +211,7 @@ pub mod attention {
                                 dkb.iter_mut().for_each(|x| *x *= scale);
                             });
                         };
-                        match &ops.mask {
-                            Some(m) => m.with_f32(|mv| run(Some(mv), all)),
-                            None => run(None, all),
-                        }
+                        Tensor::with_f32_opt(ops.mask.as_ref(), |mv| run(mv, all))
                     })
                 })
             })
