@@ -1,9 +1,14 @@
 //! `om bench`: kernel benchmarks printing one `key=value` line per measurement (median of
 //! repetitions), for same-run comparison with PyTorch by `tools/compare.sh`.
 //!
-//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
+//! - `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
+//! - `om bench step --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
+//!   [--steps N] [--warmup W]`: the training steps of `shared/BENCHMARKS.md`, printing
+//!   `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 
 use onemodel::core::kernels::gemm::gemm;
+use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
+use onemodel::Compute;
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
 use std::time::Instant;
 
@@ -11,7 +16,8 @@ use std::time::Instant;
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gemm") => gemm_bench(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm"))),
+        Some("step") => step_bench(&args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step"))),
     }
 }
 
@@ -65,5 +71,32 @@ fn gemm_bench(args: &[String]) -> Result<()> {
         settings.path,
         rates[rates.len() / 2]
     );
+    Ok(())
+}
+
+/// `om bench step`: median and minimum wall time of the benchmark training steps.
+fn step_bench(args: &[String]) -> Result<()> {
+    let (mut model, mut threads, mut mode, mut steps, mut warmup) = (None, 1usize, Mode::Fast, 20usize, 5usize);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
+        let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
+        let num = || v.parse::<usize>().map_err(|_| bad());
+        match flag.as_str() {
+            "--model" => model = Some(BenchModel::parse(v).ok_or_else(bad)?),
+            "--threads" => threads = num()?,
+            "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
+            "--steps" => steps = num()?,
+            "--warmup" => warmup = num()?,
+            _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
+        }
+    }
+    let model = model.ok_or_else(|| Error::argument("bench", "--model convnet|encoder|crnn_ctc is required"))?;
+    Compute::set_threads(threads)?;
+    Compute::set_mode(mode);
+    let step = BenchStep::new(model, 0)?;
+    let mut times = time_steps(&step, warmup, steps)?;
+    times.sort_by(f64::total_cmp);
+    println!("{} threads={threads} mode={mode} median_ms={:.2} min_ms={:.2}", model.name(), times[times.len() / 2], times[0]);
     Ok(())
 }

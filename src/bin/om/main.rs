@@ -19,7 +19,9 @@ commands:
                --threads T --mode fast|exact --batch B --lr LR --save FILE)
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
-  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]";
+  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
+  bench step   --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
+               [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
