@@ -5,7 +5,7 @@
 use crate::autograd::{self, Meta, Node};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{self, contiguous_strides, for_each_offset};
+use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row};
 use crate::pool::Buffer;
 use crate::storage::Storage;
 use std::sync::{Arc, Mutex};
@@ -240,9 +240,15 @@ impl Tensor {
                     out.copy_from_slice(&src[self.0.offset..self.0.offset + out.len()]);
                     return;
                 }
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
-                    out[i] = src[o];
-                    i += 1;
+                // Whole rows at a time: a copy where the row is contiguous in storage.
+                for_each_row(&self.0.shape, [&self.0.strides], [self.0.offset], |[start], len, [step]| {
+                    let dst = &mut out[i..i + len];
+                    if step == 1 {
+                        dst.copy_from_slice(&src[start..start + len]);
+                    } else {
+                        dst.iter_mut().enumerate().for_each(|(j, d)| *d = src[start + j * step]);
+                    }
+                    i += len;
                 });
             }
             DType::I32 => {
