@@ -4,7 +4,7 @@
 //! products such as `g·bᵀ` copy nothing.
 
 use om_core::compute::Compute;
-use om_core::kernels::gemm::{gemm_mat, MatMut, MatRef};
+use om_core::kernels::gemm::{gemm_mat, gemm_mat_bias, Bias, MatMut, MatRef};
 use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -172,8 +172,34 @@ pub mod matmul {
     }
 }
 
+/// `x2·Wᵀ + bias` as one GEMM reading W transposed in place, the bias added in its
+/// epilogue: the bits of `add(matmul(x2, transpose(w)), bias)`, without recording.
+fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let (rows, out_f) = (x2.shape()[0], w.shape()[0]);
+    let (x2, w) = (gemm_readable(x2), gemm_readable(w));
+    let bias = bias.map(Tensor::to_contiguous);
+    let settings = Compute::settings();
+    x2.with_storage_f32(|xs| {
+        w.with_storage_f32(|ws| {
+            Tensor::with_f32_opt(bias.as_ref(), |bs| {
+                Tensor::build_f32(&[rows, out_f], |y| {
+                    let (xm, wt) = (mat(xs, &x2, x2.offset(), rows), mat(ws, &w, w.offset(), out_f).t());
+                    let y = MatMut::row_major(y, rows, out_f);
+                    match bs {
+                        Some(b) => gemm_mat_bias(settings, xm, wt, y, Bias::PerCol(b)),
+                        None => gemm_mat(settings, xm, wt, y),
+                    }
+                    Ok(())
+                })
+            })
+        })
+    })
+}
+
 /// Affine map `x·Wᵀ + b` over the last axis of `x` (`[..., in]` → `[..., out]`, with
 /// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions.
+/// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
+/// GEMM with the bias fused into its epilogue, which gives the composition's bits.
 #[op(composition)]
 pub mod linear {
     use super::*;
@@ -193,10 +219,17 @@ pub mod linear {
         }
         let lead = &x.shape()[..x.rank() - 1];
         let x2 = crate::reshape(x, vec![-1, in_f as isize])?;
-        let mut y = crate::matmul(&x2, &crate::transpose(w, 0, 1)?)?;
-        if let Some(b) = bias {
-            y = crate::add(&y, b)?;
-        }
+        let records = om_core::is_grad_enabled() && [Some(x), Some(w), bias].into_iter().flatten().any(Tensor::needs_grad);
+        let all_f32 = [Some(x), Some(w), bias].into_iter().flatten().all(|t| t.dtype() == DType::F32);
+        let y = if !records && all_f32 {
+            linear_fused(&x2, w, bias)?
+        } else {
+            let y = crate::matmul(&x2, &crate::transpose(w, 0, 1)?)?;
+            match bias {
+                Some(b) => crate::add(&y, b)?,
+                None => y,
+            }
+        };
         let mut shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
         shape.push(out_f as isize);
         crate::reshape(&y, shape)
@@ -224,6 +257,32 @@ pub mod linear {
 #[cfg(test)]
 mod tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::autograd::NoGradGuard;
+    use om_core::Tensor;
+
+    #[test]
+    fn linear_without_recording_has_the_bits_of_the_composition() {
+        both_modes(|| {
+            let x = Tensor::rand_uniform(&[2, 37, 29], -1.0, 1.0, 1).unwrap();
+            let xt = crate::transpose(&Tensor::rand_uniform(&[29, 37], -1.0, 1.0, 2).unwrap(), 0, 1).unwrap();
+            let w = Tensor::rand_uniform(&[45, 29], -1.0, 1.0, 3).unwrap();
+            let b = Tensor::rand_uniform(&[45], -1.0, 1.0, 4).unwrap();
+            for x in [&x, &xt] {
+                for bias in [Some(&b), None] {
+                    let wg = w.detach().requires_grad().unwrap();
+                    let recorded = crate::linear(x, &wg, bias).unwrap();
+                    assert!(recorded.needs_grad());
+                    let fused = {
+                        let _guard = NoGradGuard::new();
+                        crate::linear(x, &w, bias).unwrap()
+                    };
+                    assert_eq!(fused.shape(), recorded.shape());
+                    let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&fused), bits(&recorded), "x {:?} bias {}", x.shape(), bias.is_some());
+                }
+            }
+        });
+    }
 
     #[test]
     fn linear_and_concat_match_pytorch() {
