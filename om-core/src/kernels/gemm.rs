@@ -9,11 +9,17 @@
 //! bit-identical on every [`KernelPath`] and thread count, and fast mode is bit-identical
 //! across thread counts. See `docs/kernels-gemm.md` for the layout and the figures.
 //!
-//! Structure: the output is cut into a few large, equal chunks by `Plan::new`, from the
-//! shape and the path's tile only. Each chunk is computed independently by one thread: for
-//! each k-block it packs its B columns once into a thread-local scratch buffer, then for
-//! each row panel of MR rows packs those A rows (an L1-sized panel) and runs the path's
-//! register-tile kernel across the packed B.
+//! Structure: the operands are typed views ([`MatRef`], [`MatMut`], `operand.rs`), so a
+//! transposed or strided operand is read in place by the packers (`pack.rs`). The output
+//! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
+//! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
+//! is computed independently by one thread: for each k-block it packs its B columns once
+//! into a thread-local scratch buffer, then for each row panel of up to MR rows packs
+//! those A rows (an L1-sized panel) and runs the path's register-tile kernel across the
+//! packed B; an optional [`Bias`] is added to each tile after its last k-block.
+//!
+//! The positional [`gemm`] (row-major slices with leading dimensions) is a thin wrapper
+//! over [`gemm_mat`] for the call sites not yet written with views.
 
 use crate::compute::{for_each_chunk, KernelPath, Mode, Settings};
 use std::cell::Cell;
@@ -106,9 +112,13 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     unaliased(settings, a, b, c, bias);
 }
 
-/// Whether a row stride of C makes its rows collide in the cache (a multiple of 1 KiB).
+/// Whether a row stride of C makes its rows collide in the L1 cache: a multiple of a
+/// quarter of the L1 set span (`sets · line`; 4 KiB on Zen 4 and Zen 5, so 1 KiB = 256
+/// floats, where the padded copy was measured to pay from 512 floats on).
 fn aliasing_stride(ldc: usize) -> bool {
-    ldc >= 512 && ldc.is_multiple_of(256)
+    let l1 = cache::caches().l1;
+    let quarter_span = (l1.sets() * l1.line / 16).max(1);
+    ldc >= 2 * quarter_span && ldc.is_multiple_of(quarter_span)
 }
 
 /// Fewest rows for which the padded copy of C pays for itself.
