@@ -1,12 +1,15 @@
 //! `om bench`: kernel benchmarks printing one `key=value` line per measurement (median of
 //! repetitions), for same-run comparison with PyTorch by `tools/compare.sh`.
 //!
-//! - `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
+//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
+//! [--ta] [--tb]`: `--ta` stores A as the transpose of a row-major `k × m` matrix (as in
+//! `xᵀ·g`), `--tb` B as the transpose of a row-major `n × k` matrix (as in `x·Wᵀ`); the
+//! GEMM reads them in place.
 //! - `om bench step --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
 //!   [--steps N] [--warmup W]`: the training steps of `shared/BENCHMARKS.md`, printing
 //!   `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 
-use onemodel::core::kernels::gemm::gemm;
+use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
 use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
 use onemodel::Compute;
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
@@ -24,8 +27,13 @@ pub fn run(args: &[String]) -> Result<()> {
 fn gemm_bench(args: &[String]) -> Result<()> {
     let (mut m, mut k, mut n, mut reps) = (512usize, 512usize, 512usize, 15usize);
     let mut settings = Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() };
+    let (mut ta, mut tb) = (false, false);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        if flag == "--ta" || flag == "--tb" {
+            (ta, tb) = (ta || flag == "--ta", tb || flag == "--tb");
+            continue;
+        }
         let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
         let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
         let num = || v.parse::<usize>().map_err(|_| bad());
@@ -48,7 +56,9 @@ fn gemm_bench(args: &[String]) -> Result<()> {
     let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
     let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0).collect();
     let mut c = vec![0.0f32; m * n];
-    let mut call = || gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+    let am = if ta { MatRef::row_major(&a, k, m).t() } else { MatRef::row_major(&a, m, k) };
+    let bm = if tb { MatRef::row_major(&b, n, k).t() } else { MatRef::row_major(&b, k, n) };
+    let mut call = || gemm_mat(settings, am, bm, MatMut::row_major(&mut c, m, n));
     let flops = 2.0 * (m * n * k) as f64;
     let start = Instant::now();
     call();
@@ -65,7 +75,9 @@ fn gemm_bench(args: &[String]) -> Result<()> {
         .collect();
     rates.sort_by(f64::total_cmp);
     println!(
-        "gemm m={m} k={k} n={n} threads={} mode={} path={} gflops={:.1}",
+        "gemm m={m} k={k} n={n}{}{} threads={} mode={} path={} gflops={:.1}",
+        if ta { " ta=1" } else { "" },
+        if tb { " tb=1" } else { "" },
         settings.threads,
         settings.mode,
         settings.path,
