@@ -11,7 +11,8 @@ use std::time::Instant;
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gemm") => gemm_bench(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm"))),
+        Some("conv") => super::bench_conv::run(&args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, conv"))),
     }
 }
 
