@@ -2,7 +2,10 @@
 //! benchmark (`../shared/BENCHMARKS.md`), one line per layer with the median milliseconds of
 //! the forward pass, the input, weight and bias gradients, and their total.
 //!
-//! `om bench conv --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R]`
+//! `om bench conv --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]`
+//!
+//! `--stat min` reports the fastest repetition instead of the median: on a busy shared
+//! machine it leaves out the repetitions the scheduler interrupted.
 
 use onemodel::core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
@@ -14,7 +17,7 @@ const LAYERS: [(usize, usize, usize, usize); 3] = [(32, 3, 32, 32), (32, 32, 16,
 /// Runs `om bench conv ...`.
 pub fn run(args: &[String]) -> Result<()> {
     let mut settings = Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() };
-    let (mut reps, mut only) = (11usize, None);
+    let (mut reps, mut only, mut min) = (11usize, None, false);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
@@ -22,6 +25,13 @@ pub fn run(args: &[String]) -> Result<()> {
         let num = || v.parse::<usize>().map_err(|_| bad());
         match flag.as_str() {
             "--reps" => reps = num()?.max(1),
+            "--stat" => {
+                min = match v.as_str() {
+                    "min" => true,
+                    "median" => false,
+                    _ => return Err(bad()),
+                }
+            }
             "--layer" => only = Some(num()?.clamp(1, LAYERS.len())),
             "--threads" => settings.threads = num()?.clamp(1, onemodel::compute::MAX_THREADS),
             "--mode" => settings.mode = Mode::parse(v).ok_or_else(bad)?,
@@ -45,10 +55,10 @@ pub fn run(args: &[String]) -> Result<()> {
         let b: Vec<f32> = (0..o).map(|i| i as f32 / 64.0).collect();
         let g: Vec<f32> = (0..n * o * side * side).map(|i| ((i * 3 % 17) as f32 - 8.0) / 32.0).collect();
         let (mut y, mut dx, mut dw, mut db) = (vec![0.0; g.len()], vec![0.0; x.len()], vec![0.0; w.len()], vec![0.0; o]);
-        let fwd = median_ms(reps, || conv2d_forward(settings, &geo, &x, &w, Some(&b), &mut y));
-        let bx = median_ms(reps, || conv2d_backward_input(settings, &geo, &g, &w, &mut dx));
-        let bw = median_ms(reps, || conv2d_backward_weight(settings, &geo, &x, &g, &mut dw));
-        let bb = median_ms(reps, || conv2d_backward_bias(&geo, &g, &mut db));
+        let fwd = time_ms(reps, min, || conv2d_forward(settings, &geo, &x, &w, Some(&b), &mut y));
+        let bx = time_ms(reps, min, || conv2d_backward_input(settings, &geo, &g, &w, &mut dx));
+        let bw = time_ms(reps, min, || conv2d_backward_weight(settings, &geo, &x, &g, &mut dw));
+        let bb = time_ms(reps, min, || conv2d_backward_bias(&geo, &g, &mut db));
         println!(
             "conv layer={} x=[{n},{c},{side},{side}] o={o} threads={} mode={} path={} fwd_ms={fwd:.3} dx_ms={bx:.3} dw_ms={bw:.3} db_ms={bb:.3} total_ms={:.3}",
             i + 1,
@@ -61,8 +71,9 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The median over `reps` timed calls of `f` (after one warm-up call), in milliseconds.
-fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+/// The median (or the minimum, when `min`) over `reps` timed calls of `f` (after one
+/// warm-up call), in milliseconds.
+fn time_ms(reps: usize, min: bool, mut f: impl FnMut()) -> f64 {
     f();
     let mut times: Vec<f64> = (0..reps)
         .map(|_| {
@@ -72,5 +83,9 @@ fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    if min {
+        times[0]
+    } else {
+        times[times.len() / 2]
+    }
 }

@@ -21,7 +21,7 @@ commands:
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
   bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
-  bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R]
+  bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]
                (the convnet benchmark's convolutions: forward and the three gradients)";
 
 fn main() -> ExitCode {
