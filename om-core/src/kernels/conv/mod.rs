@@ -7,17 +7,24 @@
 //! - forward: `y[og, P] = W_g[og, K] · colsᵀ[K, P]`; `colsᵀ` is unfolded directly in
 //!   row-major `[K, P]` order (the transposed operand copied to row-major, spec section 4),
 //!   and the GEMM writes straight into the output image. The bias is added after.
-//! - weight gradient: per image in item order, `S = g[og, P] · cols[P, K]` into a scratch,
-//!   then `dW_g += S` (element-wise, f32).
+//! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
+//!   image in item order (each image's product rounded into a scratch, then added): every
+//!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
+//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
 //!
+//! The unfolding and col2im work row-wise (`unfold`): one run of an input row per kernel tap
+//! and output row, not one closure call per element.
+//!
 //! Threads: images are independent in the forward pass and the input gradient, so those
 //! are chunked by image (a function of the shape only) and each image's GEMMs run on one
 //! thread; with one image the GEMM itself uses the threads. The GEMM is bit-identical at
-//! every thread count, so the result does not depend on that choice. The weight and bias
-//! gradients run in item order on the calling thread (their GEMMs may use the threads).
+//! every thread count, so the result does not depend on that choice. The weight gradient
+//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K`): each chunk
+//! runs over all images in item order, so no addition is reordered. The bias gradient runs
+//! on the calling thread.
 
 use crate::compute::{for_each_chunk_mut, Settings};
 use crate::kernels::gemm::gemm;

@@ -25,16 +25,32 @@ impl ConvGeom {
         valid_range(self.ow, self.sw, kw * self.dw, self.pl, self.w)
     }
 
-    /// Channel, kernel row and kernel column of unfolded row `k`.
-    fn split_k(&self, k: usize) -> (usize, usize, usize) {
-        (k / (self.kh * self.kw), k / self.kw % self.kh, k % self.kw)
+    /// Channel, kernel row and kernel column of each unfolded row in `rows`, in order,
+    /// counted up instead of divided out per row.
+    fn taps(&self, rows: Range<usize>) -> impl Iterator<Item = (usize, usize, usize)> {
+        let (kh, kw) = (self.kh, self.kw);
+        let (mut c, mut ky, mut kx) = (rows.start / (kh * kw), rows.start / kw % kh, rows.start % kw);
+        rows.map(move |_| {
+            let tap = (c, ky, kx);
+            kx += 1;
+            if kx == kw {
+                kx = 0;
+                ky += 1;
+                if ky == kh {
+                    ky = 0;
+                    c += 1;
+                }
+            }
+            tap
+        })
     }
 }
 
 /// The outputs `o < len` with `0 ≤ o·stride + off − pad < size`.
 fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -> Range<usize> {
-    let lo = pad.saturating_sub(off).div_ceil(stride).min(len);
-    let hi = (size + pad).saturating_sub(off).div_ceil(stride).min(len);
+    let steps = |v: usize| if stride == 1 { v } else { v.div_ceil(stride) };
+    let lo = steps(pad.saturating_sub(off)).min(len);
+    let hi = steps((size + pad).saturating_sub(off)).min(len);
     lo..hi.max(lo)
 }
 
@@ -42,8 +58,7 @@ fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -
 /// (`[rows.len(), P]`, row-major); `xg` is the group's input, `[C/g, H, W]`.
 pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32]) {
     let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
-    for (k, dst) in rows.zip(out.chunks_exact_mut(p)) {
-        let (c, ky, kx) = geo.split_k(k);
+    for ((c, ky, kx), dst) in geo.taps(rows).zip(out.chunks_exact_mut(p)) {
         let plane = &xg[c * h * w..][..h * w];
         let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
         dst[..ys.start * ow].fill(0.0);
@@ -92,8 +107,7 @@ pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
 /// taps in the padding are dropped.
 pub fn col2im_kp_add(geo: &ConvGeom, dcols: &[f32], dxg: &mut [f32]) {
     let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
-    for (k, src) in dcols.chunks_exact(p).take(geo.k()).enumerate() {
-        let (c, ky, kx) = geo.split_k(k);
+    for ((c, ky, kx), src) in geo.taps(0..geo.k()).zip(dcols.chunks_exact(p)) {
         let plane = &mut dxg[c * h * w..][..h * w];
         let xs = geo.valid_cols(kx);
         if xs.is_empty() {
@@ -114,12 +128,21 @@ pub fn col2im_kp_add(geo: &ConvGeom, dcols: &[f32], dxg: &mut [f32]) {
 }
 
 /// `dst[j·rows + i] = src[i·cols + j]`: the row-major transpose of a `[rows, cols]` block,
-/// walked in 8×8 tiles so both sides stay in cache lines.
+/// in 8×8 tiles (a full tile is read as eight row runs into registers and written as eight
+/// column runs, so the compiler keeps it in vector registers); ragged edges element-wise.
 pub fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
     const T: usize = 8;
     let (src, dst) = (&src[..rows * cols], &mut dst[..rows * cols]);
     for i0 in (0..rows).step_by(T) {
         for j0 in (0..cols).step_by(T) {
+            if i0 + T <= rows && j0 + T <= cols {
+                let tile: [[f32; T]; T] = std::array::from_fn(|r| src[(i0 + r) * cols + j0..][..T].try_into().expect("8 values"));
+                for c in 0..T {
+                    let d: &mut [f32; T] = (&mut dst[(j0 + c) * rows + i0..][..T]).try_into().expect("8 values");
+                    *d = std::array::from_fn(|r| tile[r][c]);
+                }
+                continue;
+            }
             for i in i0..(i0 + T).min(rows) {
                 for j in j0..(j0 + T).min(cols) {
                     dst[j * rows + i] = src[i * cols + j];
