@@ -46,6 +46,21 @@ impl ConvGeom {
     }
 }
 
+/// For stride 1 and an output as wide as the input, output `(oy, ox)` of tap `(kh, kw)`
+/// reads plane element `oy·W + ox + shift`: returns the part of the flat output range of
+/// rows `ys` whose shifted index lies inside the plane, and the shift. Columns outside the
+/// tap's valid columns then map onto a neighbouring row's edge (or are clipped here).
+fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(Range<usize>, isize)> {
+    if geo.sh != 1 || geo.sw != 1 || geo.ow != geo.w || ys.is_empty() {
+        return None;
+    }
+    let (h, w) = (geo.h, geo.w);
+    let shift = (ky * geo.dh) as isize * w as isize + (kx * geo.dw) as isize - (geo.pt * w + geo.pl) as isize;
+    let a = (ys.start * w).max((-shift).max(0) as usize);
+    let b = (ys.end * w).min(((h * w) as isize - shift).max(0) as usize).max(a);
+    Some((a..b, shift))
+}
+
 /// The outputs `o < len` with `0 ≤ o·stride + off − pad < size`.
 fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -> Range<usize> {
     let steps = |v: usize| if stride == 1 { v } else { v.div_ceil(stride) };
@@ -63,15 +78,11 @@ pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut 
         let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
         dst[..ys.start * ow].fill(0.0);
         dst[ys.end * ow..].fill(0.0);
-        if geo.sh == 1 && geo.sw == 1 && ow == w && !ys.is_empty() {
-            // Stride 1, same width: output (oy, ox) reads plane[oy·W + ox + shift], so the
-            // valid rows are one shifted copy; then the columns outside `xs` (which read
-            // a neighbouring row, or lie past the plane's ends) are zeroed.
-            let shift = (ky * geo.dh) as isize * w as isize + (kx * geo.dw) as isize - (geo.pt * w + geo.pl) as isize;
-            let (a, b) = (ys.start * w, ys.end * w);
-            let a = a.max((-shift).max(0) as usize);
-            let b = b.min(((h * w) as isize - shift).max(0) as usize).max(a);
-            dst[a..b].copy_from_slice(&plane[(a as isize + shift) as usize..(b as isize + shift) as usize]);
+        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+            // One shifted copy of the valid rows, then the columns outside `xs` (which
+            // read a neighbouring row, or were clipped) are zeroed.
+            let from = (run.start as isize + shift) as usize;
+            dst[run.clone()].copy_from_slice(&plane[from..from + run.len()]);
             for row in dst[ys.start * ow..ys.end * ow].chunks_exact_mut(ow) {
                 row[..xs.start].fill(0.0);
                 row[xs.end..].fill(0.0);
@@ -105,16 +116,32 @@ pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
 
 /// Adds every tap of `dcols` (`[K, P]`) into `dxg` (`[C/g, H, W]`), `k` outer, `p` inner;
 /// taps in the padding are dropped.
-pub fn col2im_kp_add(geo: &ConvGeom, dcols: &[f32], dxg: &mut [f32]) {
+///
+/// `dxg` must not hold `-0.0`: the stride-1, same-width path zeroes the entries of `dcols`
+/// outside each tap's valid columns and then adds one flat run per tap, so those `+0.0`s
+/// land on a neighbouring row's edge, where `v + 0.0 = v` for every `v` but `-0.0`. Sums
+/// started from `+0.0` never are `-0.0` (round to nearest), so a `dx` zeroed first and
+/// filled only by this function qualifies, and every element's additions are exactly those
+/// of the element-wise loop, in its order.
+pub fn col2im_kp_add(geo: &ConvGeom, dcols: &mut [f32], dxg: &mut [f32]) {
     let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
-    for ((c, ky, kx), src) in geo.taps(0..geo.k()).zip(dcols.chunks_exact(p)) {
+    for ((c, ky, kx), src) in geo.taps(0..geo.k()).zip(dcols.chunks_exact_mut(p)) {
         let plane = &mut dxg[c * h * w..][..h * w];
-        let xs = geo.valid_cols(kx);
+        let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
         if xs.is_empty() {
             continue;
         }
+        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+            for row in src[ys.start * ow..ys.end * ow].chunks_exact_mut(ow) {
+                row[..xs.start].fill(0.0);
+                row[xs.end..].fill(0.0);
+            }
+            let to = (run.start as isize + shift) as usize;
+            plane[to..to + run.len()].iter_mut().zip(&src[run]).for_each(|(d, &v)| *d += v);
+            continue;
+        }
         let c0 = xs.start * geo.sw + kx * geo.dw - geo.pl;
-        for oy in geo.valid_rows(ky) {
+        for oy in ys {
             let r = oy * geo.sh + ky * geo.dh - geo.pt;
             let run = &src[oy * ow..][xs.clone()];
             let dst = &mut plane[r * w + c0..];
@@ -230,7 +257,7 @@ mod tests {
                 }
             });
             let mut got = vec![0.0f32; want.len()];
-            col2im_kp_add(&g, &dcols, &mut got);
+            col2im_kp_add(&g, &mut dcols.clone(), &mut got);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{g:?}");
         }
@@ -239,9 +266,9 @@ mod tests {
     #[test]
     fn col2im_adds_every_in_bounds_tap() {
         let g = ConvGeom { n: 1, c: 1, h: 3, w: 3, o: 1, groups: 1, kh: 2, kw: 2, sh: 1, sw: 1, pt: 1, pl: 0, dh: 1, dw: 1, oh: 3, ow: 2 };
-        let dcols = vec![1.0; g.k() * g.p()];
+        let mut dcols = vec![1.0; g.k() * g.p()];
         let mut dx = vec![0.0; 9];
-        col2im_kp_add(&g, &dcols, &mut dx);
+        col2im_kp_add(&g, &mut dcols, &mut dx);
         // How many windows read each pixel.
         assert_eq!(dx, vec![2.0, 4.0, 2.0, 2.0, 4.0, 2.0, 1.0, 2.0, 1.0]);
     }
