@@ -20,7 +20,8 @@ pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gemm") => gemm_bench(&args[1..]),
         Some("step") => step_bench(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step"))),
+        Some("conv") => super::bench_conv::run(&args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv"))),
     }
 }
 

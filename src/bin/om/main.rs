@@ -8,6 +8,7 @@ use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_conv;
 mod ocr;
 mod train;
 
@@ -21,7 +22,9 @@ commands:
   ops          print the operator registry as Markdown (docs/ops.md)
   bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
   bench step   --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
-               [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)";
+               [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)
+  bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]
+               (the convnet benchmark's convolutions: forward and the three gradients)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
