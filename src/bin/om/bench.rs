@@ -2,16 +2,20 @@
 //! repetitions), for same-run comparison with PyTorch by `tools/compare.sh`.
 //!
 //! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
+//! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--case NAME]` ([`norm_pool`])
 
 use onemodel::core::kernels::gemm::gemm;
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
 use std::time::Instant;
 
+mod norm_pool;
+
 /// Runs `om bench <what> ...`.
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gemm") => gemm_bench(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm"))),
+        Some("norm-pool") => norm_pool::run(&args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, norm-pool"))),
     }
 }
 

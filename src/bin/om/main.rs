@@ -19,7 +19,8 @@ commands:
                --threads T --mode fast|exact --batch B --lr LR --save FILE)
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
-  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]";
+  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
+  bench norm-pool  --threads T --mode fast|exact [--reps R] [--case NAME]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
