@@ -566,3 +566,230 @@ fn bn_grad_sums<const K: usize>(
         sgx[ch - c0 + k] = acc[k].1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Bit-for-bit checks against the scalar definitions (the loops these kernels replaced),
+    //! on shapes that reach the lockstep groups, their remainders and several chunks, on
+    //! every supported path at 1 and 2 threads.
+
+    use super::*;
+    use crate::compute::{KernelPath, Mode};
+    use crate::rng::Rng;
+
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut rng = Rng::new(seed);
+        (0..len).map(|_| rng.uniform(-3.0, 3.0) + 0.5).collect()
+    }
+
+    fn every_setting() -> Vec<Settings> {
+        let mut all = Vec::new();
+        for path in KernelPath::supported() {
+            for threads in [1, 2] {
+                all.push(Settings { mode: Mode::Fast, threads, path });
+            }
+        }
+        all
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// The scalar layer norm forward: `(y, mean, rstd)`.
+    fn ln_reference(x: &[f32], d: usize, gv: Option<&[f32]>, bv: Option<&[f32]>, eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let rows = x.len() / d;
+        let mut m = vec![0.0; rows];
+        let mut s = vec![0.0; rows];
+        let mut y = vec![0.0; x.len()];
+        for r in 0..rows {
+            let sum = x[r * d..(r + 1) * d].iter().fold(0.0f64, |a, &v| a + v as f64);
+            m[r] = (sum / d as f64) as f32;
+            let mu = m[r] as f64;
+            let sq = x[r * d..(r + 1) * d].iter().fold(0.0f64, |a, &v| a + (v as f64 - mu) * (v as f64 - mu));
+            s[r] = inv_std(sq / d as f64, eps);
+            for i in 0..d {
+                let mut v = (x[r * d + i] - m[r]) * s[r];
+                if let Some(g) = gv {
+                    v *= g[i];
+                }
+                if let Some(b) = bv {
+                    v += b[i];
+                }
+                y[r * d + i] = v;
+            }
+        }
+        (y, m, s)
+    }
+
+    /// The scalar layer norm backward: `(dx, Σ g·x̂, Σ g)`.
+    fn ln_backward_reference(x: &[f32], gs: &[f32], n: usize, m: &[f32], s: &[f32], gv: Option<&[f32]>) -> (Vec<f32>, Vec<f64>, Vec<f64>) {
+        let rows = x.len() / n;
+        let (mut dga, mut dba, mut dx) = (vec![0.0f64; n], vec![0.0f64; n], vec![0.0f32; x.len()]);
+        let xhat = |row: usize, i: usize| (x[row * n + i] - m[row]) * s[row];
+        let ghat = |row: usize, i: usize| match gv {
+            Some(gm) => gs[row * n + i] * gm[i],
+            None => gs[row * n + i],
+        };
+        for row in 0..rows {
+            for i in 0..n {
+                let gi = gs[row * n + i] as f64;
+                dga[i] += gi * xhat(row, i) as f64;
+                dba[i] += gi;
+            }
+        }
+        for row in 0..rows {
+            let (mut s1, mut s2) = (0.0f64, 0.0f64);
+            for i in 0..n {
+                let gh = ghat(row, i) as f64;
+                s1 += gh;
+                s2 += gh * xhat(row, i) as f64;
+            }
+            let m1 = (s1 / n as f64) as f32;
+            let m2 = (s2 / n as f64) as f32;
+            for i in 0..n {
+                dx[row * n + i] = (ghat(row, i) - m1 - xhat(row, i) * m2) * s[row];
+            }
+        }
+        (dx, dga, dba)
+    }
+
+    #[test]
+    fn layer_norm_matches_the_scalar_definition_bit_for_bit() {
+        for &(rows, d) in &[(13, 37), (6, 300), (300, 130), (1, 1)] {
+            let x = data(rows * d, 1);
+            let g = data(rows * d, 2);
+            let (gm, bt) = (data(d, 3), data(d, 4));
+            for (gv, bv) in [(None, None), (Some(&gm[..]), None), (None, Some(&bt[..])), (Some(&gm[..]), Some(&bt[..]))] {
+                let (ry, rm, rs) = ln_reference(&x, d, gv, bv, 1e-5);
+                let (rdx, rdg, rdb) = ln_backward_reference(&x, &g, d, &rm, &rs, gv);
+                for st in every_setting() {
+                    let (mut y, mut m, mut s) = (vec![0.0; rows * d], vec![0.0; rows], vec![0.0; rows]);
+                    layer_norm(st, &x, d, Affine { gamma: gv, beta: bv }, 1e-5, &mut y, &mut m, &mut s);
+                    assert_eq!((bits(&y), bits(&m), bits(&s)), (bits(&ry), bits(&rm), bits(&rs)), "{rows}x{d} {st:?}");
+                    let (mut dx, mut dg, mut db) = (vec![0.0; rows * d], vec![0.0; d], vec![0.0; d]);
+                    layer_norm_backward(st, &x, &g, d, &m, &s, gv, Some(&mut dx), Some((&mut dg, &mut db)));
+                    assert_eq!(bits(&dx), bits(&rdx), "{rows}x{d} {st:?}");
+                    assert_eq!((dg.clone(), db.clone()), (rdg.clone(), rdb.clone()), "{rows}x{d} {st:?}");
+                }
+            }
+        }
+    }
+
+    /// The scalar batch norm in training: `(y, mean, sq, rstd)`.
+    fn bn_reference(
+        x: &[f32],
+        sh: BatchShape,
+        gv: Option<&[f32]>,
+        bv: Option<&[f32]>,
+        eps: f32,
+    ) -> (Vec<f32>, Vec<f32>, Vec<f64>, Vec<f32>) {
+        let BatchShape { n, c, hw } = sh;
+        let mut a = vec![0.0f64; c];
+        for b in 0..n {
+            for (ch, s) in a.iter_mut().enumerate() {
+                let base = (b * c + ch) * hw;
+                *s = x[base..base + hw].iter().fold(*s, |s, &v| s + v as f64);
+            }
+        }
+        let count = (n * hw) as f64;
+        let mean: Vec<f32> = a.iter().map(|&s| (s / count) as f32).collect();
+        a.fill(0.0);
+        for b in 0..n {
+            for (ch, s) in a.iter_mut().enumerate() {
+                let base = (b * c + ch) * hw;
+                let mu = mean[ch] as f64;
+                *s = x[base..base + hw].iter().fold(*s, |s, &v| s + (v as f64 - mu) * (v as f64 - mu));
+            }
+        }
+        let rstd: Vec<f32> = a.iter().map(|&s| inv_std(s / count, eps)).collect();
+        let mut y = vec![0.0; x.len()];
+        for b in 0..n {
+            for ch in 0..c {
+                let base = (b * c + ch) * hw;
+                for i in base..base + hw {
+                    let mut v = (x[i] - mean[ch]) * rstd[ch];
+                    if let Some(g) = gv {
+                        v *= g[ch];
+                    }
+                    if let Some(bb) = bv {
+                        v += bb[ch];
+                    }
+                    y[i] = v;
+                }
+            }
+        }
+        (y, mean, a, rstd)
+    }
+
+    /// The scalar batch norm backward: `(dx, Σ g, Σ g·x̂)`.
+    #[allow(clippy::too_many_arguments)]
+    fn bn_backward_reference(
+        x: &[f32],
+        gs: &[f32],
+        sh: BatchShape,
+        mean: &[f32],
+        rstd: &[f32],
+        gv: Option<&[f32]>,
+        training: bool,
+    ) -> (Vec<f32>, Vec<f64>, Vec<f64>) {
+        let BatchShape { n, c, hw } = sh;
+        let (mut sga, mut sgxa) = (vec![0.0f64; c], vec![0.0f64; c]);
+        let xhat = |i: usize, ch: usize| (x[i] - mean[ch]) * rstd[ch];
+        for b in 0..n {
+            for ch in 0..c {
+                let base = (b * c + ch) * hw;
+                for (i, &gi) in gs.iter().enumerate().take(base + hw).skip(base) {
+                    sga[ch] += gi as f64;
+                    sgxa[ch] += gi as f64 * xhat(i, ch) as f64;
+                }
+            }
+        }
+        let count = (n * hw) as f64;
+        let mg: Vec<f32> = sga.iter().map(|&s| (s / count) as f32).collect();
+        let mgx: Vec<f32> = sgxa.iter().map(|&s| (s / count) as f32).collect();
+        let mut dx = vec![0.0; x.len()];
+        for b in 0..n {
+            for ch in 0..c {
+                let k = match gv {
+                    Some(gm) => gm[ch] * rstd[ch],
+                    None => rstd[ch],
+                };
+                let base = (b * c + ch) * hw;
+                for i in base..base + hw {
+                    dx[i] = if training { k * (gs[i] - mg[ch] - xhat(i, ch) * mgx[ch]) } else { k * gs[i] };
+                }
+            }
+        }
+        (dx, sga, sgxa)
+    }
+
+    #[test]
+    fn batch_norm_matches_the_scalar_definition_bit_for_bit() {
+        for sh in [BatchShape { n: 3, c: 11, hw: 50 }, BatchShape { n: 2, c: 11, hw: 4096 }, BatchShape { n: 2, c: 1, hw: 3 }] {
+            let len = sh.n * sh.c * sh.hw;
+            let (x, g) = (data(len, 5), data(len, 6));
+            let (gm, bt) = (data(sh.c, 7), data(sh.c, 8));
+            for (gv, bv) in [(None, None), (Some(&gm[..]), None), (None, Some(&bt[..])), (Some(&gm[..]), Some(&bt[..]))] {
+                let (ry, rm, rq, rs) = bn_reference(&x, sh, gv, bv, 1e-5);
+                for st in every_setting() {
+                    let (mut y, mut m, mut q, mut s) = (vec![0.0; len], vec![0.0; sh.c], vec![0.0; sh.c], vec![0.0; sh.c]);
+                    let affine = Affine { gamma: gv, beta: bv };
+                    batch_norm(st, sh, &x, affine, 1e-5, &mut y, &mut m, &mut q, &mut s);
+                    assert_eq!((bits(&y), bits(&m), bits(&s)), (bits(&ry), bits(&rm), bits(&rs)), "{sh:?} {st:?}");
+                    assert_eq!(q, rq, "{sh:?} {st:?}");
+                    let mut y2 = vec![0.0; len];
+                    batch_norm_apply(st, sh, &x, &m, &s, affine, &mut y2);
+                    assert_eq!(bits(&y2), bits(&ry), "{sh:?} {st:?}");
+                    for training in [true, false] {
+                        let (rdx, rsg, rsgx) = bn_backward_reference(&x, &g, sh, &m, &s, gv, training);
+                        let (mut dx, mut sg, mut sgx) = (vec![0.0; len], vec![0.0; sh.c], vec![0.0; sh.c]);
+                        batch_norm_backward(st, sh, &x, &g, &m, &s, gv, training, &mut sg, &mut sgx, Some(&mut dx));
+                        assert_eq!(bits(&dx), bits(&rdx), "{sh:?} {st:?} training {training}");
+                        assert_eq!((sg, sgx), (rsg, rsgx), "{sh:?} {st:?} training {training}");
+                    }
+                }
+            }
+        }
+    }
+}

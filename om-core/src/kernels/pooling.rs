@@ -325,3 +325,151 @@ pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, count_include_pad: 
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    //! Bit-for-bit checks against the scalar definitions (the loops these kernels replaced),
+    //! with ties, NaN and −∞ in the input, on the dedicated and the general paths, on every
+    //! supported path at 1 and 2 threads.
+
+    use super::*;
+    use crate::compute::{KernelPath, Mode};
+    use crate::rng::Rng;
+
+    /// Values from a small set (many ties) with NaN and −∞ sprinkled in.
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut rng = Rng::new(seed);
+        (0..len)
+            .map(|_| match rng.below(20) {
+                0 => f32::NAN,
+                1 => f32::NEG_INFINITY,
+                2 => -0.0,
+                k => (k % 6) as f32 - 2.5,
+            })
+            .collect()
+    }
+
+    fn every_setting() -> Vec<Settings> {
+        let mut all = Vec::new();
+        for path in KernelPath::supported() {
+            for threads in [1, 2] {
+                all.push(Settings { mode: Mode::Fast, threads, path });
+            }
+        }
+        all
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    fn geometry(
+        planes: usize,
+        (h, w): (usize, usize),
+        (kh, kw): (usize, usize),
+        (sh, sw): (usize, usize),
+        (ph, pw): (usize, usize),
+        (dh, dw): (usize, usize),
+    ) -> Pool2d {
+        let out = |len: usize, k: usize, s: usize, p: usize, d: usize| (len + 2 * p - d * (k - 1) - 1) / s + 1;
+        Pool2d { planes, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh: out(h, kh, sh, ph, dh), ow: out(w, kw, sw, pw, dw) }
+    }
+
+    /// The scalar forward: `(y, idx)`.
+    fn max_reference(geo: &Pool2d, xs: &[f32]) -> (Vec<f32>, Vec<i32>) {
+        let (mut y, mut idx) = (Vec::new(), Vec::new());
+        for plane in 0..geo.planes {
+            let src = &xs[plane * geo.h * geo.w..][..geo.h * geo.w];
+            for oy in 0..geo.oh {
+                for ox in 0..geo.ow {
+                    let ((y0, y1), (x0, x1)) = (geo.rows(oy), geo.cols(ox));
+                    let mut best = f32::NEG_INFINITY;
+                    let mut at = if y0 < y1 && x0 < x1 { (y0 * geo.w + x0) as i32 } else { -1 };
+                    for iy in (y0..y1).step_by(geo.dh) {
+                        for ix in (x0..x1).step_by(geo.dw) {
+                            let v = src[iy * geo.w + ix];
+                            if v > best || v.is_nan() {
+                                best = v;
+                                at = (iy * geo.w + ix) as i32;
+                            }
+                        }
+                    }
+                    y.push(best);
+                    idx.push(at);
+                }
+            }
+        }
+        (y, idx)
+    }
+
+    #[test]
+    fn max_pool_matches_the_scalar_definition_bit_for_bit() {
+        let cases = [
+            geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1)),
+            geometry(3, (64, 64), (2, 2), (2, 2), (0, 0), (1, 1)),
+            geometry(70, (9, 11), (2, 1), (2, 1), (0, 0), (1, 1)),
+            geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
+            geometry(5, (6, 7), (2, 3), (1, 2), (1, 1), (2, 1)),
+            geometry(4, (5, 5), (3, 3), (1, 1), (0, 0), (1, 1)),
+        ];
+        for geo in cases {
+            let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
+            let x = data(geo.planes * hw, 1);
+            let g: Vec<f32> = data(geo.planes * ohw, 2).iter().map(|v| if v.is_finite() { *v } else { -0.0 }).collect();
+            let (ry, ridx) = max_reference(&geo, &x);
+            let mut rdx = vec![0.0f32; x.len()];
+            for (j, (&gv, &at)) in g.iter().zip(&ridx).enumerate() {
+                rdx[(j / ohw) * hw + at as usize] += gv;
+            }
+            for st in every_setting() {
+                let (mut y, mut idx) = (vec![0.0; ry.len()], vec![0; ry.len()]);
+                max_pool2d(st, &geo, &x, &mut y, &mut idx);
+                assert_eq!((bits(&y), &idx), (bits(&ry), &ridx), "{geo:?} {st:?}");
+                let mut dx = vec![1.0; x.len()];
+                max_pool2d_backward(st, &geo, &g, &idx, &mut dx);
+                assert_eq!(bits(&dx), bits(&rdx), "{geo:?} {st:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn avg_pool_matches_the_scalar_definition_bit_for_bit() {
+        let cases = [
+            geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1)),
+            geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
+            geometry(5, (7, 6), (2, 3), (3, 1), (1, 1), (1, 1)),
+        ];
+        for geo in cases {
+            let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
+            let mut rng = Rng::new(3);
+            let x: Vec<f32> = (0..geo.planes * hw).map(|_| rng.uniform(-2.0, 2.0)).collect();
+            let g: Vec<f32> = (0..geo.planes * ohw).map(|_| rng.uniform(-2.0, 2.0)).collect();
+            for cip in [true, false] {
+                let (mut ry, mut rdx) = (vec![0.0f32; geo.planes * ohw], vec![0.0f32; x.len()]);
+                for plane in 0..geo.planes {
+                    for oy in 0..geo.oh {
+                        for ox in 0..geo.ow {
+                            let ((y0, y1), (x0, x1)) = (geo.rows(oy), geo.cols(ox));
+                            let count = avg_count(&geo, cip, (y0, y1), (x0, x1));
+                            let j = (plane * geo.oh + oy) * geo.ow + ox;
+                            let mut sum = 0.0f64;
+                            for iy in y0..y1 {
+                                for ix in x0..x1 {
+                                    sum += x[plane * hw + iy * geo.w + ix] as f64;
+                                    rdx[plane * hw + iy * geo.w + ix] += g[j] / count;
+                                }
+                            }
+                            ry[j] = (sum / count as f64) as f32;
+                        }
+                    }
+                }
+                for st in every_setting() {
+                    let (mut y, mut dx) = (vec![0.0; ry.len()], vec![1.0; x.len()]);
+                    avg_pool2d(st, &geo, cip, &x, &mut y);
+                    avg_pool2d_backward(st, &geo, cip, &g, &mut dx);
+                    assert_eq!((bits(&y), bits(&dx)), (bits(&ry), bits(&rdx)), "{geo:?} {st:?}");
+                }
+            }
+        }
+    }
+}
