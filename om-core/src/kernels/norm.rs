@@ -17,8 +17,6 @@
 //!
 //! So every instruction set and thread count gives the bits of the scalar definition.
 
-use super::simd::Lanes;
-use super::{dispatch, LaneTask};
 use crate::compute::{for_each_chunk, Settings};
 use std::marker::PhantomData;
 
@@ -67,18 +65,29 @@ impl<'a, T> Shared<'a, T> {
     }
 }
 
-/// Runs `f` inside the instruction set's `#[target_feature]` function, so that the loops it
-/// inlines are vectorised for that set (plain IEEE operations: the same bits at every width).
-struct Vectorised<F>(F);
-
-impl<F: FnOnce()> LaneTask for Vectorised<F> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run<L: Lanes>(self) {
-        (self.0)()
-    }
+/// Runs `$body` inside the instruction set's `#[target_feature]` function (through
+/// [`dispatch`]) with the listed bindings moved in, so that the loops it inlines are
+/// vectorised for that set; they are plain IEEE operations and compares, which give the
+/// same bits at every width. (A closure would not do: its body is compiled once, outside
+/// the `#[target_feature]` functions, when it is called from all of them.)
+macro_rules! on_path {
+    ($path:expr, ($($name:ident: $ty:ty),* $(,)?) $body:block) => {{
+        struct Task<'a> {
+            $($name: $ty,)*
+            _life: std::marker::PhantomData<&'a ()>,
+        }
+        impl $crate::kernels::LaneTask for Task<'_> {
+            type Output = ();
+            #[inline(always)]
+            fn run<L: $crate::kernels::simd::Lanes>(self) {
+                let Task { $($name,)* .. } = self;
+                $body
+            }
+        }
+        $crate::kernels::dispatch($path, Task { $($name,)* _life: std::marker::PhantomData });
+    }};
 }
+pub(crate) use on_path;
 
 /// Optional per-feature scale `γ` and shift `β`.
 #[derive(Clone, Copy, Debug)]
@@ -172,19 +181,16 @@ pub fn layer_norm(settings: Settings, x: &[f32], d: usize, affine: Affine, eps: 
         // SAFETY: chunks cover disjoint ranges of rows.
         let (y, mean, rstd) = unsafe { (ys.range(r0 * d, nr * d), ms.range(r0, nr), ss.range(r0, nr)) };
         let x = &x[r0 * d..(r0 + nr) * d];
-        dispatch(
-            settings.path,
-            Vectorised(|| {
-                let mut r = 0;
-                while r + LOCKSTEP <= nr {
-                    ln_rows::<LOCKSTEP>(x, d, r, affine, eps, y, mean, rstd);
-                    r += LOCKSTEP;
-                }
-                for r in r..nr {
-                    ln_rows::<1>(x, d, r, affine, eps, y, mean, rstd);
-                }
-            }),
-        );
+        on_path!(settings.path, (x: &'a [f32], d: usize, nr: usize, affine: Affine<'a>, eps: f32, y: &'a mut [f32], mean: &'a mut [f32], rstd: &'a mut [f32]) {
+            let mut r = 0;
+            while r + LOCKSTEP <= nr {
+                ln_rows::<LOCKSTEP>(x, d, r, affine, eps, y, mean, rstd);
+                r += LOCKSTEP;
+            }
+            for r in r..nr {
+                ln_rows::<1>(x, d, r, affine, eps, y, mean, rstd);
+            }
+        });
     });
 }
 
@@ -234,7 +240,9 @@ pub fn layer_norm_backward(
             let (c0, nc) = (chunk * COL_BLOCK, COL_BLOCK.min(d - chunk * COL_BLOCK));
             // SAFETY: chunks cover disjoint ranges of columns.
             let (dg, db) = unsafe { (dgs.range(c0, nc), dbs.range(c0, nc)) };
-            dispatch(settings.path, Vectorised(|| ln_column_sums(x, g, d, mean, rstd, c0, dg, db)));
+            on_path!(settings.path, (x: &'a [f32], g: &'a [f32], d: usize, mean: &'a [f32], rstd: &'a [f32], c0: usize, dg: &'a mut [f64], db: &'a mut [f64]) {
+                ln_column_sums(x, g, d, mean, rstd, c0, dg, db)
+            });
         });
     }
     let Some(dx) = dx else { return };
@@ -247,19 +255,16 @@ pub fn layer_norm_backward(
         let dx = unsafe { dxs.range(r0 * d, nr * d) };
         let (x, g) = (&x[r0 * d..(r0 + nr) * d], &g[r0 * d..(r0 + nr) * d]);
         let (mean, rstd) = (&mean[r0..r0 + nr], &rstd[r0..r0 + nr]);
-        dispatch(
-            settings.path,
-            Vectorised(|| {
-                let mut r = 0;
-                while r + LOCKSTEP <= nr {
-                    ln_dx_rows::<LOCKSTEP>(x, g, d, r, mean, rstd, gamma, dx);
-                    r += LOCKSTEP;
-                }
-                for r in r..nr {
-                    ln_dx_rows::<1>(x, g, d, r, mean, rstd, gamma, dx);
-                }
-            }),
-        );
+        on_path!(settings.path, (x: &'a [f32], g: &'a [f32], d: usize, nr: usize, mean: &'a [f32], rstd: &'a [f32], gamma: Option<&'a [f32]>, dx: &'a mut [f32]) {
+            let mut r = 0;
+            while r + LOCKSTEP <= nr {
+                ln_dx_rows::<LOCKSTEP>(x, g, d, r, mean, rstd, gamma, dx);
+                r += LOCKSTEP;
+            }
+            for r in r..nr {
+                ln_dx_rows::<1>(x, g, d, r, mean, rstd, gamma, dx);
+            }
+        });
     });
 }
 
@@ -401,20 +406,18 @@ pub fn batch_norm(
         // SAFETY: chunks cover disjoint ranges of channels, hence disjoint statistics and
         // disjoint planes of `y`.
         let (mean, sq, rstd) = unsafe { (ms.range(c0, nc), qs.range(c0, nc), ss.range(c0, nc)) };
-        dispatch(
-            settings.path,
-            Vectorised(|| {
-                in_lockstep!(c0, nc, bn_stats(c0, shape, x, eps, mean, sq, rstd));
-                for b in 0..n {
-                    for ch in c0..c0 + nc {
-                        let p = shape.plane(b, ch);
-                        // SAFETY: the plane of a channel of this chunk.
-                        let y = unsafe { ys.range(p.start, hw) };
-                        normalise(&x[p], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
-                    }
+        let ys = &ys;
+        on_path!(settings.path, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], eps: f32, affine: Affine<'a>, mean: &'a mut [f32], sq: &'a mut [f64], rstd: &'a mut [f32], ys: &'a Shared<'a, f32>) {
+            in_lockstep!(c0, nc, bn_stats(c0, shape, x, eps, mean, sq, rstd));
+            for b in 0..shape.n {
+                for ch in c0..c0 + nc {
+                    let p = shape.plane(b, ch);
+                    // SAFETY: the plane of a channel of this chunk.
+                    let y = unsafe { ys.range(p.start, shape.hw) };
+                    normalise(&x[p], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
                 }
-            }),
-        );
+            }
+        });
     });
 }
 
@@ -459,19 +462,17 @@ pub fn batch_norm_apply(settings: Settings, shape: BatchShape, x: &[f32], mean: 
     assert!(affine.gamma.is_none_or(|g| g.len() == c) && affine.beta.is_none_or(|b| b.len() == c), "batch_norm: affine lengths");
     let ys = Shared::new(y);
     shape.for_each_channel_chunk(settings, |c0, nc| {
-        dispatch(
-            settings.path,
-            Vectorised(|| {
-                for b in 0..n {
-                    for ch in c0..c0 + nc {
-                        let p = shape.plane(b, ch);
-                        // SAFETY: chunks cover disjoint ranges of channels, hence planes.
-                        let y = unsafe { ys.range(p.start, hw) };
-                        normalise(&x[p], y, mean[ch], rstd[ch], affine, false, ch);
-                    }
+        let ys = &ys;
+        on_path!(settings.path, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], mean: &'a [f32], rstd: &'a [f32], affine: Affine<'a>, ys: &'a Shared<'a, f32>) {
+            for b in 0..shape.n {
+                for ch in c0..c0 + nc {
+                    let p = shape.plane(b, ch);
+                    // SAFETY: chunks cover disjoint ranges of channels, hence planes.
+                    let y = unsafe { ys.range(p.start, shape.hw) };
+                    normalise(&x[p], y, mean[ch], rstd[ch], affine, false, ch);
                 }
-            }),
-        );
+            }
+        });
     });
 }
 
@@ -507,35 +508,33 @@ pub fn batch_norm_backward(
     shape.for_each_channel_chunk(settings, |c0, nc| {
         // SAFETY: chunks cover disjoint ranges of channels, hence disjoint sums and planes.
         let (sg, sgx) = unsafe { (sgs.range(c0, nc), sgxs.range(c0, nc)) };
-        dispatch(
-            settings.path,
-            Vectorised(|| {
-                in_lockstep!(c0, nc, bn_grad_sums(c0, shape, x, g, mean, rstd, sg, sgx));
-                let Some(dxs) = dxs.as_ref() else { return };
-                let count = (n * hw) as f64;
-                for b in 0..n {
-                    for ch in c0..c0 + nc {
-                        let k = match gamma {
-                            Some(gm) => gm[ch] * rstd[ch],
-                            None => rstd[ch],
-                        };
-                        let p = shape.plane(b, ch);
-                        // SAFETY: the plane of a channel of this chunk.
-                        let dx = unsafe { dxs.range(p.start, hw) };
-                        let (x, g) = (&x[p.clone()], &g[p]);
-                        if training {
-                            let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
-                            let (m, s) = (mean[ch], rstd[ch]);
-                            for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(g) {
-                                *dx = k * (g - mg - (x - m) * s * mgx);
-                            }
-                        } else {
-                            dx.iter_mut().zip(g).for_each(|(dx, &g)| *dx = k * g);
+        let dxs = dxs.as_ref();
+        on_path!(settings.path, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], g: &'a [f32], mean: &'a [f32], rstd: &'a [f32], gamma: Option<&'a [f32]>, training: bool, sg: &'a mut [f64], sgx: &'a mut [f64], dxs: Option<&'a Shared<'a, f32>>) {
+            in_lockstep!(c0, nc, bn_grad_sums(c0, shape, x, g, mean, rstd, sg, sgx));
+            let Some(dxs) = dxs else { return };
+            let count = (shape.n * shape.hw) as f64;
+            for b in 0..shape.n {
+                for ch in c0..c0 + nc {
+                    let k = match gamma {
+                        Some(gm) => gm[ch] * rstd[ch],
+                        None => rstd[ch],
+                    };
+                    let p = shape.plane(b, ch);
+                    // SAFETY: the plane of a channel of this chunk.
+                    let dx = unsafe { dxs.range(p.start, shape.hw) };
+                    let (x, g) = (&x[p.clone()], &g[p]);
+                    if training {
+                        let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
+                        let (m, s) = (mean[ch], rstd[ch]);
+                        for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(g) {
+                            *dx = k * (g - mg - (x - m) * s * mgx);
                         }
+                    } else {
+                        dx.iter_mut().zip(g).for_each(|(dx, &g)| *dx = k * g);
                     }
                 }
-            }),
-        );
+            }
+        });
     });
 }
 

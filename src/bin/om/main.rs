@@ -20,7 +20,7 @@ commands:
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
   bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
-  bench norm-pool  --threads T --mode fast|exact [--reps R] [--case NAME]";
+  bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

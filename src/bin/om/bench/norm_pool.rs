@@ -2,7 +2,9 @@
 //! operators on the shapes of the benchmark models (`../shared/BENCHMARKS.md`), through
 //! the public API with autograd, one `key=value` line per case (median of repetitions).
 //!
-//! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--case NAME]`
+//! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]`
+//! (`--inner` fixes the calls per repetition, e.g. to count cycles with a profiler;
+//! by default they fill about 20 ms)
 //!
 //! Cases: `bn_32x32x32x32`, `bn_32x64x16x16` (convnet, training with affine and running
 //! stats), `maxpool_32x32x32x32`, `maxpool_32x64x16x16` (convnet), `maxpool_8x32x32x128`,
@@ -50,7 +52,7 @@ const CASES: &[Case] = &[
 
 /// Runs `om bench norm-pool ...`.
 pub fn run(args: &[String]) -> Result<()> {
-    let (mut threads, mut mode, mut reps, mut only) = (1usize, Mode::Fast, 15usize, None::<String>);
+    let (mut threads, mut mode, mut reps, mut inner, mut only) = (1usize, Mode::Fast, 15usize, None::<usize>, None::<String>);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
@@ -59,6 +61,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "--threads" => threads = v.parse().map_err(|_| bad())?,
             "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
             "--reps" => reps = v.parse::<usize>().map_err(|_| bad())?.max(1),
+            "--inner" => inner = Some(v.parse::<usize>().map_err(|_| bad())?.max(1)),
             "--case" => only = Some(v.clone()),
             _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
         }
@@ -67,8 +70,11 @@ pub fn run(args: &[String]) -> Result<()> {
     Compute::set_mode(mode);
     let mut ran = 0;
     for case in CASES.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
-        let (fwd, both) = measure(case, reps)?;
-        println!("norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4}", case.name);
+        let ((fwd, fwd_min), (both, both_min)) = measure(case, reps, inner)?;
+        println!(
+            "norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4} fwd_min_ms={fwd_min:.4} fwdbwd_min_ms={both_min:.4}",
+            case.name
+        );
         ran += 1;
     }
     if ran == 0 {
@@ -77,8 +83,8 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Median milliseconds of the forward alone and of forward + backward.
-fn measure(case: &Case, reps: usize) -> Result<(f64, f64)> {
+/// Median and minimum milliseconds of the forward alone and of forward + backward.
+fn measure(case: &Case, reps: usize, fixed: Option<usize>) -> Result<((f64, f64), (f64, f64))> {
     let ch = if case.shape.len() == 4 { case.shape[1] } else { case.shape[case.shape.len() - 1] };
     let p = Params {
         gamma: Tensor::randn(&[ch], 2)?.requires_grad()?,
@@ -100,11 +106,11 @@ fn measure(case: &Case, reps: usize) -> Result<(f64, f64)> {
         }
         Ok(())
     };
-    let time = |backward: bool| -> Result<f64> {
+    let time = |backward: bool| -> Result<(f64, f64)> {
         let start = Instant::now();
         step(backward)?;
         let once = start.elapsed().as_secs_f64().max(1e-7);
-        let inner = ((0.02 / once) as usize).clamp(1, 1000);
+        let inner = fixed.unwrap_or(((0.02 / once) as usize).clamp(1, 1000));
         let mut ms = Vec::with_capacity(reps);
         for _ in 0..reps {
             let start = Instant::now();
@@ -114,7 +120,7 @@ fn measure(case: &Case, reps: usize) -> Result<(f64, f64)> {
             ms.push(start.elapsed().as_secs_f64() * 1e3 / inner as f64);
         }
         ms.sort_by(f64::total_cmp);
-        Ok(ms[ms.len() / 2])
+        Ok((ms[ms.len() / 2], ms[0]))
     };
     Ok((time(false)?, time(true)?))
 }
