@@ -17,18 +17,21 @@
 //!
 //! So every instruction set and thread count gives the bits of the scalar definition.
 
+use super::simd::Lanes;
 use crate::compute::{for_each_chunk, Settings};
 use std::marker::PhantomData;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Target elements per parallel chunk (whole rows or channels, at least one). 32 Ki
 /// elements (128 KiB per input) stay in L2 between the passes over a chunk; measured on an
 /// AMD EPYC (Zen 4), 16 Ki to 64 Ki time the same.
 const CHUNK_ELEMS: usize = 32 * 1024;
 
-/// Rows or channels whose sums run in lockstep. Four independent f64 addition chains cover
-/// the add latency (3-4 cycles) at one element per cycle; measured on an AMD EPYC (Zen 4):
-/// 4 is 2.6× faster than 1, 8 no faster than 4.
-const LOCKSTEP: usize = 4;
+/// Rows or channels whose sums run in lockstep: eight, one f64 lane each of an AVX-512
+/// vector (`avx512`); elsewhere eight independent scalar chains, which cover the add latency.
+const LOCKSTEP: usize = 8;
 
 /// Columns per chunk of the layer norm's `dγ`, `dβ` sums (two f64 accumulators each, 1 KiB).
 const COL_BLOCK: usize = 64;
@@ -106,34 +109,102 @@ pub fn inv_std(var: f64, eps: f32) -> f32 {
 
 // ===== lockstep sums =====
 
-/// `K` sums over `K` equally long slices: `acc[k] = f(acc[k], k, rows[k][i])` for `i` in
+/// Converts between `[T; K]` and `[T; 8]` when `K` is 8.
+fn as8<T: Copy, const K: usize>(a: [T; K]) -> Option<[T; 8]> {
+    <[T; 8]>::try_from(&a[..]).ok()
+}
+
+/// The inverse of [`as8`] (panics unless `K` is 8).
+fn from8<T: Copy, const K: usize>(a: [T; 8]) -> [T; K] {
+    <[T; K]>::try_from(&a[..]).expect("K is 8")
+}
+
+/// Whether the lanes are AVX-512's (`dispatch` only runs `L` = `__m512` on a CPU with
+/// AVX-512F), where eight slices take the transposing [`avx512`] sums.
+#[inline(always)]
+fn on_avx512<L: Lanes>() -> bool {
+    cfg!(target_arch = "x86_64") && L::WIDTH == 16
+}
+
+/// `acc[k] + Σ rows[k][i] as f64`, in increasing `i`.
+#[inline(always)]
+fn sum<L: Lanes, const K: usize>(rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
+    #[cfg(target_arch = "x86_64")]
+    if let (true, Some(rows8), Some(acc8)) = (on_avx512::<L>(), as8(rows), as8(acc)) {
+        // SAFETY: inside the AVX-512 instantiation (`on_avx512`).
+        return from8(unsafe { avx512::sum(rows8, acc8) });
+    }
+    lockstep(rows, acc, |s, _, v| s + v as f64)
+}
+
+/// `acc[k] + Σ (rows[k][i] as f64 − mu[k])²`, in increasing `i`.
+#[inline(always)]
+fn sum_sq<L: Lanes, const K: usize>(rows: [&[f32]; K], mu: [f64; K], acc: [f64; K]) -> [f64; K] {
+    #[cfg(target_arch = "x86_64")]
+    if let (true, Some(rows8), Some(mu8), Some(acc8)) = (on_avx512::<L>(), as8(rows), as8(mu), as8(acc)) {
+        // SAFETY: inside the AVX-512 instantiation (`on_avx512`).
+        return from8(unsafe { avx512::sum_sq(rows8, mu8, acc8) });
+    }
+    lockstep(rows, acc, |s, k, v| s + (v as f64 - mu[k]) * (v as f64 - mu[k]))
+}
+
+/// With `a = g·scale[i]` (or `g`) and `b = (x − m[k])·s[k]` in f32: `(acc1[k] + Σ a,
+/// acc2[k] + Σ a·b)` in f64, in increasing `i`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sum_prod<L: Lanes, const K: usize>(
+    xs: [&[f32]; K],
+    gs: [&[f32]; K],
+    scale: Option<&[f32]>,
+    m: [f32; K],
+    s: [f32; K],
+    acc1: [f64; K],
+    acc2: [f64; K],
+) -> ([f64; K], [f64; K]) {
+    #[cfg(target_arch = "x86_64")]
+    if let (true, Some(xs8), Some(gs8), Some(m8), Some(s8), Some(a8), Some(b8)) =
+        (on_avx512::<L>(), as8(xs), as8(gs), as8(m), as8(s), as8(acc1), as8(acc2))
+    {
+        // SAFETY: inside the AVX-512 instantiation (`on_avx512`).
+        let (a, b) = unsafe { avx512::sum_prod(xs8, gs8, scale, m8, s8, a8, b8) };
+        return (from8(a), from8(b));
+    }
+    let len = xs[0].len();
+    let (xs, gs) = (xs.map(|r| &r[..len]), gs.map(|r| &r[..len]));
+    let (mut acc1, mut acc2) = (acc1, acc2);
+    match scale {
+        Some(sc) => {
+            let sc = &sc[..len];
+            for i in 0..len {
+                for k in 0..K {
+                    let a = (gs[k][i] * sc[i]) as f64;
+                    acc1[k] += a;
+                    acc2[k] += a * ((xs[k][i] - m[k]) * s[k]) as f64;
+                }
+            }
+        }
+        None => {
+            for i in 0..len {
+                for k in 0..K {
+                    let a = gs[k][i] as f64;
+                    acc1[k] += a;
+                    acc2[k] += a * ((xs[k][i] - m[k]) * s[k]) as f64;
+                }
+            }
+        }
+    }
+    (acc1, acc2)
+}
+
+/// `K` folds over `K` equally long slices: `acc[k] = f(acc[k], k, rows[k][i])` for `i` in
 /// increasing order.
 #[inline(always)]
-fn sums<const K: usize>(rows: [&[f32]; K], mut acc: [f64; K], f: impl Fn(f64, usize, f32) -> f64) -> [f64; K] {
+fn lockstep<const K: usize>(rows: [&[f32]; K], mut acc: [f64; K], f: impl Fn(f64, usize, f32) -> f64) -> [f64; K] {
     let len = rows[0].len();
     let rows = rows.map(|r| &r[..len]);
     for i in 0..len {
         for k in 0..K {
             acc[k] = f(acc[k], k, rows[k][i]);
-        }
-    }
-    acc
-}
-
-/// As [`sums`] with two accumulators per slice and two inputs per element:
-/// `(a[k], b[k]) = f(a[k], b[k], k, xs[k][i], gs[k][i])`.
-#[inline(always)]
-fn sums2<const K: usize>(
-    xs: [&[f32]; K],
-    gs: [&[f32]; K],
-    mut acc: [(f64, f64); K],
-    f: impl Fn((f64, f64), usize, usize, f32, f32) -> (f64, f64),
-) -> [(f64, f64); K] {
-    let len = xs[0].len();
-    let (xs, gs) = (xs.map(|r| &r[..len]), gs.map(|r| &r[..len]));
-    for i in 0..len {
-        for k in 0..K {
-            acc[k] = f(acc[k], k, i, xs[k][i], gs[k][i]);
         }
     }
     acc
@@ -184,11 +255,11 @@ pub fn layer_norm(settings: Settings, x: &[f32], d: usize, affine: Affine, eps: 
         on_path!(settings.path, (x: &'a [f32], d: usize, nr: usize, affine: Affine<'a>, eps: f32, y: &'a mut [f32], mean: &'a mut [f32], rstd: &'a mut [f32]) {
             let mut r = 0;
             while r + LOCKSTEP <= nr {
-                ln_rows::<LOCKSTEP>(x, d, r, affine, eps, y, mean, rstd);
+                ln_rows::<L, LOCKSTEP>(x, d, r, affine, eps, y, mean, rstd);
                 r += LOCKSTEP;
             }
             for r in r..nr {
-                ln_rows::<1>(x, d, r, affine, eps, y, mean, rstd);
+                ln_rows::<L, 1>(x, d, r, affine, eps, y, mean, rstd);
             }
         });
     });
@@ -197,12 +268,20 @@ pub fn layer_norm(settings: Settings, x: &[f32], d: usize, affine: Affine, eps: 
 /// Rows `r..r + K` of a layer norm forward.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn ln_rows<const K: usize>(x: &[f32], d: usize, r: usize, affine: Affine, eps: f32, y: &mut [f32], mean: &mut [f32], rstd: &mut [f32]) {
+fn ln_rows<L: Lanes, const K: usize>(
+    x: &[f32],
+    d: usize,
+    r: usize,
+    affine: Affine,
+    eps: f32,
+    y: &mut [f32],
+    mean: &mut [f32],
+    rstd: &mut [f32],
+) {
     let rows: [&[f32]; K] = std::array::from_fn(|k| &x[(r + k) * d..(r + k + 1) * d]);
-    let s = sums(rows, [0.0; K], |s, _, v| s + v as f64);
+    let s = sum::<L, K>(rows, [0.0; K]);
     let m: [f32; K] = s.map(|s| (s / d as f64) as f32);
-    let mu = m.map(|m| m as f64);
-    let sq = sums(rows, [0.0; K], |s, k, v| s + (v as f64 - mu[k]) * (v as f64 - mu[k]));
+    let sq = sum_sq::<L, K>(rows, m.map(|m| m as f64), [0.0; K]);
     for k in 0..K {
         let st = inv_std(sq[k] / d as f64, eps);
         mean[r + k] = m[k];
@@ -258,11 +337,11 @@ pub fn layer_norm_backward(
         on_path!(settings.path, (x: &'a [f32], g: &'a [f32], d: usize, nr: usize, mean: &'a [f32], rstd: &'a [f32], gamma: Option<&'a [f32]>, dx: &'a mut [f32]) {
             let mut r = 0;
             while r + LOCKSTEP <= nr {
-                ln_dx_rows::<LOCKSTEP>(x, g, d, r, mean, rstd, gamma, dx);
+                ln_dx_rows::<L, LOCKSTEP>(x, g, d, r, mean, rstd, gamma, dx);
                 r += LOCKSTEP;
             }
             for r in r..nr {
-                ln_dx_rows::<1>(x, g, d, r, mean, rstd, gamma, dx);
+                ln_dx_rows::<L, 1>(x, g, d, r, mean, rstd, gamma, dx);
             }
         });
     });
@@ -290,27 +369,24 @@ fn ln_column_sums(x: &[f32], g: &[f32], d: usize, mean: &[f32], rstd: &[f32], c0
 /// `dx` of rows `r..r + K`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn ln_dx_rows<const K: usize>(x: &[f32], g: &[f32], d: usize, r: usize, mean: &[f32], rstd: &[f32], gamma: Option<&[f32]>, dx: &mut [f32]) {
+fn ln_dx_rows<L: Lanes, const K: usize>(
+    x: &[f32],
+    g: &[f32],
+    d: usize,
+    r: usize,
+    mean: &[f32],
+    rstd: &[f32],
+    gamma: Option<&[f32]>,
+    dx: &mut [f32],
+) {
     let xs: [&[f32]; K] = std::array::from_fn(|k| &x[(r + k) * d..(r + k + 1) * d]);
     let gs: [&[f32]; K] = std::array::from_fn(|k| &g[(r + k) * d..(r + k + 1) * d]);
     let m: [f32; K] = std::array::from_fn(|k| mean[r + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[r + k]);
-    let acc = match gamma {
-        Some(gm) => {
-            let gm = &gm[..d];
-            sums2(xs, gs, [(0.0, 0.0); K], |(s1, s2), k, i, x, g| {
-                let gh = (g * gm[i]) as f64;
-                (s1 + gh, s2 + gh * ((x - m[k]) * s[k]) as f64)
-            })
-        }
-        None => sums2(xs, gs, [(0.0, 0.0); K], |(s1, s2), k, _, x, g| {
-            let gh = g as f64;
-            (s1 + gh, s2 + gh * ((x - m[k]) * s[k]) as f64)
-        }),
-    };
+    let (s1, s2) = sum_prod::<L, K>(xs, gs, gamma, m, s, [0.0; K], [0.0; K]);
     for k in 0..K {
-        let m1 = (acc[k].0 / d as f64) as f32;
-        let m2 = (acc[k].1 / d as f64) as f32;
+        let m1 = (s1[k] / d as f64) as f32;
+        let m2 = (s2[k] / d as f64) as f32;
         let (mk, sk) = (m[k], s[k]);
         let dx = &mut dx[(r + k) * d..(r + k + 1) * d];
         let (x, g) = (xs[k], gs[k]);
@@ -371,11 +447,11 @@ macro_rules! in_lockstep {
         let (c0, nc) = ($c0, $nc);
         let mut ch = c0;
         while ch + LOCKSTEP <= c0 + nc {
-            $f::<LOCKSTEP>(ch, $($arg),*);
+            $f::<L, LOCKSTEP>(ch, $($arg),*);
             ch += LOCKSTEP;
         }
         while ch < c0 + nc {
-            $f::<1>(ch, $($arg),*);
+            $f::<L, 1>(ch, $($arg),*);
             ch += 1;
         }
     }};
@@ -424,7 +500,7 @@ pub fn batch_norm(
 /// Statistics of channels `ch..ch + K` (`c0` is the chunk's first channel).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn bn_stats<const K: usize>(
+fn bn_stats<L: Lanes, const K: usize>(
     ch: usize,
     c0: usize,
     shape: BatchShape,
@@ -437,14 +513,14 @@ fn bn_stats<const K: usize>(
     let planes = |b: usize| -> [&[f32]; K] { std::array::from_fn(|k| &x[shape.plane(b, ch + k)]) };
     let mut s = [0.0f64; K];
     for b in 0..shape.n {
-        s = sums(planes(b), s, |s, _, v| s + v as f64);
+        s = sum::<L, K>(planes(b), s);
     }
     let count = (shape.n * shape.hw) as f64;
     let m: [f32; K] = s.map(|s| (s / count) as f32);
     let mu = m.map(|m| m as f64);
     let mut q = [0.0f64; K];
     for b in 0..shape.n {
-        q = sums(planes(b), q, |s, k, v| s + (v as f64 - mu[k]) * (v as f64 - mu[k]));
+        q = sum_sq::<L, K>(planes(b), mu, q);
     }
     for k in 0..K {
         mean[ch - c0 + k] = m[k];
@@ -541,7 +617,7 @@ pub fn batch_norm_backward(
 /// `sg`, `sgx` of channels `ch..ch + K` (`c0` is the chunk's first channel).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn bn_grad_sums<const K: usize>(
+fn bn_grad_sums<L: Lanes, const K: usize>(
     ch: usize,
     c0: usize,
     shape: BatchShape,
@@ -554,15 +630,15 @@ fn bn_grad_sums<const K: usize>(
 ) {
     let m: [f32; K] = std::array::from_fn(|k| mean[ch + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[ch + k]);
-    let mut acc = [(0.0f64, 0.0f64); K];
-    for b in 0..shape.n {
-        let xs: [&[f32]; K] = std::array::from_fn(|k| &x[shape.plane(b, ch + k)]);
-        let gs: [&[f32]; K] = std::array::from_fn(|k| &g[shape.plane(b, ch + k)]);
-        acc = sums2(xs, gs, acc, |(a, bx), k, _, x, g| (a + g as f64, bx + g as f64 * ((x - m[k]) * s[k]) as f64));
+    let (mut a, mut b) = ([0.0f64; K], [0.0f64; K]);
+    for img in 0..shape.n {
+        let xs: [&[f32]; K] = std::array::from_fn(|k| &x[shape.plane(img, ch + k)]);
+        let gs: [&[f32]; K] = std::array::from_fn(|k| &g[shape.plane(img, ch + k)]);
+        (a, b) = sum_prod::<L, K>(xs, gs, None, m, s, a, b);
     }
     for k in 0..K {
-        sg[ch - c0 + k] = acc[k].0;
-        sgx[ch - c0 + k] = acc[k].1;
+        sg[ch - c0 + k] = a[k];
+        sgx[ch - c0 + k] = b[k];
     }
 }
 
