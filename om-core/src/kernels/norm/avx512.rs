@@ -140,27 +140,22 @@ pub(super) unsafe fn sum_prod(
     // SAFETY: AVX-512F is enabled (module contract); the arrays hold eight f64.
     unsafe {
         let (mut s1, mut s2) = (_mm512_loadu_pd(acc1.as_ptr()), _mm512_loadu_pd(acc2.as_ptr()));
-        let (mut mv, mut sv) = ([_mm256_setzero_ps(); 8], [_mm256_setzero_ps(); 8]);
-        for k in 0..8 {
-            mv[k] = _mm256_set1_ps(m[k]);
-            sv[k] = _mm256_set1_ps(st[k]);
-        }
+        // Lane k of `mv`, `sv` is row k's mean and scale: `b` is formed after the transpose.
+        let (mv, sv) = (_mm256_loadu_ps(m.as_ptr()), _mm256_loadu_ps(st.as_ptr()));
         for i in (0..full).step_by(8) {
-            let (mut a, mut b) = (load_block(gs, i), load_block(xs, i));
+            let mut a = load_block(gs, i);
             if let Some(sc) = scale {
                 let f = load8(sc, i);
                 for a in &mut a {
                     *a = _mm256_mul_ps(*a, f);
                 }
             }
-            for k in 0..8 {
-                b[k] = _mm256_mul_ps(_mm256_sub_ps(b[k], mv[k]), sv[k]);
-            }
-            let (a, b) = (transpose(a), transpose(b));
+            let (a, xt) = (transpose(a), transpose(load_block(xs, i)));
             for j in 0..8 {
                 let av = _mm512_cvtps_pd(a[j]);
+                let bv = _mm256_mul_ps(_mm256_sub_ps(xt[j], mv), sv);
                 s1 = _mm512_add_pd(s1, av);
-                s2 = _mm512_add_pd(s2, _mm512_mul_pd(av, _mm512_cvtps_pd(b[j])));
+                s2 = _mm512_add_pd(s2, _mm512_mul_pd(av, _mm512_cvtps_pd(bv)));
             }
         }
         _mm512_storeu_pd(o1.as_mut_ptr(), s1);
