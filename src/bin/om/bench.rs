@@ -8,6 +8,8 @@
 //! - `om bench step --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
 //!   [--steps N] [--warmup W]`: the training steps of `shared/BENCHMARKS.md`, printing
 //!   `MODEL threads=T mode=M median_ms=X min_ms=Y`.
+//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
+//! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--case NAME]` ([`norm_pool`])
 
 use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
 use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
@@ -15,13 +17,16 @@ use onemodel::Compute;
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
 use std::time::Instant;
 
+mod norm_pool;
+
 /// Runs `om bench <what> ...`.
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gemm") => gemm_bench(&args[1..]),
         Some("step") => step_bench(&args[1..]),
         Some("conv") => super::bench_conv::run(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv"))),
+        Some("norm-pool") => norm_pool::run(&args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool"))),
     }
 }
 

@@ -24,7 +24,8 @@ commands:
   bench step   --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
                [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)
   bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]
-               (the convnet benchmark's convolutions: forward and the three gradients)";
+               (the convnet benchmark's convolutions: forward and the three gradients)
+  bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
