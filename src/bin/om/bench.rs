@@ -1,7 +1,8 @@
 //! `om bench`: kernel benchmarks printing one `key=value` line per measurement (median of
 //! repetitions), for same-run comparison with PyTorch by `tools/compare.sh`.
 //!
-//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
+//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`;
+//! `om bench lstm|attention` are in `bench_layers.rs`.
 
 use onemodel::core::kernels::gemm::gemm;
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
@@ -11,7 +12,8 @@ use std::time::Instant;
 pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gemm") => gemm_bench(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm"))),
+        Some(what @ ("lstm" | "attention")) => crate::bench_layers::run(what, &args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, lstm, attention"))),
     }
 }
 

@@ -8,6 +8,7 @@ use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_layers;
 mod ocr;
 mod train;
 
@@ -19,7 +20,9 @@ commands:
                --threads T --mode fast|exact --batch B --lr LR --save FILE)
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
-  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]";
+  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
+  bench lstm|attention  --threads T --mode fast|exact [--reps R] (crnn_ctc's LSTM stack,
+               the encoder's attention: forward + backward)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
