@@ -10,6 +10,8 @@
 //!   `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 //! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
 //! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--case NAME]` ([`norm_pool`])
+//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`;
+//! `om bench lstm|attention` are in `bench_layers.rs`.
 
 use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
 use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
@@ -26,7 +28,8 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("step") => step_bench(&args[1..]),
         Some("conv") => super::bench_conv::run(&args[1..]),
         Some("norm-pool") => norm_pool::run(&args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool"))),
+        Some(what @ ("lstm" | "attention")) => crate::bench_layers::run(what, &args[1..]),
+        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention"))),
     }
 }
 

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bench_conv;
+mod bench_layers;
 mod ocr;
 mod train;
 
@@ -25,7 +26,9 @@ commands:
                [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)
   bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]
                (the convnet benchmark's convolutions: forward and the three gradients)
-  bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]";
+  bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]
+  bench lstm|attention  --threads T --mode fast|exact [--reps R] (crnn_ctc's LSTM stack,
+               the encoder's attention: forward + backward)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
