@@ -12,8 +12,8 @@
 //! saved slots and the order of the backward loop are in `docs/ops-recurrent.md`.
 
 use om_core::compute::{Compute, Settings};
-use om_core::kernels::gemm::gemm;
 use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
+use om_core::kernels::gemm::gemm;
 use om_core::kernels::transpose::transpose;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
@@ -356,7 +356,15 @@ pub mod lstm_layer {
                         b_hh: bhh.as_ref().map(Scratch::get),
                         prev: c_prev.or(c0.as_ref().map(Scratch::get)),
                     };
-                    gates::lstm_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], c_t, &mut tc_all[t * bh..(t + 1) * bh], y_t);
+                    gates::lstm_forward(
+                        settings,
+                        h,
+                        inp,
+                        &mut gates[t * b * gh..(t + 1) * b * gh],
+                        c_t,
+                        &mut tc_all[t * bh..(t + 1) * bh],
+                        y_t,
+                    );
                 }
                 Ok(())
             })?;
@@ -587,7 +595,8 @@ pub mod gru_layer {
             })
         });
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
-        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
+        let [dx, dwih, dwhh, dbih, dbhh] =
+            parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
         if let Some(t) = dx {
             d.x(t);
         }

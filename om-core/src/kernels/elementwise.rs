@@ -3,7 +3,7 @@
 //! ([`for_each_row`]). [`unary_op`] and [`binary_op`] hand each row to the lane loops
 //! (contiguous, broadcast or strided operands); [`unary`] and [`binary`] apply a scalar
 //! closure, for the few maps that have no lane kernel. Large maps over flat operands
-//! (contiguous, or one broadcast value) are cut into [`PAR_CHUNK`]-element chunks that the
+//! (contiguous, or one broadcast value) are cut into `PAR_CHUNK`-element chunks that the
 //! thread team shares; each element is computed alone, so the bits never depend on it.
 
 use crate::compute::{for_each_chunk_mut, Compute};

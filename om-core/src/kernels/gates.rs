@@ -10,7 +10,7 @@
 //! (NaN payloads are left as the arithmetic makes them, as the scalar cell did).
 //!
 //! Rows (batch entries) are independent; they are split into chunks of whole rows whose
-//! size depends only on `gH` ([`CHUNK_ELEMS`]), so the thread count never changes a bit.
+//! size depends only on `gH` (`CHUNK_ELEMS`), so the thread count never changes a bit.
 //! The GEMMs of a step stay with the caller (`om-ops/src/recurrent.rs`).
 
 use super::chunks::for_each_row_chunk;

@@ -1,17 +1,18 @@
 //! `om bench`: kernel benchmarks printing one `key=value` line per measurement (median of
-//! repetitions), for same-run comparison with PyTorch by `tools/compare.sh`.
+//! repetitions), for same-run comparison with PyTorch by the scripts in `tools/`.
 //!
-//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
-//! [--ta] [--tb]`: `--ta` stores A as the transpose of a row-major `k × m` matrix (as in
-//! `xᵀ·g`), `--tb` B as the transpose of a row-major `n × k` matrix (as in `x·Wᵀ`); the
-//! GEMM reads them in place.
+//! - `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
+//!   [--ta] [--tb]`: `--ta` stores A as the transpose of a row-major `k × m` matrix (as in
+//!   `xᵀ·g`), `--tb` B as the transpose of a row-major `n × k` matrix (as in `x·Wᵀ`); the
+//!   GEMM reads them in place (`tools/compare.sh`).
 //! - `om bench step --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
 //!   [--steps N] [--warmup W]`: the training steps of `shared/BENCHMARKS.md`, printing
-//!   `MODEL threads=T mode=M median_ms=X min_ms=Y`.
-//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`
-//! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--case NAME]` ([`norm_pool`])
-//! `om bench gemm --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]`;
-//! `om bench lstm|attention` are in `bench_layers.rs`.
+//!   `MODEL threads=T mode=M median_ms=X min_ms=Y` (`tools/compare_steps.sh`).
+//! - `om bench conv ...`: the convnet benchmark's convolutions (`bench_conv.rs`).
+//! - `om bench norm-pool ...`: pooling and normalisation on the benchmark shapes
+//!   ([`norm_pool`]).
+//! - `om bench lstm|attention ...`: crnn_ctc's LSTM stack and the encoder's attention
+//!   (`bench_layers.rs`, `tools/bench_layers_torch.py`).
 
 use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
 use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
@@ -29,7 +30,9 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("conv") => super::bench_conv::run(&args[1..]),
         Some("norm-pool") => norm_pool::run(&args[1..]),
         Some(what @ ("lstm" | "attention")) => crate::bench_layers::run(what, &args[1..]),
-        other => Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention"))),
+        other => {
+            Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention")))
+        }
     }
 }
 
