@@ -238,6 +238,8 @@ pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) {
             if let Ok(sums) = <&mut [f64; LANES]>::try_from(&mut *sums) {
                 let r: [&[f32]; LANES] = std::array::from_fn(|j| &rows[j * p..][..p]);
                 let mut s = *sums;
+                // One position of all eight rows per step (the zip form was 20% slower).
+                #[allow(clippy::needless_range_loop)]
                 for i in 0..p {
                     for j in 0..LANES {
                         s[j] += r[j][i] as f64;
