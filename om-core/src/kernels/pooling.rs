@@ -20,9 +20,10 @@
 use super::norm::{on_path, Shared};
 use crate::compute::{for_each_chunk, Settings};
 
-/// Target input elements per parallel chunk (whole planes, at least one). 32 Ki elements
-/// (128 KiB) keep a chunk's input in L2 while giving the convnet's 1024-plane 32×32 pools 32
-/// chunks; measured on an AMD EPYC (Zen 4): 8 Ki to 64 Ki per chunk time the same.
+/// Target input elements per parallel chunk (whole planes, at least one). Measured on an
+/// AMD EPYC (Zen 4), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
+/// norm-pool` times within the noise at 1 and 2 threads; 32 Ki (128 KiB of input) stays well
+/// inside any L2 and still gives the benchmark shapes at least 8 chunks.
 const CHUNK_ELEMS: usize = 32 * 1024;
 
 /// The geometry of one 2-d pooling, validated by the caller: every size non-zero,
