@@ -205,6 +205,7 @@ fn sum_prod<L: Lanes, const K: usize>(
 fn lockstep<const K: usize>(rows: [&[f32]; K], mut acc: [f64; K], f: impl Fn(f64, usize, f32) -> f64) -> [f64; K] {
     let len = rows[0].len();
     let rows = rows.map(|r| &r[..len]);
+    #[allow(clippy::needless_range_loop)] // `i` indexes K rows in lockstep
     for i in 0..len {
         for k in 0..K {
             acc[k] = f(acc[k], k, rows[k][i]);
