@@ -200,7 +200,6 @@ fn sum_prod<L: Lanes, const K: usize>(
 
 /// `K` folds over `K` equally long slices: `acc[k] = f(acc[k], k, rows[k][i])` for `i` in
 /// increasing order.
-#[allow(clippy::needless_range_loop)] // element-major, slice-minor: the lockstep order
 #[inline(always)]
 fn lockstep<const K: usize>(rows: [&[f32]; K], mut acc: [f64; K], f: impl Fn(f64, usize, f32) -> f64) -> [f64; K] {
     let len = rows[0].len();
