@@ -12,26 +12,15 @@
 //! saved slots and the order of the backward loop are in `docs/ops-recurrent.md`.
 
 use om_core::compute::{Compute, Settings};
+use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
 use om_core::kernels::gemm::gemm;
-use om_core::kernels::math;
+use om_core::kernels::transpose::transpose;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["lstm_layer", "gru_layer", "lstm", "gru"];
-
-/// The gate activation `σ` (one place to swap the scalar function).
-#[inline]
-fn sig(x: f32) -> f32 {
-    math::sigmoid(x)
-}
-
-/// The cell activation `tanh` (one place to swap the scalar function).
-#[inline]
-fn th(x: f32) -> f32 {
-    math::tanh(x)
-}
 
 // ===== shared helpers =====
 
@@ -46,6 +35,21 @@ impl Scratch {
         Scratch { buf: Buffer::new(len * 4), len }
     }
 
+    fn zeroed(len: usize) -> Scratch {
+        Scratch { buf: Buffer::zeroed(len * 4), len }
+    }
+
+    /// A pooled copy of the values of an optional tensor (a bias, an initial state).
+    fn of(t: Option<&Tensor>) -> Option<Scratch> {
+        t.map(|t| {
+            t.with_f32(|v| {
+                let mut s = Scratch::new(v.len());
+                s.get_mut().copy_from_slice(v);
+                s
+            })
+        })
+    }
+
     fn get(&self) -> &[f32] {
         &self.buf.f32()[..self.len]
     }
@@ -58,13 +62,36 @@ impl Scratch {
 /// A row-major copy of the transpose of the row-major `rows × cols` matrix `src`.
 fn transposed(src: &[f32], rows: usize, cols: usize) -> Scratch {
     let mut out = Scratch::new(rows * cols);
-    let dst = out.get_mut();
-    for (r, row) in src.chunks_exact(cols).take(rows).enumerate() {
-        for (c, &v) in row.iter().enumerate() {
-            dst[c * rows + r] = v;
-        }
-    }
+    transpose(src, rows, cols, cols, 1, out.get_mut());
     out
+}
+
+/// Builds three new tensors whose values `fill` writes together.
+fn build3(shapes: [&[usize]; 3], fill: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>) -> Result<[Tensor; 3]> {
+    let (mut second, mut third) = (None, None);
+    let first = Tensor::build_f32(shapes[0], |a| {
+        second = Some(Tensor::build_f32(shapes[1], |b| {
+            third = Some(Tensor::build_f32(shapes[2], |c| fill(a, b, c))?);
+            Ok(())
+        })?);
+        Ok(())
+    })?;
+    Ok([first, second.expect("built"), third.expect("built")])
+}
+
+/// Step `t` of a `[T, len]` buffer for writing, with the step `prev` (≠ `t`) for reading.
+fn step_and_prev(buf: &mut [f32], t: usize, prev: Option<usize>, len: usize) -> (&mut [f32], Option<&[f32]>) {
+    match prev {
+        Some(p) if p < t => {
+            let (lo, hi) = buf.split_at_mut(t * len);
+            (&mut hi[..len], Some(&lo[p * len..(p + 1) * len]))
+        }
+        Some(p) => {
+            let (lo, hi) = buf.split_at_mut(p * len);
+            (&mut lo[t * len..(t + 1) * len], Some(&hi[..len]))
+        }
+        None => (&mut buf[t * len..(t + 1) * len], None),
+    }
 }
 
 /// Sizes of one recurrent layer.
@@ -171,25 +198,18 @@ fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh:
     xp
 }
 
-/// The values of an optional tensor.
-fn values(t: Option<&Tensor>) -> Option<Vec<f32>> {
-    t.map(Tensor::to_vec)
-}
-
 /// The previous hidden states of every step in time order (`[T·B, H]`): the state of the
 /// step processed just before `t`, `h0` (or zeros) at the first step.
-fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Vec<f32> {
+fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Scratch {
     let bh = dm.b * dm.h;
-    let mut out = vec![0.0f32; dm.t * bh];
+    let mut out = Scratch::new(dm.t * bh);
+    let o = out.get_mut();
     for t in 0..dm.t {
-        let dst = &mut out[t * bh..(t + 1) * bh];
-        match prev_time(t, dm.t, reverse) {
-            Some(p) => dst.copy_from_slice(&y[p * bh..(p + 1) * bh]),
-            None => {
-                if let Some(h0) = h0 {
-                    dst.copy_from_slice(h0);
-                }
-            }
+        let dst = &mut o[t * bh..(t + 1) * bh];
+        match (prev_time(t, dm.t, reverse), h0) {
+            (Some(p), _) => dst.copy_from_slice(&y[p * bh..(p + 1) * bh]),
+            (None, Some(h0)) => dst.copy_from_slice(h0),
+            (None, None) => dst.fill(0.0),
         }
     }
     out
@@ -316,59 +336,42 @@ pub mod lstm_layer {
         let xp = input_projection(settings, x, w_ih, dm, gh);
         let xp = xp.get();
         let whh_t = w_hh.with_f32(|ws| transposed(ws, gh, h));
-        let (bih, bhh) = (values(b_ih), values(b_hh));
-        let mut hs = values(h0).unwrap_or_else(|| vec![0.0; bh]);
-        let mut cs = values(c0).unwrap_or_else(|| vec![0.0; bh]);
-        let mut gates = vec![0.0f32; t_len * b * gh];
-        let mut c_all = vec![0.0f32; t_len * bh];
-        let mut tc_all = vec![0.0f32; t_len * bh];
-        let mut y = vec![0.0f32; t_len * bh];
+        let (bih, bhh) = (Scratch::of(b_ih), Scratch::of(b_hh));
+        let h0 = Scratch::of(h0).unwrap_or_else(|| Scratch::zeroed(bh));
+        let c0 = Scratch::of(c0);
         let mut hp = Scratch::new(b * gh);
-        for s in 0..t_len {
-            let t = time_of(s, t_len, reverse);
-            gemm(settings, b, h, gh, &hs, h, whh_t.get(), gh, hp.get_mut(), gh);
-            let hpv = hp.get();
-            for bi in 0..b {
-                let row = (t * b + bi) * gh;
-                let pre = |k: usize| {
-                    let mut a = xp[row + k];
-                    if let Some(v) = &bih {
-                        a += v[k];
-                    }
-                    let mut r = hpv[bi * gh + k];
-                    if let Some(v) = &bhh {
-                        r += v[k];
-                    }
-                    a + r
-                };
-                for j in 0..h {
-                    let ig = sig(pre(j));
-                    let fg = sig(pre(h + j));
-                    let gg = th(pre(2 * h + j));
-                    let og = sig(pre(3 * h + j));
-                    let o = bi * h + j;
-                    let cv = fg * cs[o] + ig * gg;
-                    let tcv = th(cv);
-                    let hv = og * tcv;
-                    gates[row + j] = ig;
-                    gates[row + h + j] = fg;
-                    gates[row + 2 * h + j] = gg;
-                    gates[row + 3 * h + j] = og;
-                    let at = t * bh + o;
-                    c_all[at] = cv;
-                    tc_all[at] = tcv;
-                    y[at] = hv;
-                    cs[o] = cv;
-                    hs[o] = hv;
+        let mut owned = None;
+        let y = Tensor::build_f32(&[t_len, b, h], |y| {
+            let [gates, c, tanh_c] = build3([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |gates, c_all, tc_all| {
+                for s in 0..t_len {
+                    let t = time_of(s, t_len, reverse);
+                    let prev = prev_time(t, t_len, reverse);
+                    let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
+                    let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
+                    gemm(settings, b, h, gh, y_prev.unwrap_or(h0.get()), h, whh_t.get(), gh, hp.get_mut(), gh);
+                    let inp = CellInputs {
+                        xp: &xp[t * b * gh..(t + 1) * b * gh],
+                        hp: hp.get(),
+                        b_ih: bih.as_ref().map(Scratch::get),
+                        b_hh: bhh.as_ref().map(Scratch::get),
+                        prev: c_prev.or(c0.as_ref().map(Scratch::get)),
+                    };
+                    gates::lstm_forward(
+                        settings,
+                        h,
+                        inp,
+                        &mut gates[t * b * gh..(t + 1) * b * gh],
+                        c_t,
+                        &mut tc_all[t * bh..(t + 1) * bh],
+                        y_t,
+                    );
                 }
-            }
-        }
-        let owned = Owned {
-            gates: Tensor::from_vec(gates, &[t_len, b, gh])?,
-            c: Tensor::from_vec(c_all, &[t_len, b, h])?,
-            tanh_c: Tensor::from_vec(tc_all, &[t_len, b, h])?,
-        };
-        Ok((Tensor::from_vec(y, &[t_len, b, h])?, owned))
+                Ok(())
+            })?;
+            owned = Some(Owned { gates, c, tanh_c });
+            Ok(())
+        })?;
+        Ok((y, owned.expect("built")))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -376,52 +379,45 @@ pub mod lstm_layer {
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (4 * h, b * h);
         let settings = Compute::settings();
-        let gates = r.gates().to_vec();
-        let c_all = r.c().to_vec();
-        let tc_all = r.tanh_c().to_vec();
-        let gy = g.to_vec();
-        let whh = r.w_hh().to_vec();
-        let c0 = values(r.c0().ok());
-        let mut dg = vec![0.0f32; t_len * b * gh];
-        let mut dh_next = vec![0.0f32; bh];
-        let mut dc_next = vec![0.0f32; bh];
-        for s in (0..t_len).rev() {
-            let t = time_of(s, t_len, r.reverse);
-            let prev = prev_time(t, t_len, r.reverse);
-            for bi in 0..b {
-                let row = (t * b + bi) * gh;
-                for j in 0..h {
-                    let o = bi * h + j;
-                    let at = t * bh + o;
-                    let (ig, fg, gg, og) = (gates[row + j], gates[row + h + j], gates[row + 2 * h + j], gates[row + 3 * h + j]);
-                    let tcv = tc_all[at];
-                    let c_prev = match prev {
-                        Some(p) => c_all[p * bh + o],
-                        None => c0.as_ref().map_or(0.0, |c0| c0[o]),
-                    };
-                    let dh = gy[at] + dh_next[o];
-                    let d_o = dh * tcv;
-                    let dc = dc_next[o] + dh * og * (1.0 - tcv * tcv);
-                    let di = dc * gg;
-                    let df = dc * c_prev;
-                    let dgg = dc * ig;
-                    dc_next[o] = dc * fg;
-                    dg[row + j] = di * ig * (1.0 - ig);
-                    dg[row + h + j] = df * fg * (1.0 - fg);
-                    dg[row + 2 * h + j] = dgg * (1.0 - gg * gg);
-                    dg[row + 3 * h + j] = d_o * og * (1.0 - og);
-                }
-            }
-            gemm(settings, b, gh, h, &dg[t * b * gh..], gh, &whh, h, &mut dh_next, h);
-        }
+        let c0 = Scratch::of(r.c0().ok());
+        let mut dg = Scratch::new(t_len * b * gh);
+        let mut dh_next = Scratch::zeroed(bh);
+        let mut dc_next = Scratch::zeroed(bh);
+        r.gates().with_f32(|gates| {
+            r.c().with_f32(|c_all| {
+                r.tanh_c().with_f32(|tc_all| {
+                    g.with_f32(|gy| {
+                        r.w_hh().with_f32(|whh| {
+                            let dg = dg.get_mut();
+                            for s in (0..t_len).rev() {
+                                let t = time_of(s, t_len, r.reverse);
+                                let c_prev = match prev_time(t, t_len, r.reverse) {
+                                    Some(p) => Some(&c_all[p * bh..(p + 1) * bh]),
+                                    None => c0.as_ref().map(Scratch::get),
+                                };
+                                let inp = LstmGrads {
+                                    gates: &gates[t * b * gh..(t + 1) * b * gh],
+                                    tanh_c: &tc_all[t * bh..(t + 1) * bh],
+                                    c_prev,
+                                    gy: &gy[t * bh..(t + 1) * bh],
+                                    dh_next: dh_next.get(),
+                                };
+                                gates::lstm_backward(settings, h, inp, dc_next.get_mut(), &mut dg[t * b * gh..(t + 1) * b * gh]);
+                                gemm(settings, b, gh, h, &dg[t * b * gh..], gh, whh, h, dh_next.get_mut(), h);
+                            }
+                        })
+                    })
+                })
+            })
+        });
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
         let h_prev = if needs[2] {
-            let h0 = values(r.h0().ok());
-            r.out().with_f32(|y| previous_states(y, h0.as_deref(), dm, r.reverse))
+            let h0 = Scratch::of(r.h0().ok());
+            r.out().with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))
         } else {
-            Vec::new()
+            Scratch::new(0)
         };
-        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, &dg, None, r.x(), r.w_ih(), &h_prev, needs)?;
+        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?;
         if let Some(t) = dx {
             d.x(t);
         }
@@ -438,14 +434,13 @@ pub mod lstm_layer {
             d.b_hh(t);
         }
         if d.needs_h0() {
-            d.h0(Tensor::from_vec(dh_next, &[b, h])?);
+            d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }
         if d.needs_c0() {
-            d.c0(Tensor::from_vec(dc_next, &[b, h])?);
+            d.c0(Tensor::from_slice(dc_next.get(), &[b, h])?);
         }
         Ok(())
     }
-
     fn cases() -> Vec<Case> {
         let inp = Case::input;
         let w = |t: &[Tensor], k: usize| Some(t[k].clone());
@@ -539,44 +534,28 @@ pub mod gru_layer {
         let xp = input_projection(settings, x, w_ih, dm, gh);
         let xp = xp.get();
         let whh_t = w_hh.with_f32(|ws| transposed(ws, gh, h));
-        let (bih, bhh) = (values(b_ih), values(b_hh));
-        let bias = |v: &Option<Vec<f32>>, k: usize| v.as_ref().map_or(0.0, |v| v[k]);
-        let mut hs = values(h0).unwrap_or_else(|| vec![0.0; bh]);
-        let mut gates = vec![0.0f32; t_len * b * gh];
-        let mut hn_all = vec![0.0f32; t_len * bh];
-        let mut y = vec![0.0f32; t_len * bh];
+        let (bih, bhh) = (Scratch::of(b_ih), Scratch::of(b_hh));
+        let h0v = Scratch::of(h0);
+        let zeros = Scratch::zeroed(bh);
         let mut hp = Scratch::new(b * gh);
-        for s in 0..t_len {
-            let t = time_of(s, t_len, reverse);
-            gemm(settings, b, h, gh, &hs, h, whh_t.get(), gh, hp.get_mut(), gh);
-            let hpv = hp.get();
-            for bi in 0..b {
-                let row = (t * b + bi) * gh;
-                let hrow = bi * gh;
-                // A missing bias adds nothing: `v + 0.0` is `v` except for −0.0, which
-                // does not change any later value.
-                let side = |k: usize| (xp[row + k] + bias(&bih, k), hpv[hrow + k] + bias(&bhh, k));
-                for j in 0..h {
-                    let (xr, hr) = side(j);
-                    let rg = sig(xr + hr);
-                    let (xz, hz) = side(h + j);
-                    let zg = sig(xz + hz);
-                    let (xn, hn) = side(2 * h + j);
-                    let ng = th(xn + rg * hn);
-                    let o = bi * h + j;
-                    let hv = (1.0 - zg) * ng + zg * hs[o];
-                    gates[row + j] = rg;
-                    gates[row + h + j] = zg;
-                    gates[row + 2 * h + j] = ng;
-                    let at = t * bh + o;
-                    hn_all[at] = hn;
-                    y[at] = hv;
-                    hs[o] = hv;
-                }
+        let [y, gates, hn] = build3([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |y, gates, hn_all| {
+            for s in 0..t_len {
+                let t = time_of(s, t_len, reverse);
+                let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
+                let h_prev = y_prev.or(h0v.as_ref().map(Scratch::get));
+                gemm(settings, b, h, gh, h_prev.unwrap_or(zeros.get()), h, whh_t.get(), gh, hp.get_mut(), gh);
+                let inp = CellInputs {
+                    xp: &xp[t * b * gh..(t + 1) * b * gh],
+                    hp: hp.get(),
+                    b_ih: bih.as_ref().map(Scratch::get),
+                    b_hh: bhh.as_ref().map(Scratch::get),
+                    prev: h_prev,
+                };
+                gates::gru_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], &mut hn_all[t * bh..(t + 1) * bh], y_t);
             }
-        }
-        let owned = Owned { gates: Tensor::from_vec(gates, &[t_len, b, gh])?, hn: Tensor::from_vec(hn_all, &[t_len, b, h])? };
-        Ok((Tensor::from_vec(y, &[t_len, b, h])?, owned))
+            Ok(())
+        })?;
+        Ok((y, Owned { gates, hn }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -584,47 +563,40 @@ pub mod gru_layer {
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (3 * h, b * h);
         let settings = Compute::settings();
-        let gates = r.gates().to_vec();
-        let hn_all = r.hn().to_vec();
-        let gy = g.to_vec();
-        let whh = r.w_hh().to_vec();
-        let h0 = values(r.h0().ok());
-        let h_prev = r.out().with_f32(|y| previous_states(y, h0.as_deref(), dm, r.reverse));
-        let mut dxg = vec![0.0f32; t_len * b * gh];
-        let mut dhg = vec![0.0f32; t_len * b * gh];
-        let mut dh_next = vec![0.0f32; bh];
-        let mut direct = vec![0.0f32; bh];
-        for s in (0..t_len).rev() {
-            let t = time_of(s, t_len, r.reverse);
-            for bi in 0..b {
-                let row = (t * b + bi) * gh;
-                for j in 0..h {
-                    let o = bi * h + j;
-                    let at = t * bh + o;
-                    let (rg, zg, ng) = (gates[row + j], gates[row + h + j], gates[row + 2 * h + j]);
-                    let dh = gy[at] + dh_next[o];
-                    let dz = dh * (h_prev[at] - ng);
-                    let dn = dh * (1.0 - zg);
-                    direct[o] = dh * zg;
-                    let dan = dn * (1.0 - ng * ng);
-                    let dr = dan * hn_all[at];
-                    let dar = dr * rg * (1.0 - rg);
-                    let daz = dz * zg * (1.0 - zg);
-                    dxg[row + j] = dar;
-                    dxg[row + h + j] = daz;
-                    dxg[row + 2 * h + j] = dan;
-                    dhg[row + j] = dar;
-                    dhg[row + h + j] = daz;
-                    dhg[row + 2 * h + j] = dan * rg;
-                }
-            }
-            gemm(settings, b, gh, h, &dhg[t * b * gh..], gh, &whh, h, &mut dh_next, h);
-            for (v, &dd) in dh_next.iter_mut().zip(&direct) {
-                *v += dd;
-            }
-        }
+        let h0 = Scratch::of(r.h0().ok());
+        let h_prev = r.out().with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse));
+        let mut dxg = Scratch::new(t_len * b * gh);
+        let mut dhg = Scratch::new(t_len * b * gh);
+        let mut dh_next = Scratch::zeroed(bh);
+        let mut direct = Scratch::new(bh);
+        r.gates().with_f32(|gates| {
+            r.hn().with_f32(|hn_all| {
+                g.with_f32(|gy| {
+                    r.w_hh().with_f32(|whh| {
+                        let (dxg, dhg) = (dxg.get_mut(), dhg.get_mut());
+                        for s in (0..t_len).rev() {
+                            let t = time_of(s, t_len, r.reverse);
+                            let (rows, units) = (t * b * gh..(t + 1) * b * gh, t * bh..(t + 1) * bh);
+                            let inp = GruGrads {
+                                gates: &gates[rows.clone()],
+                                hn: &hn_all[units.clone()],
+                                h_prev: Some(&h_prev.get()[units.clone()]),
+                                gy: &gy[units],
+                                dh_next: dh_next.get(),
+                            };
+                            gates::gru_backward(settings, h, inp, &mut dxg[rows.clone()], &mut dhg[rows], direct.get_mut());
+                            gemm(settings, b, gh, h, &dhg[t * b * gh..], gh, whh, h, dh_next.get_mut(), h);
+                            for (v, &dd) in dh_next.get_mut().iter_mut().zip(direct.get()) {
+                                *v += dd;
+                            }
+                        }
+                    })
+                })
+            })
+        });
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
-        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, &dxg, Some(&dhg), r.x(), r.w_ih(), &h_prev, needs)?;
+        let [dx, dwih, dwhh, dbih, dbhh] =
+            parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
         if let Some(t) = dx {
             d.x(t);
         }
@@ -641,11 +613,10 @@ pub mod gru_layer {
             d.b_hh(t);
         }
         if d.needs_h0() {
-            d.h0(Tensor::from_vec(dh_next, &[b, h])?);
+            d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }
         Ok(())
     }
-
     fn cases() -> Vec<Case> {
         let inp = Case::input;
         vec![

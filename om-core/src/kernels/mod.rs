@@ -9,16 +9,21 @@
 //! (never a fused multiply-add), every instantiation gives the scalar bits.
 
 pub mod basic;
+pub mod chunks;
 pub mod conv;
 pub mod elementwise;
+pub mod gates;
 pub mod gemm;
 pub mod lanes;
 pub mod math;
+pub mod norm;
 pub mod parallel;
+pub mod pooling;
 pub mod reduce;
 pub(crate) mod simd;
 pub mod softmax;
 pub(crate) mod transcendentals;
+pub mod transpose;
 
 #[cfg(test)]
 mod ulp_tests;

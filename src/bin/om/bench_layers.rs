@@ -1,0 +1,96 @@
+//! `om bench lstm` and `om bench attention`: forward + backward of one layer at a benchmark
+//! model's shape, timed in-process (median of repetitions), for same-run comparison with
+//! PyTorch (`tools/bench_layers_torch.py` times the same work in PyTorch).
+//!
+//! - `lstm`: crnn_ctc's recurrent stack, `x` `[32, 8, 512]` (time-major) through a 2-layer
+//!   bidirectional LSTM with hidden size 128 (`ops::lstm`), backward from a fixed gradient
+//!   of `y`.
+//! - `attention`: one encoder attention call, q, k, v `[16, 4, 64, 64]` split from
+//!   `[16, 64, 256]` projections by reshape and permute (strided views, as
+//!   `MultiheadAttention` makes them), scale 1/8, an additive `[64, 64]` zero mask, the
+//!   heads joined again, backward from a fixed gradient.
+//!
+//! Options: `--threads T --mode fast|exact [--reps R]`; prints
+//! `BENCH threads=T mode=M median_ms=X min_ms=Y`.
+
+use onemodel::ops::{self, RnnConfig, RnnWeights};
+use onemodel::{Compute, Error, Mode, Result, Tensor};
+use std::time::Instant;
+
+/// Runs `om bench lstm|attention ...` (`what` is the benchmark's name).
+pub fn run(what: &str, args: &[String]) -> Result<()> {
+    let (mut threads, mut mode, mut reps) = (1usize, Mode::Fast, 20usize);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
+        let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
+        match flag.as_str() {
+            "--threads" => threads = v.parse().map_err(|_| bad())?,
+            "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
+            "--reps" => reps = v.parse::<usize>().map_err(|_| bad())?.max(1),
+            _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
+        }
+    }
+    Compute::set_threads(threads)?;
+    Compute::set_mode(mode);
+    let mut step: Box<dyn FnMut() -> Result<()>> = match what {
+        "lstm" => lstm_step()?,
+        _ => attention_step()?,
+    };
+    for _ in 0..3 {
+        step()?;
+    }
+    let mut ms = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        step()?;
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!("{what} threads={threads} mode={mode} median_ms={:.3} min_ms={:.3}", ms[ms.len() / 2], ms[0]);
+    Ok(())
+}
+
+fn leaf(shape: &[usize], seed: u64, bound: f32) -> Result<Tensor> {
+    Tensor::rand_uniform(shape, -bound, bound, seed)?.requires_grad()
+}
+
+fn lstm_step() -> Result<Box<dyn FnMut() -> Result<()>>> {
+    let (t, b, i, h) = (32, 8, 512, 128);
+    let x = leaf(&[t, b, i], 1, 1.0)?;
+    let bound = 1.0 / (h as f32).sqrt();
+    let mut params = Vec::new();
+    for (k, features) in [i, i, 2 * h, 2 * h].into_iter().enumerate() {
+        let s = 10 * (k as u64 + 1);
+        params.push(leaf(&[4 * h, features], s, bound)?);
+        params.push(leaf(&[4 * h, h], s + 1, bound)?);
+        params.push(leaf(&[4 * h], s + 2, bound)?);
+        params.push(leaf(&[4 * h], s + 3, bound)?);
+    }
+    let weights = RnnWeights::from_flat(&params, true);
+    let config = RnnConfig { layers: 2, bidirectional: true, batch_first: false };
+    let gy = Tensor::rand_uniform(&[t, b, 2 * h], -1.0, 1.0, 99)?;
+    Ok(Box::new(move || {
+        x.clear_grad();
+        params.iter().for_each(Tensor::clear_grad);
+        let out = ops::lstm(&x, None, None, &weights, config)?;
+        out.y.backward_with(Some(&gy), false)
+    }))
+}
+
+fn attention_step() -> Result<Box<dyn FnMut() -> Result<()>>> {
+    let (b, t, e, heads) = (16usize, 64usize, 256usize, 4usize);
+    let d = e / heads;
+    let projections = [leaf(&[b, t, e], 1, 1.0)?, leaf(&[b, t, e], 2, 1.0)?, leaf(&[b, t, e], 3, 1.0)?];
+    let mask = Tensor::zeros(&[t, t])?;
+    let gy = Tensor::rand_uniform(&[b, t, e], -1.0, 1.0, 4)?;
+    let split =
+        move |p: &Tensor| ops::permute(&ops::reshape(p, vec![b as isize, t as isize, heads as isize, d as isize])?, vec![0, 2, 1, 3]);
+    Ok(Box::new(move || {
+        projections.iter().for_each(Tensor::clear_grad);
+        let [q, k, v] = [split(&projections[0])?, split(&projections[1])?, split(&projections[2])?];
+        let y = ops::attention(&q, &k, &v, Some(&mask), 1.0 / (d as f32).sqrt())?;
+        let y = ops::reshape(&ops::permute(&y, vec![0, 2, 1, 3])?, vec![b as isize, t as isize, e as isize])?;
+        y.backward_with(Some(&gy), false)
+    }))
+}
