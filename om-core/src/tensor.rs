@@ -240,6 +240,16 @@ impl Tensor {
                     out.copy_from_slice(&src[self.0.offset..self.0.offset + out.len()]);
                     return;
                 }
+                if let (&[rows, cols], &[1, col_step]) = (self.shape(), self.strides()) {
+                    // A transposed matrix (a weight's gradient through `transpose`): copy
+                    // it in cache-sized tiles instead of one long strided column per row.
+                    if rows > 1 && cols > 1 {
+                        let span = (cols - 1) * col_step + rows;
+                        let src = &src[self.0.offset..self.0.offset + span];
+                        crate::kernels::transpose::transpose(src, cols, rows, col_step, 1, out);
+                        return;
+                    }
+                }
                 // Whole rows at a time: a copy where the row is contiguous in storage.
                 for_each_row(&self.0.shape, [&self.0.strides], [self.0.offset], |[start], len, [step]| {
                     let dst = &mut out[i..i + len];
