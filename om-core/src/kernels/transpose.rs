@@ -130,7 +130,16 @@ mod tests {
 
     #[test]
     fn matches_the_definition() {
-        let shapes = [(1, 1, 1, 1), (3, 5, 5, 1), (17, 33, 40, 1), (20, 7, 1, 20), (33, 18, 70, 3), (8, 8, 8, 1), (130, 77, 80, 1), (64, 64, 256, 1)];
+        let shapes = [
+            (1, 1, 1, 1),
+            (3, 5, 5, 1),
+            (17, 33, 40, 1),
+            (20, 7, 1, 20),
+            (33, 18, 70, 3),
+            (8, 8, 8, 1),
+            (130, 77, 80, 1),
+            (64, 64, 256, 1),
+        ];
         for (rows, cols, rs, cs) in shapes {
             let src: Vec<f32> = (0..(rows - 1) * rs + (cols - 1) * cs + 1).map(|i| i as f32).collect();
             let mut dst = vec![-1.0f32; rows * cols];
