@@ -6,14 +6,17 @@
 //! Products run on the canonical-order GEMM: the input projection of all steps is one
 //! `[T·B, I]×[I, gH]` product against a row-major copy of `W_ihᵀ`, each step one
 //! `[B, H]×[H, gH]` product against `W_hhᵀ`; the weight and input gradients are single
-//! products over all steps after the backward loop. Gate sums and cell updates are plain
-//! f32 operations in a fixed order and the bias gradients are f64 sums in increasing row
-//! order, so exact mode gives the same bits on every kernel path and thread count. Layouts,
-//! saved slots and the order of the backward loop are in `docs/ops-recurrent.md`.
+//! products over all steps after the backward loop. The weights are transposed once per
+//! layer call into pooled scratch, never per step. Gate sums, activations and cell updates
+//! of a step run over the whole `[B, gH]` block in the lane loops of
+//! `om_core::kernels::gates` (the same f32 operations per element on every path) and the
+//! bias gradients are f64 sums in increasing row order, so exact mode gives the same bits on
+//! every kernel path and thread count. Every buffer comes from the pool. Layouts, saved
+//! slots and the order of the backward loop are in `docs/ops-recurrent.md`.
 
 use om_core::compute::{Compute, Settings};
-use om_core::kernels::gemm::gemm;
 use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
+use om_core::kernels::gemm::gemm;
 use om_core::kernels::transpose::transpose;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
@@ -356,7 +359,15 @@ pub mod lstm_layer {
                         b_hh: bhh.as_ref().map(Scratch::get),
                         prev: c_prev.or(c0.as_ref().map(Scratch::get)),
                     };
-                    gates::lstm_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], c_t, &mut tc_all[t * bh..(t + 1) * bh], y_t);
+                    gates::lstm_forward(
+                        settings,
+                        h,
+                        inp,
+                        &mut gates[t * b * gh..(t + 1) * b * gh],
+                        c_t,
+                        &mut tc_all[t * bh..(t + 1) * bh],
+                        y_t,
+                    );
                 }
                 Ok(())
             })?;
@@ -587,7 +598,8 @@ pub mod gru_layer {
             })
         });
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
-        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
+        let [dx, dwih, dwhh, dbih, dbhh] =
+            parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
         if let Some(t) = dx {
             d.x(t);
         }
