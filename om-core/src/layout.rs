@@ -70,38 +70,59 @@ pub fn for_each_row<const K: usize>(
     shape: &[usize],
     strides: [&[usize]; K],
     offsets: [usize; K],
-    mut f: impl FnMut([usize; K], usize, [usize; K]),
+    f: impl FnMut([usize; K], usize, [usize; K]),
 ) {
     if shape.contains(&0) {
         return;
     }
+    // The merged dims, their steps and the odometer live on the stack up to this rank, so
+    // the walk allocates nothing on the heap.
+    const INLINE: usize = 8;
+    if shape.len() <= INLINE {
+        let (mut dims, mut steps, mut idx) = ([0usize; INLINE], [[0usize; K]; INLINE], [0usize; INLINE]);
+        walk_rows(shape, strides, offsets, &mut dims, &mut steps, &mut idx, f);
+    } else {
+        let r = shape.len();
+        walk_rows(shape, strides, offsets, &mut vec![0; r], &mut vec![[0; K]; r], &mut vec![0; r], f);
+    }
+}
+
+/// [`for_each_row`] with scratch of at least `shape.len()` entries for the merged dims,
+/// their steps and the odometer.
+fn walk_rows<const K: usize>(
+    shape: &[usize],
+    strides: [&[usize]; K],
+    offsets: [usize; K],
+    dims: &mut [usize],
+    st: &mut [[usize; K]],
+    idx: &mut [usize],
+    mut f: impl FnMut([usize; K], usize, [usize; K]),
+) {
     // Merge dimensions (drop size-1 dims, fuse i with i+1 when stride[i] == stride[i+1]*dim[i+1]).
-    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
-    let mut st: Vec<[usize; K]> = Vec::with_capacity(shape.len());
+    let mut r = 0;
     for (i, &d) in shape.iter().enumerate() {
         if d == 1 {
             continue;
         }
         let s: [usize; K] = std::array::from_fn(|k| strides[k][i]);
-        if let (Some(pd), Some(ps)) = (dims.last_mut(), st.last_mut()) {
-            if (0..K).all(|k| ps[k] == s[k] * d) {
-                *pd *= d;
-                *ps = s;
-                continue;
-            }
+        if r > 0 && (0..K).all(|k| st[r - 1][k] == s[k] * d) {
+            dims[r - 1] *= d;
+            st[r - 1] = s;
+            continue;
         }
-        dims.push(d);
-        st.push(s);
+        dims[r] = d;
+        st[r] = s;
+        r += 1;
     }
-    if dims.is_empty() {
+    if r == 0 {
         f(offsets, 1, [0; K]);
         return;
     }
-    let r = dims.len();
     let inner = dims[r - 1];
     let inner_steps = st[r - 1];
     let outer = &dims[..r - 1];
-    let mut idx = vec![0usize; outer.len()];
+    let idx = &mut idx[..r - 1];
+    idx.fill(0);
     let mut starts = offsets;
     loop {
         f(starts, inner, inner_steps);
@@ -146,6 +167,22 @@ mod tests {
         let mut seen = vec![];
         for_each_offset(&[3, 2], &[1, 3], 0, |o| seen.push(o));
         assert_eq!(seen, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn layouts_above_the_inline_rank_walk_the_same() {
+        // Rank 9 (heap scratch): a contiguous layout is one row; reversing the axes visits
+        // the elements of the transpose in row-major order.
+        let shape = [2usize; 9];
+        let strides = contiguous_strides(&shape);
+        let mut rows = vec![];
+        for_each_row(&shape, [&strides], [0], |[s], len, [step]| rows.push((s, len, step)));
+        assert_eq!(rows, vec![(0, 512, 1)]);
+        let rev: Vec<usize> = strides.iter().rev().copied().collect();
+        let mut seen = vec![];
+        for_each_offset(&shape, &rev, 0, |o| seen.push(o));
+        let expected: Vec<usize> = (0..512usize).map(|i| (0..9).map(|b| ((i >> b) & 1) << (8 - b)).sum()).collect();
+        assert_eq!(seen, expected);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use crate::autograd::{self, Meta, Node};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{self, contiguous_strides, for_each_offset};
+use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row};
 use crate::pool::Buffer;
 use crate::storage::Storage;
 use std::sync::{Arc, Mutex};
@@ -222,15 +222,33 @@ impl Tensor {
         if self.dtype() == DType::F32 && self.is_contiguous() {
             return f(&storage.f32()[self.0.offset..self.0.offset + n]);
         }
+        drop(storage);
         let mut tmp = Buffer::new(n * 4);
         let out = &mut tmp.f32_mut()[..n];
+        self.gather_f32(out);
+        f(out)
+    }
+
+    /// Writes the elements in row-major order into `out` (`numel` long), as `f32`.
+    fn gather_f32(&self, out: &mut [f32]) {
+        let storage = self.0.storage.read();
         let mut i = 0;
         match self.dtype() {
             DType::F32 => {
                 let src = storage.f32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
-                    out[i] = src[o];
-                    i += 1;
+                if self.is_contiguous() {
+                    out.copy_from_slice(&src[self.0.offset..self.0.offset + out.len()]);
+                    return;
+                }
+                // Whole rows at a time: a copy where the row is contiguous in storage.
+                for_each_row(&self.0.shape, [&self.0.strides], [self.0.offset], |[start], len, [step]| {
+                    let dst = &mut out[i..i + len];
+                    if step == 1 {
+                        dst.copy_from_slice(&src[start..start + len]);
+                    } else {
+                        dst.iter_mut().enumerate().for_each(|(j, d)| *d = src[start + j * step]);
+                    }
+                    i += len;
                 });
             }
             DType::I32 => {
@@ -241,8 +259,18 @@ impl Tensor {
                 });
             }
         }
-        drop(storage);
-        f(out)
+    }
+
+    /// Whether this is the only handle to a contiguous `f32` buffer that nothing else
+    /// shares (no view, no saved copy), so the engine may keep it as a leaf's gradient.
+    pub(crate) fn is_sole_contiguous_owner(&self) -> bool {
+        Arc::strong_count(&self.0) == 1
+            && Arc::strong_count(&self.0.storage) == 1
+            && Arc::weak_count(&self.0.storage) == 0
+            && self.dtype() == DType::F32
+            && self.0.offset == 0
+            && self.is_contiguous()
+            && self.numel() == self.0.storage.len()
     }
 
     /// [`Tensor::with_f32`] for an optional tensor (a bias, a mask): `f` gets `None` when
@@ -317,11 +345,9 @@ impl Tensor {
         if self.dtype() == DType::F32 && self.is_contiguous() {
             return self.detach();
         }
-        self.with_f32(|s| {
-            Tensor::build_f32(self.shape(), |out| {
-                out.copy_from_slice(s);
-                Ok(())
-            })
+        Tensor::build_f32(self.shape(), |out| {
+            self.gather_f32(out);
+            Ok(())
         })
         .unwrap_or_else(|_| unreachable!("the shape of an existing tensor never overflows"))
     }

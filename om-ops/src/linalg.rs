@@ -1,17 +1,52 @@
 //! Matrix products: `matmul` (batched, with broadcast batch dimensions and PyTorch's
-//! 1-d promotion rules). Every product runs on the canonical-order GEMM; gradient
-//! products with a transposed operand copy it to row-major first (spec section 4).
+//! 1-d promotion rules) and `linear`. Every product runs on the canonical-order GEMM,
+//! which reads transposed and broadcast operands in place (spec section 4): gradient
+//! products such as `g·bᵀ` copy nothing.
 
 use om_core::compute::Compute;
-use om_core::kernels::gemm::gemm;
-use om_core::layout::broadcast_shapes;
+use om_core::kernels::gemm::{gemm_mat, gemm_mat_bias, Bias, MatMut, MatRef};
+use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["matmul", "linear"];
 
-/// Batched product of two tensors of rank ≥ 2 with equal inner dimensions.
+/// `t` itself if one of its last two dimensions is unit-strided (row-major, or a
+/// transposed view: the GEMM reads either in place), else a contiguous copy.
+fn gemm_readable(t: &Tensor) -> Tensor {
+    let r = t.rank();
+    let unit = |d: usize| t.shape()[d] <= 1 || t.strides()[d] == 1;
+    if unit(r - 1) || unit(r - 2) {
+        t.clone()
+    } else {
+        t.to_contiguous()
+    }
+}
+
+/// The matrix of batch `offset` in the last two dimensions of `t` (read from `storage`).
+fn mat<'a>(storage: &'a [f32], t: &Tensor, offset: usize, rows: usize) -> MatRef<'a> {
+    let r = t.rank();
+    let (rs, cs) = (t.strides()[r - 2], t.strides()[r - 1]);
+    MatRef::new(storage.get(offset..).unwrap_or(&[]), rows, t.shape()[r - 1], rs, cs).expect("a tensor's elements lie inside its storage")
+}
+
+/// Whether the batch dimensions (`batch`, with strides `strides`, 0 where broadcast) and
+/// the `m` rows (stride `rs`) of an operand are one evenly spaced run of rows.
+fn rows_merge(batch: &[usize], strides: &[usize], m: usize, rs: usize) -> bool {
+    let mut expect = rs * m;
+    for (&d, &s) in batch.iter().zip(strides).rev() {
+        if d != 1 && s != expect {
+            return false;
+        }
+        expect *= d;
+    }
+    true
+}
+
+/// Batched product of two tensors of rank ≥ 2 with equal inner dimensions. Operands are
+/// read in place (transposed and broadcast ones too); when B is shared by every batch
+/// entry and A's batches are evenly spaced rows, the whole batch is one product.
 fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (ra, rb) = (a.rank(), b.rank());
     let (m, k) = (a.shape()[ra - 2], a.shape()[ra - 1]);
@@ -21,20 +56,37 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let batch = broadcast_shapes(op, &a.shape()[..ra - 2], &b.shape()[..rb - 2])?;
     let nb: usize = batch.iter().product();
-    let mut a_full = batch.clone();
-    a_full.extend([m, k]);
-    let mut b_full = batch.clone();
-    b_full.extend([k, n]);
-    let a_c = crate::expand(a, a_full.iter().map(|&d| d as isize).collect())?.to_contiguous();
-    let b_c = crate::expand(b, b_full.iter().map(|&d| d as isize).collect())?.to_contiguous();
-    let mut out_shape = batch;
+    let (a, b) = (gemm_readable(a), gemm_readable(b));
+    let sa = broadcast_strides(&a.shape()[..ra - 2], &a.strides()[..ra - 2], &batch);
+    let sb = broadcast_strides(&b.shape()[..rb - 2], &b.strides()[..rb - 2], &batch);
+    let mut out_shape = batch.clone();
     out_shape.extend([m, n]);
     let settings = Compute::settings();
-    a_c.with_f32(|av| {
-        b_c.with_f32(|bv| {
+    let merged = nb > 1 && sb.iter().all(|&s| s == 0) && rows_merge(&batch, &sa, m, a.strides()[ra - 2]);
+    a.with_storage_f32(|av| {
+        b.with_storage_f32(|bv| {
             Tensor::build_f32(&out_shape, |out| {
-                for i in 0..nb {
-                    gemm(settings, m, k, n, &av[i * m * k..], k, &bv[i * k * n..], n, &mut out[i * m * n..], n);
+                if out.is_empty() {
+                    return Ok(());
+                }
+                if merged {
+                    let am = mat(av, &a, a.offset(), nb * m);
+                    gemm_mat(settings, am, mat(bv, &b, b.offset(), k), MatMut::row_major(out, nb * m, n));
+                    return Ok(());
+                }
+                let mut idx = vec![0usize; batch.len()];
+                for c in out.chunks_exact_mut(m * n).take(nb) {
+                    let offset = |base: usize, strides: &[usize]| base + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
+                    let am = mat(av, &a, offset(a.offset(), &sa), m);
+                    let bm = mat(bv, &b, offset(b.offset(), &sb), k);
+                    gemm_mat(settings, am, bm, MatMut::row_major(c, m, n));
+                    for d in (0..batch.len()).rev() {
+                        idx[d] += 1;
+                        if idx[d] < batch[d] {
+                            break;
+                        }
+                        idx[d] = 0;
+                    }
                 }
                 Ok(())
             })
@@ -44,8 +96,8 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// Matrix product with PyTorch's rules: batch dimensions broadcast; a 1-d `a` is a row
 /// vector and a 1-d `b` a column vector (the added axis is removed from the result).
-/// Backward: `g·bᵀ` and `aᵀ·g` (transposed operands copied to row-major), summed back
-/// over broadcast batch dimensions by the engine.
+/// Backward: `g·bᵀ` and `aᵀ·g` (the transposes read in place), summed back over
+/// broadcast batch dimensions by the engine.
 #[op(saved = [a if b, b if a])]
 pub mod matmul {
     use super::*;
@@ -120,8 +172,34 @@ pub mod matmul {
     }
 }
 
+/// `x2·Wᵀ + bias` as one GEMM reading W transposed in place, the bias added in its
+/// epilogue: the bits of `add(matmul(x2, transpose(w)), bias)`, without recording.
+fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let (rows, out_f) = (x2.shape()[0], w.shape()[0]);
+    let (x2, w) = (gemm_readable(x2), gemm_readable(w));
+    let bias = bias.map(Tensor::to_contiguous);
+    let settings = Compute::settings();
+    x2.with_storage_f32(|xs| {
+        w.with_storage_f32(|ws| {
+            Tensor::with_f32_opt(bias.as_ref(), |bs| {
+                Tensor::build_f32(&[rows, out_f], |y| {
+                    let (xm, wt) = (mat(xs, &x2, x2.offset(), rows), mat(ws, &w, w.offset(), out_f).t());
+                    let y = MatMut::row_major(y, rows, out_f);
+                    match bs {
+                        Some(b) => gemm_mat_bias(settings, xm, wt, y, Bias::PerCol(b)),
+                        None => gemm_mat(settings, xm, wt, y),
+                    }
+                    Ok(())
+                })
+            })
+        })
+    })
+}
+
 /// Affine map `x·Wᵀ + b` over the last axis of `x` (`[..., in]` → `[..., out]`, with
 /// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions.
+/// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
+/// GEMM with the bias fused into its epilogue, which gives the composition's bits.
 #[op(composition)]
 pub mod linear {
     use super::*;
@@ -141,10 +219,17 @@ pub mod linear {
         }
         let lead = &x.shape()[..x.rank() - 1];
         let x2 = crate::reshape(x, vec![-1, in_f as isize])?;
-        let mut y = crate::matmul(&x2, &crate::transpose(w, 0, 1)?)?;
-        if let Some(b) = bias {
-            y = crate::add(&y, b)?;
-        }
+        let records = om_core::is_grad_enabled() && [Some(x), Some(w), bias].into_iter().flatten().any(Tensor::needs_grad);
+        let all_f32 = [Some(x), Some(w), bias].into_iter().flatten().all(|t| t.dtype() == DType::F32);
+        let y = if !records && all_f32 {
+            linear_fused(&x2, w, bias)?
+        } else {
+            let y = crate::matmul(&x2, &crate::transpose(w, 0, 1)?)?;
+            match bias {
+                Some(b) => crate::add(&y, b)?,
+                None => y,
+            }
+        };
         let mut shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
         shape.push(out_f as isize);
         crate::reshape(&y, shape)
@@ -172,6 +257,32 @@ pub mod linear {
 #[cfg(test)]
 mod tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::autograd::NoGradGuard;
+    use om_core::Tensor;
+
+    #[test]
+    fn linear_without_recording_has_the_bits_of_the_composition() {
+        both_modes(|| {
+            let x = Tensor::rand_uniform(&[2, 37, 29], -1.0, 1.0, 1).unwrap();
+            let xt = crate::transpose(&Tensor::rand_uniform(&[29, 37], -1.0, 1.0, 2).unwrap(), 0, 1).unwrap();
+            let w = Tensor::rand_uniform(&[45, 29], -1.0, 1.0, 3).unwrap();
+            let b = Tensor::rand_uniform(&[45], -1.0, 1.0, 4).unwrap();
+            for x in [&x, &xt] {
+                for bias in [Some(&b), None] {
+                    let wg = w.detach().requires_grad().unwrap();
+                    let recorded = crate::linear(x, &wg, bias).unwrap();
+                    assert!(recorded.needs_grad());
+                    let fused = {
+                        let _guard = NoGradGuard::new();
+                        crate::linear(x, &w, bias).unwrap()
+                    };
+                    assert_eq!(fused.shape(), recorded.shape());
+                    let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&fused), bits(&recorded), "x {:?} bias {}", x.shape(), bias.is_some());
+                }
+            }
+        });
+    }
 
     #[test]
     fn linear_and_concat_match_pytorch() {

@@ -2,6 +2,8 @@
 //! and the CRNN that reads digit strings with CTC, plus greedy CTC decoding and the edit
 //! distance behind the character error rate.
 
+pub mod benchmarks;
+
 use crate::nn::{prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Lstm, Module};
 use crate::{self as ops, RnnConfig};
 use om_core::{Result, Tensor};

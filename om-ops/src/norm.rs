@@ -2,9 +2,12 @@
 //! `[N, C, H, W]`, training or eval, with PyTorch's in-place running-stat update).
 //! Means, variances and the sums of the backward rules accumulate in f64 in increasing
 //! element order and round once to f32; everything else is plain f32 arithmetic in a fixed
-//! order on the calling thread, so both modes, every kernel path and every thread count
-//! give the same bits.
+//! order, so both modes, every kernel path and every thread count give the same bits. The
+//! arithmetic lives in `om_core::kernels::norm` (sums in lockstep, vectorised output loops,
+//! rows or channels in parallel; see `docs/kernels-norm-pool.md`).
 
+use om_core::compute::Compute;
+use om_core::kernels::norm::{self as kernel, Affine, BatchShape};
 use om_core::pool::F64Scratch;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -31,14 +34,20 @@ fn check_eps(op: &'static str, eps: f32) -> Result<()> {
     Ok(())
 }
 
-/// The values of an optional tensor (small per-feature vectors only).
-fn values(t: Option<&Tensor>) -> Option<Vec<f32>> {
-    t.map(Tensor::to_vec)
-}
-
-/// `1/sqrt(var + eps)` from an f64 variance rounded once to f32.
-fn inv_std(var: f64, eps: f32) -> f32 {
-    1.0 / ((var as f32) + eps).sqrt()
+/// Three f32 tensors filled together by `fill`.
+fn build3(shapes: [&[usize]; 3], fill: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut rest = None;
+    let a = Tensor::build_f32(shapes[0], |a| {
+        let mut c = None;
+        let b = Tensor::build_f32(shapes[1], |b| {
+            c = Some(Tensor::build_f32(shapes[2], |c| fill(a, b, c))?);
+            Ok(())
+        })?;
+        rest = Some((b, c.expect("built inside")));
+        Ok(())
+    })?;
+    let (b, c) = rest.expect("built inside");
+    Ok((a, b, c))
 }
 
 // ===== layer norm =====
@@ -63,94 +72,43 @@ pub mod layer_norm {
         check_param(NAME, "beta", beta, d, x)?;
         check_eps(NAME, eps)?;
         let lead = &x.shape()[..x.rank() - 1];
-        let rows = x.numel() / d;
-        let (gv, bv) = (values(gamma), values(beta));
-        x.with_f32(|xs| {
-            let mean = Tensor::build_f32(lead, |m| {
-                for (r, m) in m.iter_mut().enumerate() {
-                    let sum = xs[r * d..(r + 1) * d].iter().fold(0.0f64, |a, &v| a + v as f64);
-                    *m = (sum / d as f64) as f32;
-                }
-                Ok(())
-            })?;
-            let rstd = mean.with_f32(|m| {
-                Tensor::build_f32(lead, |s| {
-                    for r in 0..rows {
-                        let mu = m[r] as f64;
-                        let sq = xs[r * d..(r + 1) * d].iter().fold(0.0f64, |a, &v| a + (v as f64 - mu) * (v as f64 - mu));
-                        s[r] = inv_std(sq / d as f64, eps);
-                    }
-                    Ok(())
-                })
-            })?;
-            let y = mean.with_f32(|m| {
-                rstd.with_f32(|s| {
-                    Tensor::build_f32(x.shape(), |y| {
-                        for r in 0..rows {
-                            for i in 0..d {
-                                let mut v = (xs[r * d + i] - m[r]) * s[r];
-                                if let Some(g) = &gv {
-                                    v *= g[i];
-                                }
-                                if let Some(b) = &bv {
-                                    v += b[i];
-                                }
-                                y[r * d + i] = v;
-                            }
-                        }
+        let settings = Compute::settings();
+        let (y, mean, rstd) = x.with_f32(|xs| {
+            Tensor::with_f32_opt(gamma, |gamma| {
+                Tensor::with_f32_opt(beta, |beta| {
+                    build3([x.shape(), lead, lead], |y, mean, rstd| {
+                        kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, y, mean, rstd);
                         Ok(())
                     })
                 })
-            })?;
-            Ok((y, Owned { mean, rstd }))
-        })
+            })
+        })?;
+        Ok((y, Owned { mean, rstd }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let n = shape[shape.len() - 1];
-        let rows = shape.iter().product::<usize>() / n;
-        let gv = values(r.gamma().ok());
         let (need_x, need_g, need_b) = (d.needs_x(), d.needs_gamma(), d.needs_beta());
         let mut dgamma = F64Scratch::zeroed(n);
         let mut dbeta = F64Scratch::zeroed(n);
+        let settings = Compute::settings();
         let dx = r.x().with_f32(|xs| {
             g.with_f32(|gs| {
                 r.mean().with_f32(|m| {
                     r.rstd().with_f32(|s| {
-                        let (dga, dba) = (dgamma.values(), dbeta.values());
-                        let xhat = |row: usize, i: usize| (xs[row * n + i] - m[row]) * s[row];
-                        let ghat = |row: usize, i: usize| match &gv {
-                            Some(gm) => gs[row * n + i] * gm[i],
-                            None => gs[row * n + i],
-                        };
-                        for row in (0..rows).filter(|_| need_g || need_b) {
-                            for i in 0..n {
-                                let gi = gs[row * n + i] as f64;
-                                dga[i] += gi * xhat(row, i) as f64;
-                                dba[i] += gi;
+                        Tensor::with_f32_opt(r.gamma().ok(), |gamma| {
+                            let sums = (need_g || need_b).then(|| (dgamma.values(), dbeta.values()));
+                            if !need_x {
+                                kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, None, sums);
+                                return Ok(None);
                             }
-                        }
-                        if !need_x {
-                            return Ok(None);
-                        }
-                        Tensor::build_f32(shape, |dx| {
-                            for row in 0..rows {
-                                let (mut s1, mut s2) = (0.0f64, 0.0f64);
-                                for i in 0..n {
-                                    let gh = ghat(row, i) as f64;
-                                    s1 += gh;
-                                    s2 += gh * xhat(row, i) as f64;
-                                }
-                                let m1 = (s1 / n as f64) as f32;
-                                let m2 = (s2 / n as f64) as f32;
-                                for i in 0..n {
-                                    dx[row * n + i] = (ghat(row, i) - m1 - xhat(row, i) * m2) * s[row];
-                                }
-                            }
-                            Ok(())
+                            Tensor::build_f32(shape, |dx| {
+                                kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, Some(dx), sums);
+                                Ok(())
+                            })
+                            .map(Some)
                         })
-                        .map(Some)
                     })
                 })
             })
@@ -218,30 +176,6 @@ fn check_running(op: &'static str, arg: &'static str, t: Option<&Tensor>, c: usi
     Ok(())
 }
 
-/// Per-channel statistics of `xs` (`[N, C, HW]` row-major): the mean and the sum of
-/// squared deviations from it, both f64 in increasing element order.
-fn channel_stats(xs: &[f32], n: usize, c: usize, hw: usize) -> (Vec<f32>, Vec<f64>) {
-    let mut acc = F64Scratch::zeroed(c);
-    let a = acc.values();
-    for b in 0..n {
-        for (ch, s) in a.iter_mut().enumerate() {
-            let base = (b * c + ch) * hw;
-            *s = xs[base..base + hw].iter().fold(*s, |s, &v| s + v as f64);
-        }
-    }
-    let count = (n * hw) as f64;
-    let mean: Vec<f32> = a.iter().map(|&s| (s / count) as f32).collect();
-    a.fill(0.0);
-    for b in 0..n {
-        for (ch, s) in a.iter_mut().enumerate() {
-            let base = (b * c + ch) * hw;
-            let mu = mean[ch] as f64;
-            *s = xs[base..base + hw].iter().fold(*s, |s, &v| s + (v as f64 - mu) * (v as f64 - mu));
-        }
-    }
-    (mean, a.to_vec())
-}
-
 /// Batch normalisation of `[N, C, H, W]` per channel: `y = (x − μ)/σ·γ + β`, `σ = sqrt(var + ε)`.
 /// Training uses the batch mean and biased variance over N, H, W (f64 sums) and, when
 /// running stats are given, updates them in place as PyTorch does:
@@ -282,99 +216,81 @@ pub mod batch_norm2d {
             return Err(Error::argument(NAME, format!("momentum must be finite, got {momentum}")));
         }
         let count = n * hw;
-        let (mean, rstd) = if training {
-            if count <= 1 {
-                return Err(Error::shape(NAME, &[x.shape()], "training needs more than one value per channel"));
-            }
-            let (mean, sq) = x.with_f32(|xs| channel_stats(xs, n, c, hw));
-            let rstd: Vec<f32> = sq.iter().map(|&s| inv_std(s / count as f64, eps)).collect();
-            if let (Some(rm), Some(rv)) = (running_mean, running_var) {
-                let m = momentum as f64;
-                rm.update_f32(NAME, |v| {
-                    for (r, &b) in v.iter_mut().zip(&mean) {
-                        *r = (m * b as f64 + (1.0 - m) * *r as f64) as f32;
-                    }
-                })?;
-                rv.update_f32(NAME, |v| {
-                    for (r, &s) in v.iter_mut().zip(&sq) {
-                        let unbiased = (s / (count - 1) as f64) as f32;
-                        *r = (m * unbiased as f64 + (1.0 - m) * *r as f64) as f32;
-                    }
-                })?;
-            }
-            (mean, rstd)
-        } else {
-            let (Some(rm), Some(rv)) = (running_mean, running_var) else {
-                return Err(Error::argument(NAME, "eval mode needs running_mean and running_var"));
-            };
-            (rm.to_vec(), rv.to_vec().iter().map(|&v| 1.0 / (v + eps).sqrt()).collect())
-        };
-        let (gv, bv) = (values(gamma), values(beta));
-        let y = x.with_f32(|xs| {
-            Tensor::build_f32(x.shape(), |y| {
-                for b in 0..n {
-                    for ch in 0..c {
-                        let base = (b * c + ch) * hw;
-                        for i in base..base + hw {
-                            let mut v = (xs[i] - mean[ch]) * rstd[ch];
-                            if let Some(g) = &gv {
-                                v *= g[ch];
-                            }
-                            if let Some(bb) = &bv {
-                                v += bb[ch];
-                            }
-                            y[i] = v;
+        let shape = BatchShape { n, c, hw };
+        let settings = Compute::settings();
+        if training && count <= 1 {
+            return Err(Error::shape(NAME, &[x.shape()], "training needs more than one value per channel"));
+        }
+        let mut sq = F64Scratch::zeroed(if training { c } else { 0 });
+        let (y, mean, rstd) = x.with_f32(|xs| {
+            Tensor::with_f32_opt(gamma, |gamma| {
+                Tensor::with_f32_opt(beta, |beta| {
+                    let affine = Affine { gamma, beta };
+                    build3([x.shape(), &[c], &[c]], |y, mean, rstd| {
+                        if training {
+                            kernel::batch_norm(settings, shape, xs, affine, eps, y, mean, sq.values(), rstd);
+                            return Ok(());
                         }
-                    }
-                }
-                Ok(())
+                        let (Some(rm), Some(rv)) = (running_mean, running_var) else {
+                            return Err(Error::argument(NAME, "eval mode needs running_mean and running_var"));
+                        };
+                        rm.with_f32(|v| mean.copy_from_slice(v));
+                        rv.with_f32(|v| rstd.iter_mut().zip(v).for_each(|(s, &v)| *s = 1.0 / (v + eps).sqrt()));
+                        kernel::batch_norm_apply(settings, shape, xs, mean, rstd, affine, y);
+                        Ok(())
+                    })
+                })
             })
         })?;
-        Ok((y, Owned { mean: Tensor::from_vec(mean, &[c])?, rstd: Tensor::from_vec(rstd, &[c])? }))
+        if let (true, Some(rm), Some(rv)) = (training, running_mean, running_var) {
+            mean.with_f32(|mean| update_running(rm, rv, momentum, mean, sq.values(), count))?;
+        }
+        Ok((y, Owned { mean, rstd }))
+    }
+
+    /// PyTorch's running-stat update: `running = (1 − m)·running + m·batch`, the variance
+    /// unbiased (`sq/(count − 1)`).
+    fn update_running(rm: &Tensor, rv: &Tensor, momentum: f32, mean: &[f32], sq: &[f64], count: usize) -> Result<()> {
+        let m = momentum as f64;
+        rm.update_f32(NAME, |v| {
+            for (r, &b) in v.iter_mut().zip(mean) {
+                *r = (m * b as f64 + (1.0 - m) * *r as f64) as f32;
+            }
+        })?;
+        rv.update_f32(NAME, |v| {
+            for (r, &s) in v.iter_mut().zip(sq) {
+                let unbiased = (s / (count - 1) as f64) as f32;
+                *r = (m * unbiased as f64 + (1.0 - m) * *r as f64) as f32;
+            }
+        })
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let (n, c, hw) = (shape[0], shape[1], shape[2] * shape[3]);
-        let gv = values(r.gamma().ok());
-        let (mean, rstd) = (r.mean().to_vec(), r.rstd().to_vec());
+        let shape4 = BatchShape { n, c, hw };
+        let settings = Compute::settings();
         let mut sg = F64Scratch::zeroed(c);
         let mut sgx = F64Scratch::zeroed(c);
+        let need_x = d.needs_x();
         let dx = r.x().with_f32(|xs| {
             g.with_f32(|gs| {
-                let (sga, sgxa) = (sg.values(), sgx.values());
-                let xhat = |i: usize, ch: usize| (xs[i] - mean[ch]) * rstd[ch];
-                for b in 0..n {
-                    for ch in 0..c {
-                        let base = (b * c + ch) * hw;
-                        for (i, &gi) in gs.iter().enumerate().take(base + hw).skip(base) {
-                            sga[ch] += gi as f64;
-                            sgxa[ch] += gi as f64 * xhat(i, ch) as f64;
-                        }
-                    }
-                }
-                if !d.needs_x() {
-                    return Ok(None);
-                }
-                let count = (n * hw) as f64;
-                let mg: Vec<f32> = sga.iter().map(|&s| (s / count) as f32).collect();
-                let mgx: Vec<f32> = sgxa.iter().map(|&s| (s / count) as f32).collect();
-                Tensor::build_f32(shape, |dx| {
-                    for b in 0..n {
-                        for ch in 0..c {
-                            let k = match &gv {
-                                Some(gm) => gm[ch] * rstd[ch],
-                                None => rstd[ch],
-                            };
-                            let base = (b * c + ch) * hw;
-                            for i in base..base + hw {
-                                dx[i] = if r.training { k * (gs[i] - mg[ch] - xhat(i, ch) * mgx[ch]) } else { k * gs[i] };
+                r.mean().with_f32(|mean| {
+                    r.rstd().with_f32(|rstd| {
+                        Tensor::with_f32_opt(r.gamma().ok(), |gamma| {
+                            let (sg, sgx) = (sg.values(), sgx.values());
+                            if !need_x {
+                                kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, None);
+                                return Ok(None);
                             }
-                        }
-                    }
-                    Ok(())
+                            Tensor::build_f32(shape, |dx| {
+                                kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, Some(dx));
+                                Ok(())
+                            })
+                            .map(Some)
+                        })
+                    })
                 })
-                .map(Some)
             })
         })?;
         if let Some(dx) = dx {

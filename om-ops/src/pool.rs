@@ -1,50 +1,16 @@
 //! Pooling: `max_pool2d` (saves the winner's index), `avg_pool2d` and the composition
 //! `global_avg_pool2d`, with PyTorch's CPU semantics (`ceil_mode = false`; see
-//! `docs/ops-conv.md` for ties, NaN and padding). Scalar code in output scan order.
+//! `docs/ops-conv.md` for ties, NaN and padding). The arithmetic lives in
+//! `om_core::kernels::pooling` (vectorised 2×2 and 2×1 paths, planes in parallel; see
+//! `docs/kernels-norm-pool.md`).
 
-use om_core::pool::Buffer;
+use om_core::compute::Compute;
+use om_core::kernels::pooling::{self as kernel, Pool2d};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["max_pool2d", "avg_pool2d", "global_avg_pool2d"];
-
-/// The geometry of one pooling (validated).
-#[derive(Clone, Copy, Debug)]
-struct Geom {
-    planes: usize,
-    h: usize,
-    w: usize,
-    kh: usize,
-    kw: usize,
-    sh: usize,
-    sw: usize,
-    ph: usize,
-    pw: usize,
-    dh: usize,
-    dw: usize,
-    oh: usize,
-    ow: usize,
-}
-
-impl Geom {
-    /// The in-bounds window of output `(oy, ox)` as PyTorch's CPU max-pool kernel scans
-    /// it: first row and column inside the image, exclusive ends (rows `y0, y0+dh, ..`).
-    fn window(&self, oy: usize, ox: usize) -> (usize, usize, usize, usize) {
-        let span = |o: usize, s: usize, p: usize, k: usize, d: usize, len: usize| {
-            let start = (o * s) as isize - p as isize;
-            let end = (start + ((k - 1) * d + 1) as isize).min(len as isize);
-            let mut first = start;
-            while first < 0 {
-                first += d as isize;
-            }
-            (first as usize, end.max(0) as usize)
-        };
-        let (y0, y1) = span(oy, self.sh, self.ph, self.kh, self.dh, self.h);
-        let (x0, x1) = span(ox, self.sw, self.pw, self.kw, self.dw, self.w);
-        (y0, y1, x0, x1)
-    }
-}
 
 /// Validates a pooling over `x` and returns its geometry.
 fn geometry(
@@ -54,7 +20,7 @@ fn geometry(
     stride: [usize; 2],
     padding: [usize; 2],
     dilation: [usize; 2],
-) -> Result<Geom> {
+) -> Result<Pool2d> {
     if x.len() != 4 {
         return Err(Error::shape(op, &[x], format!("`x` must be [N, C, H, W] (rank 4), got rank {}", x.len())));
     }
@@ -81,7 +47,7 @@ fn geometry(
             format!("the output would be empty: the window ({kernel:?}, dilation {dilation:?}) is larger than the padded input (padding {padding:?})"),
         ));
     };
-    Ok(Geom {
+    Ok(Pool2d {
         planes: x[0] * x[1],
         h,
         w,
@@ -130,56 +96,29 @@ pub mod max_pool2d {
             return Err(Error::argument(NAME, format!("an image of {}×{} is too large for i32 indices", geo.h, geo.w)));
         }
         let out_shape = [x.shape()[0], x.shape()[1], geo.oh, geo.ow];
-        let n_out = geo.planes * geo.oh * geo.ow;
-        let mut idx_buf = Buffer::new(n_out * 4);
-        let idx = &mut idx_buf.i32_mut()[..n_out];
-        let y = x.with_f32(|xs| {
-            Tensor::build_f32(&out_shape, |y| {
-                let mut j = 0;
-                for plane in 0..geo.planes {
-                    let src = &xs[plane * geo.h * geo.w..][..geo.h * geo.w];
-                    for oy in 0..geo.oh {
-                        for ox in 0..geo.ow {
-                            let (y0, y1, x0, x1) = geo.window(oy, ox);
-                            let mut best = f32::NEG_INFINITY;
-                            let mut at = if y0 < y1 && x0 < x1 { (y0 * geo.w + x0) as i32 } else { -1 };
-                            for iy in (y0..y1).step_by(geo.dh) {
-                                for ix in (x0..x1).step_by(geo.dw) {
-                                    let v = src[iy * geo.w + ix];
-                                    if v > best || v.is_nan() {
-                                        best = v;
-                                        at = (iy * geo.w + ix) as i32;
-                                    }
-                                }
-                            }
-                            y[j] = best;
-                            idx[j] = at;
-                            j += 1;
-                        }
-                    }
-                }
+        let settings = Compute::settings();
+        let mut y = None;
+        let idx = x.with_f32(|xs| {
+            Tensor::build_i32(&out_shape, |idx| {
+                y = Some(Tensor::build_f32(&out_shape, |y| {
+                    kernel::max_pool2d(settings, &geo, xs, y, idx);
+                    Ok(())
+                })?);
                 Ok(())
             })
         })?;
-        let idx_t = Tensor::build_i32(&out_shape, |o| {
-            o.copy_from_slice(idx);
-            Ok(())
-        })?;
-        Ok((y, Owned { idx: idx_t }))
+        let y = y.expect("built with the indices");
+        Ok((y, Owned { idx }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
-        let (hw, per_plane) = (shape[2] * shape[3], g.shape()[2] * g.shape()[3]);
+        let geo = geometry(NAME, shape, r.kernel, r.stride, r.padding, r.dilation)?;
+        let settings = Compute::settings();
         let dx = g.with_f32(|gs| {
             r.idx().with_i32(|idx| {
                 Tensor::build_f32(shape, |dx| {
-                    dx.fill(0.0);
-                    for (j, (&gv, &at)) in gs.iter().zip(idx).enumerate() {
-                        if at >= 0 {
-                            dx[(j / per_plane) * hw + at as usize] += gv;
-                        }
-                    }
+                    kernel::max_pool2d_backward(settings, &geo, gs, idx, dx);
                     Ok(())
                 })
             })
@@ -212,38 +151,14 @@ pub mod max_pool2d {
 pub mod avg_pool2d {
     use super::*;
 
-    /// Visits each output's in-bounds window `(j, y0, y1, x0, x1, count)` in scan order.
-    fn for_each_window(geo: &Geom, count_include_pad: bool, mut f: impl FnMut(usize, usize, usize, usize, usize, usize, f32)) {
-        let mut j = 0;
-        for plane in 0..geo.planes {
-            for oy in 0..geo.oh {
-                for ox in 0..geo.ow {
-                    let (y0, y1, x0, x1) = geo.window(oy, ox);
-                    let inside = (y1 - y0.min(y1)) * (x1 - x0.min(x1));
-                    let count = if count_include_pad { geo.kh * geo.kw } else { inside };
-                    f(plane, j, y0, y1, x0, x1, count as f32);
-                    j += 1;
-                }
-            }
-        }
-    }
-
     pub fn forward(x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], count_include_pad: bool) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
         let geo = geometry(NAME, x.shape(), kernel, stride, padding, [1, 1])?;
         let out_shape = [x.shape()[0], x.shape()[1], geo.oh, geo.ow];
+        let settings = Compute::settings();
         x.with_f32(|xs| {
             Tensor::build_f32(&out_shape, |y| {
-                for_each_window(&geo, count_include_pad, |plane, j, y0, y1, x0, x1, count| {
-                    let src = &xs[plane * geo.h * geo.w..];
-                    let mut sum = 0.0f64;
-                    for iy in y0..y1 {
-                        for ix in x0..x1 {
-                            sum += src[iy * geo.w + ix] as f64;
-                        }
-                    }
-                    y[j] = if count > 0.0 { (sum / count as f64) as f32 } else { 0.0 };
-                });
+                kernel::avg_pool2d(settings, &geo, count_include_pad, xs, y);
                 Ok(())
             })
         })
@@ -252,21 +167,10 @@ pub mod avg_pool2d {
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let geo = geometry(NAME, shape, r.kernel, r.stride, r.padding, [1, 1])?;
+        let settings = Compute::settings();
         let dx = g.with_f32(|gs| {
             Tensor::build_f32(shape, |dx| {
-                dx.fill(0.0);
-                for_each_window(&geo, r.count_include_pad, |plane, j, y0, y1, x0, x1, count| {
-                    if count == 0.0 {
-                        return;
-                    }
-                    let v = gs[j] / count;
-                    let dst = &mut dx[plane * geo.h * geo.w..];
-                    for iy in y0..y1 {
-                        for ix in x0..x1 {
-                            dst[iy * geo.w + ix] += v;
-                        }
-                    }
-                });
+                kernel::avg_pool2d_backward(settings, &geo, r.count_include_pad, gs, dx);
                 Ok(())
             })
         })?;

@@ -152,6 +152,9 @@ fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
 fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
     let mut m = lock(meta);
     match &m.grad {
+        // A gradient nobody else can see (one handle, sole owner of a contiguous f32
+        // buffer) is already a private copy: adopt it instead of copying it.
+        None if grad.is_sole_contiguous_owner() => m.grad = Some(grad),
         None => m.grad = Some(basic::copy_contiguous(&grad)),
         Some(acc) => basic::add_assign(acc, &grad)?,
     }

@@ -63,9 +63,14 @@ pub fn sum_to(g: &Tensor, shape: &[usize]) -> Tensor {
     let g = g.to_contiguous();
     g.with_f32(|src| {
         let gs = contiguous_strides(g.shape());
-        for_each_row(g.shape(), [&gs, &target], [0, 0], |[gs0, ts0], len, [gstep, tstep]| {
-            for i in 0..len {
-                acc_s[ts0 + i * tstep] += src[gs0 + i * gstep] as f64;
+        // `g` is contiguous, so every row has step 1 in it; the common target steps get
+        // loops the compiler vectorises (each output still adds its elements in order).
+        for_each_row(g.shape(), [&gs, &target], [0, 0], |[gs0, ts0], len, [_, tstep]| {
+            let row = &src[gs0..gs0 + len];
+            match tstep {
+                0 => acc_s[ts0] = row.iter().fold(acc_s[ts0], |a, &v| a + v as f64),
+                1 => acc_s[ts0..ts0 + len].iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64),
+                _ => row.iter().enumerate().for_each(|(i, &v)| acc_s[ts0 + i * tstep] += v as f64),
             }
         });
     });

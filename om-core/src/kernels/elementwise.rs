@@ -2,9 +2,11 @@
 //! contiguous tensor; the operands are walked one innermost row at a time
 //! ([`for_each_row`]). [`unary_op`] and [`binary_op`] hand each row to the lane loops
 //! (contiguous, broadcast or strided operands); [`unary`] and [`binary`] apply a scalar
-//! closure, for the few maps that have no lane kernel.
+//! closure, for the few maps that have no lane kernel. Large maps over flat operands
+//! (contiguous, or one broadcast value) are cut into `PAR_CHUNK`-element chunks that the
+//! thread team shares; each element is computed alone, so the bits never depend on it.
 
-use crate::compute::Compute;
+use crate::compute::{for_each_chunk_mut, Compute};
 use crate::error::Result;
 use crate::kernels::lanes::{self, Binary, Src, Unary};
 use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
@@ -66,6 +68,10 @@ pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
         Tensor::build_f32(&shape, |out| {
+            if let Some(xf) = flat(xs, x, out.len()) {
+                for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| lanes::unary(settings, op, xf.skip_to(i * PAR_CHUNK), o));
+                return Ok(());
+            }
             for_each_row(&shape, [&os, x.strides()], [0, x.offset()], |[o, a], len, [so, sa]| {
                 debug_assert_eq!(so, 1, "a contiguous output walks rows with step 1");
                 lanes::unary(settings, op, src(xs, a, len, sa), &mut out[o..o + len]);
@@ -87,6 +93,12 @@ pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Resu
     a.with_storage_f32(|xa| {
         b.with_storage_f32(|xb| {
             Tensor::build_f32(&shape, |out| {
+                if let (Some(af), Some(bf)) = (flat(xa, a, out.len()), flat(xb, b, out.len())) {
+                    for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| {
+                        lanes::binary(settings, op, af.skip_to(i * PAR_CHUNK), bf.skip_to(i * PAR_CHUNK), o)
+                    });
+                    return Ok(());
+                }
                 for_each_row(&shape, [&os, &sa, &sb], [0, a.offset(), b.offset()], |[o, i0, j0], len, [_, si, sj]| {
                     lanes::binary(settings, op, src(xa, i0, len, si), src(xb, j0, len, sj), &mut out[o..o + len]);
                 });
@@ -94,4 +106,19 @@ pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Resu
             })
         })
     })
+}
+
+/// Elements per parallel chunk of a flat map (128 KiB of output): large enough that a
+/// chunk costs far more than handing it to a thread, small enough that 2 threads share a
+/// 1M-element map evenly.
+const PAR_CHUNK: usize = 1 << 15;
+
+/// `t`'s elements as one flat operand of an `n`-element map: contiguous with `n` elements,
+/// or a single value broadcast to all of them; `None` for any other layout.
+fn flat<'a>(data: &'a [f32], t: &Tensor, n: usize) -> Option<Src<'a>> {
+    match t.numel() {
+        1 => Some(Src::Splat(data[t.offset()])),
+        len if len == n && t.is_contiguous() => Some(Src::Contig(&data[t.offset()..t.offset() + n])),
+        _ => None,
+    }
 }

@@ -9,64 +9,116 @@
 //! bit-identical on every [`KernelPath`] and thread count, and fast mode is bit-identical
 //! across thread counts. See `docs/kernels-gemm.md` for the layout and the figures.
 //!
-//! Structure: the output is cut into a few large, equal chunks by `Plan::new`, from the
-//! shape and the path's tile only. Each chunk is computed independently by one thread: for
-//! each k-block it packs its B columns once into a thread-local scratch buffer, then for
-//! each row panel of MR rows packs those A rows (an L1-sized panel) and runs the path's
-//! register-tile kernel across the packed B.
+//! Structure: the operands are typed views ([`MatRef`], [`MatMut`], `operand.rs`), so a
+//! transposed or strided operand is read in place by the packers (`pack.rs`). The output
+//! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
+//! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
+//! is computed independently by one thread: for each k-block it packs its B columns once
+//! into a thread-local scratch buffer, then for each row panel of up to MR rows packs
+//! those A rows (an L1-sized panel) and runs the path's register-tile kernel across the
+//! packed B; an optional [`Bias`] is added to each tile after its last k-block.
+//!
+//! The positional [`gemm`] (row-major slices with leading dimensions) is a thin wrapper
+//! over [`gemm_mat`] for the call sites not yet written with views.
 
 use crate::compute::{for_each_chunk, KernelPath, Mode, Settings};
 use std::cell::Cell;
 
+mod cache;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+mod operand;
+mod pack;
 mod scalar;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-/// C[m×n] = A[m×k] · B[k×n], all row-major with leading dimensions (lda ≥ k, ldb ≥ n, ldc ≥ n).
-/// C is overwritten (not accumulated into). Panics are not allowed on valid-length slices; the caller guarantees lengths
-/// (debug_assert them).
+pub use operand::{Bias, MatMut, MatRef};
+
+/// `C = A · B` for the typed views `a` (`m × k`), `b` (`k × n`) and `c` (`m × n`),
+/// overwriting C. Either operand may be strided or transposed ([`MatRef::t`]): it is read
+/// in place while packing, so the result has the same bits as for a row-major copy.
 ///
 /// `k == 0` gives `C = +0.0`; `m == 0` or `n == 0` does nothing. A path the CPU does not
 /// support runs on the scalar path instead.
+///
+/// # Panics
+/// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
+pub fn gemm_mat(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
+    product(settings, a, b, c, None);
+}
+
+/// [`gemm_mat`] followed by `C += bias` (per column or per row), fused into the store of
+/// each tile after its whole k accumulation: the bits equal the product followed by a
+/// separate broadcast add.
+///
+/// # Panics
+/// As [`gemm_mat`], and if the bias length is not C's column (row) count.
+pub fn gemm_mat_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
+    product(settings, a, b, c, Some(bias));
+}
+
+/// `C[m×n] = A[m×k] · B[k×n]`, all row-major with leading dimensions (`lda`, `ldb`, `ldc`):
+/// [`gemm_mat`] over [`MatRef::with_stride`] / [`MatMut::with_stride`] views, kept for the
+/// positional call sites. C is overwritten.
+///
+/// `k == 0` gives `C = +0.0`; `m == 0` or `n == 0` does nothing.
+///
+/// # Panics
+/// If a slice is too short for its view or `ldc < n` (with two rows or more).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm(settings: Settings, m: usize, k: usize, n: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
     if m == 0 || n == 0 {
         return;
     }
-    debug_assert!(lda >= k && ldb >= n && ldc >= n, "gemm: leading dimension too small");
-    // The kernels use raw pointers, so the bounds are checked once here (O(1), and never
-    // failing on valid lengths) to keep this safe function sound.
-    assert!(ldc >= n && c.len() > (m - 1) * ldc + n - 1, "gemm: C too short");
-    let c = &mut c[..(m - 1) * ldc + n];
-    if k == 0 {
-        c.chunks_mut(ldc).for_each(|row| row[..n].fill(0.0));
+    gemm_mat(settings, MatRef::with_stride(a, m, k, lda), MatRef::with_stride(b, k, n, ldb), MatMut::with_stride(c, m, n, ldc));
+}
+
+/// The common body of [`gemm_mat`] and [`gemm_mat_bias`].
+fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>) {
+    let (m, k, n) = (a.rows(), a.cols(), b.cols());
+    assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
+    assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
+    if let Some(bias) = &bias {
+        bias.check(m, n);
+    }
+    if m == 0 || n == 0 {
         return;
     }
-    assert!(lda >= k && a.len() > (m - 1) * lda + k - 1, "gemm: A too short");
-    assert!(ldb >= n && b.len() > (k - 1) * ldb + n - 1, "gemm: B too short");
-
-    if aliasing_stride(ldc) && m >= ALIAS_MIN_ROWS {
+    if k == 0 {
+        for i in 0..m {
+            let row = c.row_mut(i);
+            row.fill(0.0);
+            if let Some(bias) = &bias {
+                bias.add_to_row(i, 0, row);
+            }
+        }
+        return;
+    }
+    if aliasing_stride(c.row_stride()) && m >= ALIAS_MIN_ROWS {
         // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
         // pooled scratch and copy the rows out (the arithmetic, and so every bit, is the same).
         let padded = n + ALIAS_PAD;
         let mut scratch = crate::pool::Buffer::new(m * padded * 4);
         let tmp = &mut scratch.f32_mut()[..m * padded];
-        gemm_unaliased(settings, m, k, n, a, lda, b, ldb, tmp, padded);
-        for (dst, src) in c.chunks_mut(ldc).zip(tmp.chunks(padded)) {
-            dst[..n].copy_from_slice(&src[..n]);
+        unaliased(settings, a, b, MatMut::with_stride(tmp, m, n, padded), bias);
+        for i in 0..m {
+            c.row_mut(i).copy_from_slice(&tmp[i * padded..][..n]);
         }
         return;
     }
-    gemm_unaliased(settings, m, k, n, a, lda, b, ldb, c, ldc);
+    unaliased(settings, a, b, c, bias);
 }
 
-/// Whether a row stride of C makes its rows collide in the cache (a multiple of 1 KiB).
+/// Whether a row stride of C makes its rows collide in the L1 cache: a multiple of a
+/// quarter of the L1 set span (`sets · line`; 4 KiB on Zen 4 and Zen 5, so 1 KiB = 256
+/// floats, where the padded copy was measured to pay from 512 floats on).
 fn aliasing_stride(ldc: usize) -> bool {
-    ldc >= 512 && ldc.is_multiple_of(256)
+    let l1 = cache::caches().l1;
+    let quarter_span = (l1.sets() * l1.line / 16).max(1);
+    ldc >= 2 * quarter_span && ldc.is_multiple_of(quarter_span)
 }
 
 /// Fewest rows for which the padded copy of C pays for itself.
@@ -75,28 +127,19 @@ const ALIAS_MIN_ROWS: usize = 256;
 /// Floats of padding per row of the scratch used for aliasing strides.
 const ALIAS_PAD: usize = 16;
 
-/// [`gemm`] once C's stride is known not to alias; same contract.
-#[allow(clippy::too_many_arguments)]
-fn gemm_unaliased(
-    settings: Settings,
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    ldb: usize,
-    c: &mut [f32],
-    ldc: usize,
-) {
+/// [`product`] once C's stride is known not to alias and the shape is not empty.
+fn unaliased(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>) {
+    let (m, k, n) = (a.rows(), a.cols(), b.cols());
     let kernel = Kernel::select(settings.path, settings.mode);
-    let plan = Plan::new(&kernel, m, k, n, ldb);
+    let plan = Plan::new(&kernel, m, k, n, &b);
     let threads = if m.saturating_mul(n).saturating_mul(k) <= SERIAL_WORK { 1 } else { settings.threads };
-    let out = SharedOut(c.as_mut_ptr());
-    let job = Job { kernel: &kernel, plan: &plan, m, k, n, a, lda, b, ldb, ldc };
+    let ldc = c.row_stride();
+    let out = SharedOut(c.span().as_mut_ptr());
+    let job = Job { kernel: &kernel, plan: &plan, m, k, n, a, b, ldc, bias };
     for_each_chunk(threads, plan.chunks(), |chunk| {
-        // SAFETY: chunks cover disjoint rectangles of C, all inside the `c` slice checked
-        // above, so no two threads write the same element and every write is in bounds.
+        // SAFETY: chunks cover disjoint rectangles of C, all inside the `c` view checked
+        // at its construction, so no two threads write the same element and every write
+        // is in bounds.
         unsafe { job.run_chunk(chunk, out.ptr()) }
     });
 }
@@ -117,7 +160,8 @@ const MIN_CHUNKS: usize = 2;
 /// chunks let a late thread cost less.
 const MIN_CHUNKS_DIRECT: usize = 4;
 
-/// Largest k-block of every path.
+/// Largest k-block of every path (it fixes [`A_STRIDE`]); a path's own k-block may be
+/// smaller if its A panel would not fit the L1 cache (see [`Kernel::new`]).
 const KC: usize = 256;
 
 /// Row stride of a packed A micro-panel: a compile-time constant, so the kernels address
@@ -160,13 +204,15 @@ pub(crate) struct Tile {
 /// the CPU must support the kernel's instruction set.
 pub(crate) type TileFn = unsafe fn(rows: usize, tile: &Tile);
 
-/// A path's register tile and blocking constants.
+/// A path's register tile and its blocking, derived from the cache sizes.
 struct Kernel {
     /// Rows of the register tile.
     mr: usize,
     /// Columns of the register tile.
     nr: usize,
-    /// Most columns of a chunk: its packed B block (`KC × nc`) stays in L2.
+    /// Longest k-block: the A panel (`mr × kc`) stays in L1.
+    kc: usize,
+    /// Most columns of a chunk: its packed B block (`kc × nc`) stays in L2.
     nc: usize,
     tile: TileFn,
 }
@@ -189,9 +235,21 @@ impl Kernel {
         }
     }
 
+    /// Blocking from the caches the CPU reports (see `docs/kernels-gemm.md`):
+    /// * `kc`: the A panel (`mr` rows of `kc` floats, [`A_STRIDE`] apart) may fill up to
+    ///   4/5 of L1 (the rest holds the B micro-panel streaming through), at most [`KC`], in
+    ///   multiples of 16. Zen 4 (32 KiB L1): 256, a 26 KB panel, the fastest of 128/192/256
+    ///   there; Zen 5 and recent Intel (48 KiB): 256.
+    /// * `nc`: the packed B block (`KC × nc` floats) takes half of L2 (the other half
+    ///   streams A and C), in whole tiles, between 4 and 64 tiles. 1 MiB L2 (Zen 4/5,
+    ///   Skylake-SP): 512 columns for AVX-512, the value measured best on Zen 4; 2 MiB
+    ///   (Sapphire Rapids): 1024; 256 KiB (older clients): 128.
     fn new(mr: usize, nr: usize, tile: TileFn) -> Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
-        Kernel { mr, nr, nc: 32 * nr, tile }
+        let caches = cache::caches();
+        let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
+        let nc = (caches.l2.size / 2 / (KC * 4) / nr).clamp(4, 64) * nr;
+        Kernel { mr, nr, kc: kc.max(16), nc, tile }
     }
 }
 
@@ -213,15 +271,17 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, ldb: usize) -> Plan {
-        let kc = k.div_ceil(k.div_ceil(KC));
+    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &MatRef) -> Plan {
+        let kc = k.div_ceil(k.div_ceil(kernel.kc));
         // All rows (A is packed one register-tile panel at a time, so a chunk's row count
         // costs no cache), and the columns in equal whole tiles of at most `kernel.nc`.
         let tiles = n.div_ceil(kernel.nr);
         let mut nc = tiles.div_ceil(tiles.div_ceil(kernel.nc / kernel.nr)) * kernel.nr;
         let mut mc = m;
-        // Read in place, B costs nothing per chunk, so splitting rows is free.
-        let direct_b = direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb);
+        // Read in place, B costs nothing per chunk, so splitting rows is free. With a single
+        // row panel B is read once whichever way, so packing it would only add a pass.
+        let ldb = b.row_stride();
+        let direct_b = b.col_stride() == 1 && (m <= kernel.mr || direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb));
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
@@ -261,36 +321,37 @@ impl Plan {
 /// Whether B is small enough to read in place and its row stride spreads over enough L1
 /// sets: a large power-of-two stride maps every row of a micro-panel to the same few sets.
 fn direct_b_pays(k: usize, n: usize, ldb: usize) -> bool {
-    const L1_SETS: usize = 64;
-    const L1_WAYS: usize = 8;
-    const LINE_FLOATS: usize = 16;
+    let l1 = cache::caches().l1;
+    let line_floats = l1.line / 4;
     if k * n > 64 * 1024 {
         return false;
     }
-    if !ldb.is_multiple_of(LINE_FLOATS) {
+    if !ldb.is_multiple_of(line_floats) {
         return true;
     }
-    let stride_lines = (ldb / LINE_FLOATS) % L1_SETS;
-    let sets_used = L1_SETS / gcd(stride_lines.max(1), L1_SETS);
-    sets_used * L1_WAYS >= 2 * k.min(256)
+    let sets = l1.sets();
+    let stride_lines = (ldb / line_floats) % sets;
+    let sets_used = sets / gcd(stride_lines.max(1), sets);
+    sets_used * l1.ways >= 2 * k.min(KC)
 }
 
 /// Whether a chunk's B k-block (`kc` rows of `cols` floats, `ldb` apart) read in place
-/// stays well inside L2 (1 MiB, 8-way, 2048 sets of 64 bytes), counting only the L2 sets
-/// its stride reaches: then the kernels stream it from L2 as fast as a packed copy, and
-/// packing (a pass over B per chunk, a large share of skinny products with long k) is saved.
+/// stays well inside L2, counting only the L2 sets its stride reaches: then the kernels
+/// stream it from L2 as fast as a packed copy, and packing (a pass over B per chunk, a
+/// large share of skinny products with long k) is saved. "Well inside" is an eighth of
+/// the ways of the sets reached (measured on Zen 4: 1 MiB, 8-way L2).
 fn direct_b_fits_l2(kc: usize, cols: usize, ldb: usize) -> bool {
-    const L2_SETS: usize = 2048;
-    const L2_WAYS: usize = 8;
-    const LINE_FLOATS: usize = 16;
-    let row_lines = cols.div_ceil(LINE_FLOATS) + 1;
-    let sets = if ldb.is_multiple_of(LINE_FLOATS) {
-        let stride_lines = ldb / LINE_FLOATS;
-        (L2_SETS / gcd(stride_lines % L2_SETS, L2_SETS).max(1) * row_lines.min(stride_lines)).min(L2_SETS)
+    let l2 = cache::caches().l2;
+    let line_floats = l2.line / 4;
+    let l2_sets = l2.sets();
+    let row_lines = cols.div_ceil(line_floats) + 1;
+    let sets = if ldb.is_multiple_of(line_floats) {
+        let stride_lines = ldb / line_floats;
+        (l2_sets / gcd(stride_lines % l2_sets, l2_sets).max(1) * row_lines.min(stride_lines)).min(l2_sets)
     } else {
-        L2_SETS
+        l2_sets
     };
-    kc * row_lines * 8 <= sets * L2_WAYS
+    kc * row_lines * 8 <= sets * l2.ways
 }
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
@@ -323,11 +384,10 @@ struct Job<'a> {
     m: usize,
     k: usize,
     n: usize,
-    a: &'a [f32],
-    lda: usize,
-    b: &'a [f32],
-    ldb: usize,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
     ldc: usize,
+    bias: Option<Bias<'a>>,
 }
 
 /// One rectangle of C: rows `row..row + rows`, columns `col..col + cols`.
@@ -348,7 +408,9 @@ impl Job<'_> {
         Rect { row, rows: p.mc.min(m - row), col, cols: p.nc.min(n - col) }
     }
 
-    /// Computes chunk `chunk` of C, all k-blocks, on the calling thread.
+    /// Computes chunk `chunk` of C, all k-blocks, on the calling thread. The chunk's rows
+    /// are cut into `ceil(rows / MR)` panels of equal height (±1), so a chunk never ends in
+    /// a short, inefficient tile.
     ///
     /// # Safety
     /// `c` must point to the (checked) output of `gemm`, and no other thread may access
@@ -358,46 +420,25 @@ impl Job<'_> {
         let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
         let a_len = mr * A_STRIDE;
         let b_len = rect.cols.div_ceil(nr) * nr * kc;
+        let panels = rect.rows.div_ceil(mr);
         with_scratch(a_len, b_len, |apack, bpack| {
             for pc in (0..self.k).step_by(kc) {
                 let kb = kc.min(self.k - pc);
-                self.pack_b(rect, pc, kb, bpack);
-                for row in (0..rect.rows).step_by(mr) {
-                    let rows = mr.min(rect.rows - row);
-                    pack_a(self.a, self.lda, rect.row + row, rows, pc, kb, apack);
+                let first = if self.plan.direct_b { rect.cols / nr } else { 0 };
+                pack::pack_b(&self.b, nr, rect.col, rect.cols, first, pc, kb, bpack);
+                for q in 0..panels {
+                    let (row, end) = (q * rect.rows / panels, (q + 1) * rect.rows / panels);
+                    pack::pack_a(&self.a, rect.row + row, end - row, pc, kb, apack);
                     // SAFETY: forwarded from this function's contract.
-                    unsafe { self.run_panel(rect, row, rows, pc, kb, apack, bpack, c) };
+                    unsafe { self.run_panel(rect, row, end - row, pc, kb, apack, bpack, c) };
                 }
             }
         });
     }
 
-    /// Packs the B micro-panels of `rect` for k-block `pc..pc + kb` that are not read in
-    /// place: all of them, or with `direct_b` only a partial last one. B is read row by
-    /// row (each row of the block once, contiguously), which keeps TLB and cache misses
-    /// low for a large leading dimension.
-    fn pack_b(&self, rect: Rect, pc: usize, kb: usize, bpack: &mut [f32]) {
-        let nr = self.kernel.nr;
-        let full = if self.plan.direct_b { 0 } else { rect.cols / nr };
-        let (panels, tail) = bpack.split_at_mut(full * nr * kb);
-        for p in (0..kb).filter(|_| full > 0) {
-            let src = &self.b[(pc + p) * self.ldb + rect.col..][..rect.cols];
-            match nr {
-                16 => pack_b_row::<16>(src, p, kb, full, panels),
-                8 => pack_b_row::<8>(src, p, kb, full, panels),
-                _ => unreachable!("gemm: tile width {nr}"),
-            }
-        }
-        let cols = rect.cols % nr;
-        if cols > 0 {
-            let col = rect.col + rect.cols - cols;
-            let tail = &mut tail[(rect.cols / nr - full) * nr * kb..][..nr * kb];
-            pack_b_panel(self.b, self.ldb, pc, kb, col, cols, nr, tail);
-        }
-    }
-
     /// Runs the register tiles of one row panel (`rows` ≤ MR rows from `row` of `rect`)
-    /// for one k-block over the packed operands.
+    /// for one k-block over the packed operands; after the last k-block, adds the bias
+    /// to each tile while it is still in L1.
     ///
     /// # Safety
     /// As [`Job::run_chunk`].
@@ -405,27 +446,30 @@ impl Job<'_> {
     unsafe fn run_panel(&self, rect: Rect, row: usize, rows: usize, pc: usize, kb: usize, apack: &[f32], bpack: &[f32], c: *mut f32) {
         let nr = self.kernel.nr;
         let a = apack.as_ptr();
+        let bias = self.bias.filter(|_| pc + kb == self.k);
         for (jp, col) in (0..rect.cols).step_by(nr).enumerate() {
             let cols = nr.min(rect.cols - col);
             let (b, ldb) = if self.plan.direct_b && cols == nr {
-                (self.b[pc * self.ldb + rect.col + col..].as_ptr(), self.ldb)
+                let ldb = self.b.row_stride();
+                (self.b.data()[pc * ldb + rect.col + col..].as_ptr(), ldb)
             } else {
                 (bpack[jp * nr * kb..].as_ptr(), nr)
             };
-            let tile = Tile {
-                kc: kb,
-                a,
-                b,
-                ldb,
-                // SAFETY: the tile's top-left element lies inside the checked C slice.
-                c: unsafe { c.add((rect.row + row) * self.ldc + rect.col + col) },
-                ldc: self.ldc,
-                accumulate: pc > 0,
-            };
+            // SAFETY: the tile's top-left element lies inside the checked C slice.
+            let top_left = unsafe { c.add((rect.row + row) * self.ldc + rect.col + col) };
+            let tile = Tile { kc: kb, a, b, ldb, c: top_left, ldc: self.ldc, accumulate: pc > 0 };
             // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
             // values; a full tile lies inside C; the kernel was selected for a
             // supported path.
             unsafe { run_tile(self.kernel.tile, rows, cols, nr, &tile) };
+            if let Some(bias) = &bias {
+                for r in 0..rows {
+                    // SAFETY: row `r` of the tile has `cols` outputs inside C, written by
+                    // this thread only (its chunk).
+                    let out = unsafe { std::slice::from_raw_parts_mut(top_left.add(r * self.ldc), cols) };
+                    bias.add_to_row(rect.row + row + r, rect.col + col, out);
+                }
+            }
         }
     }
 }
@@ -457,32 +501,6 @@ unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &T
         // SAFETY: row `r` of the tile has `cols` valid outputs.
         let dst = unsafe { std::slice::from_raw_parts_mut(tile.c.add(r * tile.ldc), cols) };
         dst.copy_from_slice(&buf[r * nr..r * nr + cols]);
-    }
-}
-
-/// Packs `rows` rows of A from row `row`, k-block `pc..pc + kb`: row `row + i` goes to
-/// `dst[i·A_STRIDE..][..kb]`, forming one micro-panel.
-fn pack_a(a: &[f32], lda: usize, row: usize, rows: usize, pc: usize, kb: usize, dst: &mut [f32]) {
-    for (i, out) in dst.chunks_exact_mut(A_STRIDE).take(rows).enumerate() {
-        out[..kb].copy_from_slice(&a[(row + i) * lda + pc..][..kb]);
-    }
-}
-
-/// Copies the first `panels · NR` values of `src` (row `p` of a k-block of `kb` rows) into
-/// step `p` of each full B micro-panel.
-fn pack_b_row<const NR: usize>(src: &[f32], p: usize, kb: usize, panels: usize, dst: &mut [f32]) {
-    for (jp, chunk) in src.chunks_exact(NR).take(panels).enumerate() {
-        dst[(jp * kb + p) * NR..][..NR].copy_from_slice(chunk);
-    }
-}
-
-/// Packs `cols` (< NR) columns of B from column `col`, k-block `pc..pc + kb`, as `kb`
-/// rows of NR values, zero-padded.
-#[allow(clippy::too_many_arguments)]
-fn pack_b_panel(b: &[f32], ldb: usize, pc: usize, kb: usize, col: usize, cols: usize, nr: usize, dst: &mut [f32]) {
-    for (p, out) in dst.chunks_exact_mut(nr).take(kb).enumerate() {
-        out[..cols].copy_from_slice(&b[(pc + p) * ldb + col..][..cols]);
-        out[cols..].fill(0.0);
     }
 }
 

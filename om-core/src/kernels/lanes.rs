@@ -11,7 +11,8 @@
 //! Modes: both modes use the same kernels and polynomials (they are vectorised, so also
 //! faster than calling `f32::exp` per element); exact mode additionally writes every NaN
 //! result as [`super::CANONICAL_NAN`], fast mode leaves whatever NaN the hardware made.
-//! Loops run on the calling thread; `settings.threads` is ignored.
+//! Loops run on the calling thread; `settings.threads` is ignored (callers split large
+//! loops into chunks, see `kernels::elementwise`).
 
 use super::simd::Lanes;
 use super::transcendentals as tr;
@@ -94,6 +95,15 @@ pub fn binary(settings: Settings, op: Binary, a: Src, b: Src, out: &mut [f32]) {
 const MAX_WIDTH: usize = 16;
 
 impl Src<'_> {
+    /// The operand seen from element `i` on (for a caller cutting a loop into chunks).
+    pub fn skip_to(self, i: usize) -> Self {
+        match self {
+            Src::Contig(d) => Src::Contig(&d[i.min(d.len())..]),
+            Src::Splat(v) => Src::Splat(v),
+            Src::Strided(d, s) => Src::Strided(&d[(i * s).min(d.len())..], s),
+        }
+    }
+
     fn check(&self, n: usize) {
         let ok = match *self {
             Src::Contig(d) => d.len() >= n,

@@ -1,29 +1,13 @@
 //! Running a kernel's chunks on several threads: [`for_each_chunk`] (the calling thread
 //! takes part, helpers join through a shared chunk counter) and [`for_each_chunk_mut`]
-//! (disjoint mutable chunks of one slice, on a per-thread-count rayon pool). Chunks are
-//! always a function of the kernel and the shape; threads only decide who runs which.
-//! This is the one place outside the arithmetic kernels that needs `unsafe` (a job's
-//! lifetime is erased while helpers run it; see `Team::run`).
+//! (disjoint mutable chunks of one slice, on top of it). Both use the one thread team of
+//! the process, so there are never more runnable threads than the thread setting; a call
+//! made from inside a chunk (or while another caller owns the team) runs on its own thread.
+//! Chunks are always a function of the kernel and the shape; threads only decide who runs
+//! which. This is the one place outside the arithmetic kernels that needs `unsafe` (a
+//! job's lifetime is erased while helpers run it; see `Team::run`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let pools = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = pools.lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(threads)
-        .or_insert_with(|| {
-            Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(move |i| format!("om-{threads}-{i}"))
-                    .build()
-                    .expect("building a rayon thread pool"),
-            )
-        })
-        .clone()
-}
+use std::sync::{Mutex, OnceLock};
 
 /// Runs `f(chunk)` for every chunk in `0..chunks`, on `threads` threads.
 ///
@@ -211,15 +195,75 @@ impl Team {
 }
 
 /// Splits `data` into consecutive chunks of `chunk_len` elements (the last may be shorter)
-/// and runs `f(chunk_index, chunk)` for each, on `threads` threads.
+/// and runs `f(chunk_index, chunk)` for each, on `threads` threads of the team.
 ///
 /// `chunk_len` must be a function of the kernel and the shape only, never of `threads`.
 pub fn for_each_chunk_mut<T: Send>(threads: usize, data: &mut [T], chunk_len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
     let chunk_len = chunk_len.max(1);
-    if threads <= 1 || data.len() <= chunk_len {
+    let len = data.len();
+    if threads <= 1 || len <= chunk_len {
         data.chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c));
         return;
     }
-    use rayon::prelude::*;
-    pool(threads).install(|| data.par_chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c)));
+    /// The slice's base pointer, shared by the chunks (each touches only its own range).
+    struct Base<T>(*mut T);
+    // SAFETY: the chunks built from it are disjoint `&mut [T]` with `T: Send`, so handing
+    // the pointer to other threads is as sound as handing them the chunks.
+    unsafe impl<T: Send> Sync for Base<T> {}
+    impl<T> Base<T> {
+        /// The pointer itself (a method, so closures capture the whole `Sync` wrapper).
+        fn ptr(&self) -> *mut T {
+            self.0
+        }
+    }
+    let base = Base(data.as_mut_ptr());
+    let base = &base;
+    for_each_chunk(threads, len.div_ceil(chunk_len), |i| {
+        let start = i * chunk_len;
+        let end = (start + chunk_len).min(len);
+        // SAFETY: `for_each_chunk` runs each index exactly once, so the ranges
+        // `start..end` are disjoint, in bounds of `data`, and `data` is borrowed mutably
+        // for the whole call.
+        let chunk = unsafe { std::slice::from_raw_parts_mut(base.ptr().add(start), end - start) };
+        f(i, chunk)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn chunks_of_a_slice_are_visited_once_each_on_at_most_the_thread_count() {
+        for threads in [1, 2, 3] {
+            let mut data = vec![0u32; 1000];
+            let names = Mutex::new(HashSet::new());
+            let calls = AtomicUsize::new(0);
+            for_each_chunk_mut(threads, &mut data, 64, |i, chunk| {
+                calls.fetch_add(1, Ordering::Relaxed);
+                assert_eq!(chunk.len(), if i == 15 { 1000 - 15 * 64 } else { 64 });
+                for (j, v) in chunk.iter_mut().enumerate() {
+                    *v += (i * 64 + j) as u32 + 1;
+                }
+                names.lock().unwrap().insert(std::thread::current().id());
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            });
+            assert_eq!(calls.load(Ordering::Relaxed), 16);
+            assert!(data.iter().enumerate().all(|(i, &v)| v == i as u32 + 1), "every element written exactly once");
+            assert!(names.lock().unwrap().len() <= threads, "no more threads than asked for");
+        }
+    }
+
+    #[test]
+    fn a_parallel_call_inside_a_chunk_runs_on_its_own_thread() {
+        let outer = AtomicUsize::new(0);
+        for_each_chunk(2, 4, |_| {
+            let me = std::thread::current().id();
+            for_each_chunk(2, 8, |_| assert_eq!(std::thread::current().id(), me));
+            outer.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(outer.load(Ordering::Relaxed), 4);
+    }
 }

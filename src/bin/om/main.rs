@@ -8,6 +8,7 @@ use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_conv;
 mod bench_layers;
 mod ocr;
 mod train;
@@ -21,6 +22,11 @@ commands:
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
   bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
+  bench step   --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
+               [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)
+  bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]
+               (the convnet benchmark's convolutions: forward and the three gradients)
+  bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]
   bench lstm|attention  --threads T --mode fast|exact [--reps R] (crnn_ctc's LSTM stack,
                the encoder's attention: forward + backward)";
 

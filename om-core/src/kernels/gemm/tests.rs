@@ -1,7 +1,7 @@
 //! Every supported path × both modes × several thread counts against the plain canonical
 //! loop, bit for bit.
 
-use super::gemm;
+use super::{gemm, gemm_mat, gemm_mat_bias, Bias, MatMut, MatRef};
 use crate::compute::{KernelPath, Mode, Settings};
 
 /// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
@@ -233,4 +233,95 @@ fn assert_bits_eq(got: &[f32], want: &[f32], what: impl Fn() -> String) {
     if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
         panic!("{}: first difference at {i}: {} vs {}", what(), got[i], want[i]);
     }
+}
+
+/// A dense row-major copy of a view.
+fn dense(v: &MatRef) -> Vec<f32> {
+    (0..v.rows()).flat_map(|i| (0..v.cols()).map(move |j| v.at(i, j))).collect()
+}
+
+/// The four layouts of an `rows × cols` operand over fresh values: row-major with a wide
+/// stride, column-major (a transposed matrix read in place), both strides > 1, and a
+/// broadcast row (row stride 0).
+fn layouts(rows: usize, cols: usize, seed: u64) -> Vec<(&'static str, Vec<f32>, [usize; 2])> {
+    let wide = cols + 3;
+    vec![
+        ("row_major", values(rows * wide, seed), [wide, 1]),
+        ("col_major", values(cols * (rows + 1), seed + 1), [1, rows + 1]),
+        ("strided", values(rows * cols * 6 + 8, seed + 2), [3 * cols, 2]),
+        ("broadcast_row", values(cols, seed + 3), [0, 1]),
+    ]
+}
+
+#[test]
+fn strided_and_transposed_operands_match_the_dense_product_bit_for_bit() {
+    for (ci, &(m, k, n)) in [(1, 1, 1), (5, 7, 3), (8, 128, 40), (30, 300, 37), (70, 20, 33), (49, 257, 18)].iter().enumerate() {
+        let seed = 100 * ci as u64;
+        for (an, adata, [ars, acs]) in layouts(m, k, seed) {
+            for (bn, bdata, [brs, bcs]) in layouts(k, n, seed + 10) {
+                let a = MatRef::new(&adata, m, k, ars, acs).unwrap();
+                let b = MatRef::new(&bdata, k, n, brs, bcs).unwrap();
+                let (ad, bd) = (dense(&a), dense(&b));
+                let exact = reference(false, m, k, n, &ad, k, &bd, n);
+                let fused = reference(true, m, k, n, &ad, k, &bd, n);
+                let bias_c = values(n, seed + 20);
+                let bias_r = values(m, seed + 21);
+                for path in KernelPath::supported() {
+                    for (mode, threads) in [(Mode::Exact, 1), (Mode::Exact, 3), (Mode::Fast, 2)] {
+                        let want = if mode == Mode::Fast && path != KernelPath::Sse { &fused } else { &exact };
+                        let what = || format!("{an}·{bn} {m}×{k}×{n} {path} {mode} t={threads}");
+                        let mut c = vec![f32::NAN; m * n];
+                        gemm_mat(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n));
+                        assert_bits_eq(&c, want, what);
+                        // The fused bias equals a separate add after the product.
+                        gemm_mat_bias(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n), Bias::PerCol(&bias_c));
+                        let added: Vec<f32> = want.iter().enumerate().map(|(i, &y)| y + bias_c[i % n]).collect();
+                        assert_bits_eq(&c, &added, || format!("{} per-column bias", what()));
+                        gemm_mat_bias(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n), Bias::PerRow(&bias_r));
+                        let added: Vec<f32> = want.iter().enumerate().map(|(i, &y)| y + bias_r[i / n]).collect();
+                        assert_bits_eq(&c, &added, || format!("{} per-row bias", what()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn transposed_view_swaps_shape_and_strides() {
+    let data = values(12, 1);
+    let a = MatRef::row_major(&data, 3, 4);
+    let t = a.t();
+    assert_eq!((t.rows(), t.cols(), t.row_stride(), t.col_stride()), (4, 3, 1, 4));
+    assert_eq!(t.at(2, 1).to_bits(), a.at(1, 2).to_bits());
+}
+
+#[test]
+fn views_outside_their_slice_are_refused() {
+    let data = [0.0f32; 12];
+    assert!(MatRef::new(&data, 3, 4, 4, 1).is_some());
+    assert!(MatRef::new(&data, 3, 4, 5, 1).is_none());
+    assert!(MatRef::new(&data, 4, 3, 1, 4).is_some());
+    assert!(MatRef::new(&data, 4, 3, 1, 5).is_none());
+    assert!(MatRef::new(&data, 0, 9, 9, 9).is_some());
+    assert!(MatRef::new(&data, 2, 2, usize::MAX, 1).is_none());
+    let mut out = [0.0f32; 12];
+    assert!(MatMut::new(&mut out, 3, 4, 4).is_some());
+    assert!(MatMut::new(&mut out, 3, 4, 3).is_none(), "overlapping rows");
+    assert!(MatMut::new(&mut out, 2, 7, 7).is_none());
+}
+
+#[test]
+fn bias_with_an_empty_inner_dimension_is_the_bias() {
+    let mut c = vec![f32::NAN; 6];
+    let bias = [1.0, -0.0, 2.5];
+    gemm_mat_bias(
+        settings(KernelPath::best(), Mode::Exact, 1),
+        MatRef::row_major(&[], 2, 0),
+        MatRef::row_major(&[], 0, 3),
+        MatMut::row_major(&mut c, 2, 3),
+        Bias::PerCol(&bias),
+    );
+    let want = [1.0f32, 0.0, 2.5, 1.0, 0.0, 2.5];
+    assert_bits_eq(&c, &want, || "k = 0 with bias".into());
 }

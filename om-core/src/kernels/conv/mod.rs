@@ -7,21 +7,31 @@
 //! - forward: `y[og, P] = W_g[og, K] · colsᵀ[K, P]`; `colsᵀ` is unfolded directly in
 //!   row-major `[K, P]` order (the transposed operand copied to row-major, spec section 4),
 //!   and the GEMM writes straight into the output image. The bias is added after.
-//! - weight gradient: per image in item order, `S = g[og, P] · cols[P, K]` into a scratch,
-//!   then `dW_g += S` (element-wise, f32).
+//! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
+//!   image in item order (each image's product rounded into a scratch, then added): every
+//!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
+//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
 //!
+//! The unfolding and col2im work row-wise (`unfold`): one run of an input row per kernel tap
+//! and output row, not one closure call per element.
+//!
 //! Threads: images are independent in the forward pass and the input gradient, so those
 //! are chunked by image (a function of the shape only) and each image's GEMMs run on one
 //! thread; with one image the GEMM itself uses the threads. The GEMM is bit-identical at
-//! every thread count, so the result does not depend on that choice. The weight and bias
-//! gradients run in item order on the calling thread (their GEMMs may use the threads).
+//! every thread count, so the result does not depend on that choice. The weight gradient
+//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K`): each chunk
+//! runs over all images in item order, so no addition is reordered. The bias gradient runs
+//! on the calling thread.
 
 use crate::compute::{for_each_chunk_mut, Settings};
 use crate::kernels::gemm::gemm;
 use crate::pool::{Buffer, F64Scratch};
+
+mod unfold;
+pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows, transpose};
 
 /// The geometry of one convolution (all sizes validated by the caller: every divisor
 /// non-zero, `C` and `O` divisible by `groups`, output at least 1×1).
@@ -78,62 +88,6 @@ impl ConvGeom {
     pub fn p(&self) -> usize {
         self.oh * self.ow
     }
-
-    /// The input row read by output row `oy` at kernel row `ky`, if inside the image.
-    fn in_row(&self, oy: usize, ky: usize) -> Option<usize> {
-        (oy * self.sh + ky * self.dh).checked_sub(self.pt).filter(|&r| r < self.h)
-    }
-
-    /// The input column read by output column `ox` at kernel column `kx`, if inside.
-    fn in_col(&self, ox: usize, kx: usize) -> Option<usize> {
-        (ox * self.sw + kx * self.dw).checked_sub(self.pl).filter(|&c| c < self.w)
-    }
-
-    /// Visits the taps `(k, p, input offset within the group's [Cg, H, W] block)` with
-    /// `k` outer and `p` inner; `f` receives `None` for taps in the padding.
-    fn for_each_tap(&self, mut f: impl FnMut(usize, usize, Option<usize>)) {
-        let (h, w) = (self.h, self.w);
-        for c in 0..self.cg() {
-            for ky in 0..self.kh {
-                for kx in 0..self.kw {
-                    let k = (c * self.kh + ky) * self.kw + kx;
-                    for oy in 0..self.oh {
-                        let row = self.in_row(oy, ky);
-                        for ox in 0..self.ow {
-                            let p = oy * self.ow + ox;
-                            let src = match (row, self.in_col(ox, kx)) {
-                                (Some(r), Some(col)) => Some((c * h + r) * w + col),
-                                _ => None,
-                            };
-                            f(k, p, src);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Unfolds one image's group (`xg`: `[C/g, H, W]`) into `colsᵀ` (`[K, P]`, row-major).
-pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
-    let p_len = geo.p();
-    geo.for_each_tap(|k, p, src| cols[k * p_len + p] = src.map_or(0.0, |s| xg[s]));
-}
-
-/// Unfolds one image's group (`xg`: `[C/g, H, W]`) into `cols` (`[P, K]`, row-major).
-pub fn im2col_pk(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
-    let k_len = geo.k();
-    geo.for_each_tap(|k, p, src| cols[p * k_len + k] = src.map_or(0.0, |s| xg[s]));
-}
-
-/// Adds every tap of `dcols` (`[K, P]`) into `dxg` (`[C/g, H, W]`), `k` outer, `p` inner.
-pub fn col2im_kp_add(geo: &ConvGeom, dcols: &[f32], dxg: &mut [f32]) {
-    let p_len = geo.p();
-    geo.for_each_tap(|k, p, dst| {
-        if let Some(d) = dst {
-            dxg[d] += dcols[k * p_len + p];
-        }
-    });
 }
 
 /// Settings for the GEMMs inside one chunk of a chunked loop over `chunks` images: one
@@ -178,11 +132,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     let mut wt_buf = Buffer::new(geo.o * k * 4);
     let wt = &mut wt_buf.f32_mut()[..geo.o * k];
     for gi in 0..geo.groups {
-        for o in 0..og {
-            for kk in 0..k {
-                wt[gi * og * k + kk * og + o] = w[(gi * og + o) * k + kk];
-            }
-        }
+        transpose(&w[gi * og * k..], og, k, &mut wt[gi * og * k..]);
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
@@ -198,27 +148,72 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     });
 }
 
-/// Weight gradient: `dw` (`[O, C/g, kH, kW]`, overwritten) from `x` and `g`; each image's
-/// contribution is computed by the GEMM into a scratch and added in item order.
+/// Weight gradient: `dw` (`[O, C/g, kH, kW]`, overwritten) from `x` and `g`.
+///
+/// Computed transposed, `dWᵀ_g[K, Og] = Σ_n colsᵀ[K, P]·gᵀ[P, Og]`: each product is the
+/// same `Σ_p g[o, p]·cols[p, k]` (one accumulator, `p` increasing; a product is the same
+/// bits in either operand order), each image's product is rounded on its own and added to
+/// the running sum in item order, exactly as `S = g·cols; dW += S`. Only the `[K, P]`
+/// unfolding is needed (row-wise), and `g` is transposed once per call.
+///
+/// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
+/// the shape); a chunk unfolds only its rows, runs over every image in item order and
+/// accumulates into its own band of `dWᵀ`, so each element's additions keep their order.
 pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32]) {
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
-    let image_in = geo.c * geo.h * geo.w;
+    let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
-    dw.fill(0.0);
-    let mut cols_buf = Buffer::new(k * p * 4);
-    let cols = &mut cols_buf.f32_mut()[..k * p];
-    let mut part_buf = Buffer::new(og * k * 4);
-    let part = &mut part_buf.f32_mut()[..og * k];
-    for n in 0..geo.n {
+    // gᵀ per image and group: [N, groups, P, Og].
+    let mut gt_buf = Buffer::new(geo.n * image_out * 4);
+    let gt = &mut gt_buf.f32_mut()[..geo.n * image_out];
+    for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
         for gi in 0..geo.groups {
-            let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
-            im2col_pk(geo, xg, cols);
-            gemm(settings, og, p, k, &g[n * image_out + gi * og * p..], p, cols, k, part, k);
-            for (d, &s) in dw[gi * og * k..(gi + 1) * og * k].iter_mut().zip(part.iter()) {
-                *d += s;
+            transpose(&g[n * image_out + gi * og * p..], og, p, &mut gtn[gi * og * p..]);
+        }
+    });
+    let gt = &*gt;
+    let (band, bands) = weight_bands(k);
+    let chunks = geo.groups * bands;
+    let mut acc_buf = Buffer::new(chunks * band * og * 4);
+    let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
+    let inner = inner_settings(settings, chunks);
+    for_each_chunk_mut(settings.threads, acc, band * og, |i, acc| {
+        let (gi, b) = (i / bands, i % bands);
+        let rows = b * band..(b * band + band).min(k);
+        let m = rows.len();
+        let acc = &mut acc[..m * og];
+        acc.fill(0.0);
+        let mut scratch = Buffer::new(m * (p + og) * 4);
+        let (cols, part) = scratch.f32_mut().split_at_mut(m * p);
+        let part = &mut part[..m * og];
+        for n in 0..geo.n {
+            let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
+            im2col_kp_rows(geo, xg, rows.clone(), cols);
+            gemm(inner, m, p, og, cols, p, &gt[n * image_out + gi * og * p..], og, part, og);
+            acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
+        }
+    });
+    // dw[g·Og + o, k] = dWᵀ_g[k, o].
+    for gi in 0..geo.groups {
+        let dwg = &mut dw[gi * og * k..][..og * k];
+        for kk in 0..k {
+            let row = &acc[(gi * bands * band + kk) * og..][..og];
+            for (o, &v) in row.iter().enumerate() {
+                dwg[o * k + kk] = v;
             }
         }
     }
+}
+
+/// The weight gradient's chunks: `bands` bands of `band` rows of `K` (the last may be
+/// shorter). About one band per 64 rows, an even number of them (two threads then get equal
+/// shares), each a multiple of 24 rows (a whole number of GEMM row panels on every path)
+/// when that still gives the even count. Depends on `K` only.
+fn weight_bands(k: usize) -> (usize, usize) {
+    let target = k.div_ceil(64).next_multiple_of(2);
+    let panels = k.div_ceil(24);
+    let band = if panels >= 2 * target { 24 * panels.div_ceil(target) } else { k.div_ceil(target) };
+    (band, k.div_ceil(band))
 }
 
 /// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner.
@@ -228,13 +223,30 @@ pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) {
 
 /// `out[c] = Σ g[n, c, :]` over `g` (`[N, C, P]`, contiguous), accumulated in f64 with `n`
 /// outer and positions inner (increasing element order per channel), rounded once.
+/// Eight channels are summed in lockstep (eight independent chains in registers instead of
+/// one latency-bound chain); each channel's own order is unchanged.
 pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) {
+    const LANES: usize = 8;
     let mut acc = F64Scratch::zeroed(c);
     let a = acc.values();
     for img in 0..n {
-        for (ch, s) in a.iter_mut().enumerate() {
-            let start = (img * c + ch) * p;
-            *s = g[start..start + p].iter().fold(*s, |t, &v| t + v as f64);
+        let image = &g[img * c * p..][..c * p];
+        for (rows, sums) in image.chunks(LANES * p.max(1)).zip(a.chunks_mut(LANES)) {
+            if let Ok(sums) = <&mut [f64; LANES]>::try_from(&mut *sums) {
+                let r: [&[f32]; LANES] = std::array::from_fn(|j| &rows[j * p..][..p]);
+                let mut s = *sums;
+                #[allow(clippy::needless_range_loop)] // `i` indexes LANES rows in lockstep
+                for i in 0..p {
+                    for j in 0..LANES {
+                        s[j] += r[j][i] as f64;
+                    }
+                }
+                *sums = s;
+            } else {
+                for (row, s) in rows.chunks(p.max(1)).zip(sums.iter_mut()) {
+                    *s = row.iter().fold(*s, |t, &v| t + v as f64);
+                }
+            }
         }
     }
     for (d, &s) in out.iter_mut().zip(a.iter()) {
@@ -265,35 +277,18 @@ pub fn conv_transpose2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w
 mod tests {
     use super::*;
 
-    fn geo() -> ConvGeom {
-        ConvGeom { n: 1, c: 1, h: 3, w: 3, o: 1, groups: 1, kh: 2, kw: 2, sh: 1, sw: 1, pt: 1, pl: 0, dh: 1, dw: 1, oh: 3, ow: 2 }
-    }
-
     #[test]
-    fn unfoldings_are_transposes_and_padding_is_zero() {
-        let g = geo();
-        let x: Vec<f32> = (1..=9).map(|v| v as f32).collect();
-        let (k, p) = (g.k(), g.p());
-        let mut kp = vec![f32::NAN; k * p];
-        let mut pk = vec![f32::NAN; k * p];
-        im2col_kp(&g, &x, &mut kp);
-        im2col_pk(&g, &x, &mut pk);
-        for kk in 0..k {
-            for pp in 0..p {
-                assert_eq!(kp[kk * p + pp], pk[pp * k + kk]);
+    fn channel_sums_keep_each_channels_order() {
+        let (n, c, p) = (3, 11, 37);
+        let g: Vec<f32> = (0..n * c * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 9) as i32 - 4)).collect();
+        let mut got = vec![0.0f32; c];
+        channel_sums(n, c, p, &g, &mut got);
+        for ch in 0..c {
+            let mut s = 0.0f64;
+            for img in 0..n {
+                s = g[(img * c + ch) * p..][..p].iter().fold(s, |t, &v| t + v as f64);
             }
+            assert_eq!(got[ch].to_bits(), (s as f32).to_bits(), "channel {ch}");
         }
-        // Output (0, 0) reads rows -1..=0, columns 0..=1: [pad, pad, 1, 2].
-        assert_eq!(&pk[..4], &[0.0, 0.0, 1.0, 2.0]);
-    }
-
-    #[test]
-    fn col2im_adds_every_in_bounds_tap() {
-        let g = geo();
-        let dcols = vec![1.0; g.k() * g.p()];
-        let mut dx = vec![0.0; 9];
-        col2im_kp_add(&g, &dcols, &mut dx);
-        // How many windows read each pixel.
-        assert_eq!(dx, vec![2.0, 4.0, 2.0, 2.0, 4.0, 2.0, 1.0, 2.0, 1.0]);
     }
 }

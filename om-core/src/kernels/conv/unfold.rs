@@ -1,0 +1,288 @@
+//! Row-wise im2col and col2im on the `[K, P]` unfolding, and the small transposes the
+//! convolution's products need (layout and order: `docs/ops-conv.md`).
+//!
+//! Row `k = (c·kH + kh)·kW + kw` of `colsᵀ[K, P]` is, for each output row `oh`, one run of
+//! an input row: output columns `ow` in `lo..hi` read input column `ow·sW + kw·dW − left`
+//! (a contiguous slice when `sW = 1`, a strided gather otherwise) and the columns outside
+//! `lo..hi`, like whole output rows whose input row lies in the padding, are zero. The
+//! ranges are computed once per `(kh, kw)`, not per element. col2im walks the same runs in
+//! the same order (`k` outer, then `oh`, then `ow`), adding whole slices, so every `dx`
+//! element receives its additions in exactly the order of the element-wise loop.
+
+use super::ConvGeom;
+use std::ops::Range;
+
+impl ConvGeom {
+    /// Output rows `oh` whose input row `oh·sH + kh·dH − top` lies inside the image, for
+    /// kernel row `kh`.
+    fn valid_rows(&self, kh: usize) -> Range<usize> {
+        valid_range(self.oh, self.sh, kh * self.dh, self.pt, self.h)
+    }
+
+    /// Output columns `ow` whose input column `ow·sW + kw·dW − left` lies inside the
+    /// image, for kernel column `kw`.
+    fn valid_cols(&self, kw: usize) -> Range<usize> {
+        valid_range(self.ow, self.sw, kw * self.dw, self.pl, self.w)
+    }
+
+    /// Channel, kernel row and kernel column of each unfolded row in `rows`, in order,
+    /// counted up instead of divided out per row.
+    fn taps(&self, rows: Range<usize>) -> impl Iterator<Item = (usize, usize, usize)> {
+        let (kh, kw) = (self.kh, self.kw);
+        let (mut c, mut ky, mut kx) = (rows.start / (kh * kw), rows.start / kw % kh, rows.start % kw);
+        rows.map(move |_| {
+            let tap = (c, ky, kx);
+            kx += 1;
+            if kx == kw {
+                kx = 0;
+                ky += 1;
+                if ky == kh {
+                    ky = 0;
+                    c += 1;
+                }
+            }
+            tap
+        })
+    }
+}
+
+/// For stride 1 and an output as wide as the input, output `(oy, ox)` of tap `(kh, kw)`
+/// reads plane element `oy·W + ox + shift`: returns the part of the flat output range of
+/// rows `ys` whose shifted index lies inside the plane, and the shift. Columns outside the
+/// tap's valid columns then map onto a neighbouring row's edge (or are clipped here).
+fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(Range<usize>, isize)> {
+    if geo.sh != 1 || geo.sw != 1 || geo.ow != geo.w || ys.is_empty() {
+        return None;
+    }
+    let (h, w) = (geo.h, geo.w);
+    let shift = (ky * geo.dh) as isize * w as isize + (kx * geo.dw) as isize - (geo.pt * w + geo.pl) as isize;
+    let a = (ys.start * w).max((-shift).max(0) as usize);
+    let b = (ys.end * w).min(((h * w) as isize - shift).max(0) as usize).max(a);
+    Some((a..b, shift))
+}
+
+/// The outputs `o < len` with `0 ≤ o·stride + off − pad < size`.
+fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -> Range<usize> {
+    let steps = |v: usize| if stride == 1 { v } else { v.div_ceil(stride) };
+    let lo = steps(pad.saturating_sub(off)).min(len);
+    let hi = steps((size + pad).saturating_sub(off)).min(len);
+    lo..hi.max(lo)
+}
+
+/// Writes rows `rows` of one image group's `colsᵀ` (`[K, P]`) into `out`
+/// (`[rows.len(), P]`, row-major); `xg` is the group's input, `[C/g, H, W]`.
+pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32]) {
+    let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
+    for ((c, ky, kx), dst) in geo.taps(rows).zip(out.chunks_exact_mut(p)) {
+        let plane = &xg[c * h * w..][..h * w];
+        let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
+        dst[..ys.start * ow].fill(0.0);
+        dst[ys.end * ow..].fill(0.0);
+        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+            // One shifted copy of the valid rows, then the columns outside `xs` (which
+            // read a neighbouring row, or were clipped) are zeroed.
+            let from = (run.start as isize + shift) as usize;
+            dst[run.clone()].copy_from_slice(&plane[from..from + run.len()]);
+            for row in dst[ys.start * ow..ys.end * ow].chunks_exact_mut(ow) {
+                row[..xs.start].fill(0.0);
+                row[xs.end..].fill(0.0);
+            }
+            continue;
+        }
+        for oy in ys {
+            let r = oy * geo.sh + ky * geo.dh - geo.pt;
+            let d = &mut dst[oy * ow..][..ow];
+            d[..xs.start].fill(0.0);
+            d[xs.end..].fill(0.0);
+            if xs.is_empty() {
+                continue;
+            }
+            let c0 = xs.start * geo.sw + kx * geo.dw - geo.pl;
+            let src = &plane[r * w + c0..];
+            let run = &mut d[xs.clone()];
+            if geo.sw == 1 {
+                run.copy_from_slice(&src[..run.len()]);
+            } else {
+                run.iter_mut().zip(src.iter().step_by(geo.sw)).for_each(|(o, &v)| *o = v);
+            }
+        }
+    }
+}
+
+/// Unfolds one image's group (`xg`: `[C/g, H, W]`) into `colsᵀ` (`[K, P]`, row-major).
+pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
+    im2col_kp_rows(geo, xg, 0..geo.k(), cols);
+}
+
+/// Adds every tap of `dcols` (`[K, P]`) into `dxg` (`[C/g, H, W]`), `k` outer, `p` inner;
+/// taps in the padding are dropped.
+///
+/// `dxg` must not hold `-0.0`: the stride-1, same-width path zeroes the entries of `dcols`
+/// outside each tap's valid columns and then adds one flat run per tap, so those `+0.0`s
+/// land on a neighbouring row's edge, where `v + 0.0 = v` for every `v` but `-0.0`. Sums
+/// started from `+0.0` never are `-0.0` (round to nearest), so a `dx` zeroed first and
+/// filled only by this function qualifies, and every element's additions are exactly those
+/// of the element-wise loop, in its order.
+pub fn col2im_kp_add(geo: &ConvGeom, dcols: &mut [f32], dxg: &mut [f32]) {
+    let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
+    for ((c, ky, kx), src) in geo.taps(0..geo.k()).zip(dcols.chunks_exact_mut(p)) {
+        let plane = &mut dxg[c * h * w..][..h * w];
+        let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
+        if xs.is_empty() {
+            continue;
+        }
+        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+            for row in src[ys.start * ow..ys.end * ow].chunks_exact_mut(ow) {
+                row[..xs.start].fill(0.0);
+                row[xs.end..].fill(0.0);
+            }
+            let to = (run.start as isize + shift) as usize;
+            plane[to..to + run.len()].iter_mut().zip(&src[run]).for_each(|(d, &v)| *d += v);
+            continue;
+        }
+        let c0 = xs.start * geo.sw + kx * geo.dw - geo.pl;
+        for oy in ys {
+            let r = oy * geo.sh + ky * geo.dh - geo.pt;
+            let run = &src[oy * ow..][xs.clone()];
+            let dst = &mut plane[r * w + c0..];
+            if geo.sw == 1 {
+                dst[..run.len()].iter_mut().zip(run).for_each(|(d, &v)| *d += v);
+            } else {
+                dst.iter_mut().step_by(geo.sw).zip(run).for_each(|(d, &v)| *d += v);
+            }
+        }
+    }
+}
+
+/// `dst[j·rows + i] = src[i·cols + j]`: the row-major transpose of a `[rows, cols]` block,
+/// in 8×8 tiles (a full tile is read as eight row runs into registers and written as eight
+/// column runs, so the compiler keeps it in vector registers); ragged edges element-wise.
+pub fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    const T: usize = 8;
+    let (src, dst) = (&src[..rows * cols], &mut dst[..rows * cols]);
+    for i0 in (0..rows).step_by(T) {
+        for j0 in (0..cols).step_by(T) {
+            if i0 + T <= rows && j0 + T <= cols {
+                let tile: [[f32; T]; T] = std::array::from_fn(|r| src[(i0 + r) * cols + j0..][..T].try_into().expect("8 values"));
+                for c in 0..T {
+                    let d: &mut [f32; T] = (&mut dst[(j0 + c) * rows + i0..][..T]).try_into().expect("8 values");
+                    *d = std::array::from_fn(|r| tile[r][c]);
+                }
+                continue;
+            }
+            for i in i0..(i0 + T).min(rows) {
+                for j in j0..(j0 + T).min(cols) {
+                    dst[j * rows + i] = src[i * cols + j];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The element-wise reference: visits the taps `(k, p, input offset)` with `k` outer
+    /// and `p` inner, `None` for taps in the padding.
+    fn for_each_tap(geo: &ConvGeom, mut f: impl FnMut(usize, usize, Option<usize>)) {
+        for c in 0..geo.cg() {
+            for ky in 0..geo.kh {
+                for kx in 0..geo.kw {
+                    let k = (c * geo.kh + ky) * geo.kw + kx;
+                    for oy in 0..geo.oh {
+                        let row = (oy * geo.sh + ky * geo.dh).checked_sub(geo.pt).filter(|&r| r < geo.h);
+                        for ox in 0..geo.ow {
+                            let col = (ox * geo.sw + kx * geo.dw).checked_sub(geo.pl).filter(|&c| c < geo.w);
+                            let src = row.zip(col).map(|(r, col)| (c * geo.h + r) * geo.w + col);
+                            f(k, oy * geo.ow + ox, src);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Geometries covering stride, dilation, asymmetric padding (wider than the kernel
+    /// reach on one side), 1×1 outputs and kernels reaching past the whole image.
+    fn geometries() -> Vec<ConvGeom> {
+        let mut out = Vec::new();
+        for &(h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw) in &[
+            (3, 3, 2, 2, 1, 1, 1, 0, 0, 0, 1, 1),
+            (5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+            (8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+            (5, 6, 3, 2, 2, 2, 1, 0, 2, 1, 1, 1),
+            (9, 8, 3, 3, 2, 1, 1, 2, 0, 1, 1, 2),
+            (6, 7, 2, 3, 1, 3, 4, 0, 3, 5, 2, 1),
+            (4, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1),
+            (1, 9, 1, 4, 1, 2, 0, 3, 0, 0, 1, 3),
+            (7, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2),
+            (5, 6, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1),
+        ] {
+            let (eh, ew) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
+            let (oh, ow) = ((h + pt + pb - eh) / sh + 1, (w + pl + pr - ew) / sw + 1);
+            out.push(ConvGeom { n: 1, c: 2, h, w, o: 1, groups: 1, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow });
+        }
+        out
+    }
+
+    #[test]
+    fn unfold_matches_the_element_wise_reference() {
+        for g in geometries() {
+            let x: Vec<f32> = (1..=g.cg() * g.h * g.w).map(|v| v as f32).collect();
+            let (k, p) = (g.k(), g.p());
+            let mut want = vec![f32::NAN; k * p];
+            for_each_tap(&g, |kk, pp, src| want[kk * p + pp] = src.map_or(0.0, |s| x[s]));
+            let mut got = vec![f32::NAN; k * p];
+            im2col_kp(&g, &x, &mut got);
+            assert_eq!(got, want, "{g:?}");
+            // A band of rows alone.
+            let rows = k / 3..k - k / 4;
+            let mut band = vec![f32::NAN; rows.len() * p];
+            im2col_kp_rows(&g, &x, rows.clone(), &mut band);
+            assert_eq!(band, want[rows.start * p..rows.end * p], "{g:?}");
+        }
+    }
+
+    #[test]
+    fn fold_adds_in_the_element_wise_order() {
+        for g in geometries() {
+            let (k, p) = (g.k(), g.p());
+            // Values of very different magnitudes, so a different order changes bits.
+            let dcols: Vec<f32> = (0..k * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 7) as i32 - 3)).collect();
+            let mut want = vec![0.0f32; g.cg() * g.h * g.w];
+            for_each_tap(&g, |kk, pp, dst| {
+                if let Some(d) = dst {
+                    want[d] += dcols[kk * p + pp];
+                }
+            });
+            let mut got = vec![0.0f32; want.len()];
+            col2im_kp_add(&g, &mut dcols.clone(), &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{g:?}");
+        }
+    }
+
+    #[test]
+    fn col2im_adds_every_in_bounds_tap() {
+        let g = ConvGeom { n: 1, c: 1, h: 3, w: 3, o: 1, groups: 1, kh: 2, kw: 2, sh: 1, sw: 1, pt: 1, pl: 0, dh: 1, dw: 1, oh: 3, ow: 2 };
+        let mut dcols = vec![1.0; g.k() * g.p()];
+        let mut dx = vec![0.0; 9];
+        col2im_kp_add(&g, &mut dcols, &mut dx);
+        // How many windows read each pixel.
+        assert_eq!(dx, vec![2.0, 4.0, 2.0, 2.0, 4.0, 2.0, 1.0, 2.0, 1.0]);
+    }
+
+    #[test]
+    fn transpose_of_a_ragged_block() {
+        let (r, c) = (11, 19);
+        let src: Vec<f32> = (0..r * c).map(|v| v as f32).collect();
+        let mut dst = vec![0.0; r * c];
+        transpose(&src, r, c, &mut dst);
+        for i in 0..r {
+            for j in 0..c {
+                assert_eq!(dst[j * r + i], src[i * c + j]);
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! AVX-512 lockstep sums for the norms: eight slices (rows or channel planes) at once, one
+//! f64 lane per slice. Each step loads eight consecutive f32 of every slice, transposes
+//! the 8×8 block (AVX shuffles) so that a vector holds one element of each slice, widens
+//! it to f64 and adds it into the accumulator vector, element after element: per lane the
+//! same additions in the same order as the scalar fold (no fused multiply-add), so the same
+//! bits. Tails shorter than eight elements finish in scalar code per slice.
+//!
+//! # Safety contract
+//! Every function here is `unsafe`: it may only run inside a function compiled with
+//! AVX-512F enabled, i.e. below `kernels::dispatch`'s AVX-512 entry (the callers check
+//! `L::WIDTH == 16`, which only the AVX-512 lane type has). Loads read slices of at least
+//! eight elements from a checked offset.
+
+use std::arch::x86_64::*;
+
+/// Loads `s[i..i + 8]` (panics if out of bounds).
+#[inline(always)]
+unsafe fn load8(s: &[f32], i: usize) -> __m256 {
+    let s = &s[i..i + 8];
+    // SAFETY: `s` holds eight f32; AVX is enabled (module contract).
+    unsafe { _mm256_loadu_ps(s.as_ptr()) }
+}
+
+/// Loads `rows[k][i..i + 8]` for every `k` (no closures: their bodies would be compiled
+/// without AVX).
+#[inline(always)]
+unsafe fn load_block(rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
+    // SAFETY: AVX is enabled (module contract).
+    let mut r = unsafe { [_mm256_setzero_ps(); 8] };
+    for k in 0..8 {
+        // SAFETY: as above; `load8` checks the bounds.
+        r[k] = unsafe { load8(rows[k], i) };
+    }
+    r
+}
+
+/// Transposes an 8×8 block: output `j` holds element `j` of every input, input `k` in lane `k`.
+#[inline(always)]
+unsafe fn transpose(r: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: AVX is enabled (module contract); shuffles only.
+    unsafe {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ]
+    }
+}
+
+/// The common length of the slices (panics if they differ).
+fn common_len<const N: usize>(rows: [&[f32]; N]) -> usize {
+    let len = rows[0].len();
+    assert!(rows.iter().all(|r| r.len() == len), "lockstep slices differ in length");
+    len
+}
+
+/// `acc[k] += Σ rows[k][i] as f64`, in increasing `i`.
+#[inline(always)]
+pub(super) unsafe fn sum(rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
+    let len = common_len(rows);
+    let full = len / 8 * 8;
+    let mut out = [0.0f64; 8];
+    // SAFETY: AVX-512F is enabled (module contract); `acc` and `out` hold eight f64.
+    unsafe {
+        let mut s = _mm512_loadu_pd(acc.as_ptr());
+        for i in (0..full).step_by(8) {
+            for t in transpose(load_block(rows, i)) {
+                s = _mm512_add_pd(s, _mm512_cvtps_pd(t));
+            }
+        }
+        _mm512_storeu_pd(out.as_mut_ptr(), s);
+    }
+    for (o, r) in out.iter_mut().zip(rows) {
+        *o = r[full..].iter().fold(*o, |s, &v| s + v as f64);
+    }
+    out
+}
+
+/// `acc[k] += Σ (rows[k][i] as f64 − mu[k])²`, in increasing `i`.
+#[inline(always)]
+pub(super) unsafe fn sum_sq(rows: [&[f32]; 8], mu: [f64; 8], acc: [f64; 8]) -> [f64; 8] {
+    let len = common_len(rows);
+    let full = len / 8 * 8;
+    let mut out = [0.0f64; 8];
+    // SAFETY: AVX-512F is enabled (module contract); the arrays hold eight f64.
+    unsafe {
+        let (mut s, m) = (_mm512_loadu_pd(acc.as_ptr()), _mm512_loadu_pd(mu.as_ptr()));
+        for i in (0..full).step_by(8) {
+            for t in transpose(load_block(rows, i)) {
+                let dv = _mm512_sub_pd(_mm512_cvtps_pd(t), m);
+                s = _mm512_add_pd(s, _mm512_mul_pd(dv, dv));
+            }
+        }
+        _mm512_storeu_pd(out.as_mut_ptr(), s);
+    }
+    for ((o, r), mu) in out.iter_mut().zip(rows).zip(mu) {
+        *o = r[full..].iter().fold(*o, |s, &v| s + (v as f64 - mu) * (v as f64 - mu));
+    }
+    out
+}
+
+/// With `a = g·scale[i]` (or `g`) and `b = (x − m[k])·s[k]` in f32: `acc1[k] += Σ a` and
+/// `acc2[k] += Σ a·b` in f64, in increasing `i`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn sum_prod(
+    xs: [&[f32]; 8],
+    gs: [&[f32]; 8],
+    scale: Option<&[f32]>,
+    m: [f32; 8],
+    st: [f32; 8],
+    acc1: [f64; 8],
+    acc2: [f64; 8],
+) -> ([f64; 8], [f64; 8]) {
+    let len = common_len(xs);
+    assert_eq!(common_len(gs), len, "lockstep slices differ in length");
+    let full = len / 8 * 8;
+    let (mut o1, mut o2) = ([0.0f64; 8], [0.0f64; 8]);
+    // SAFETY: AVX-512F is enabled (module contract); the arrays hold eight f64.
+    unsafe {
+        let (mut s1, mut s2) = (_mm512_loadu_pd(acc1.as_ptr()), _mm512_loadu_pd(acc2.as_ptr()));
+        // Lane k of `mv`, `sv` is row k's mean and scale: `b` is formed after the transpose.
+        let (mv, sv) = (_mm256_loadu_ps(m.as_ptr()), _mm256_loadu_ps(st.as_ptr()));
+        for i in (0..full).step_by(8) {
+            let mut a = load_block(gs, i);
+            if let Some(sc) = scale {
+                let f = load8(sc, i);
+                for a in &mut a {
+                    *a = _mm256_mul_ps(*a, f);
+                }
+            }
+            let (a, xt) = (transpose(a), transpose(load_block(xs, i)));
+            for j in 0..8 {
+                let av = _mm512_cvtps_pd(a[j]);
+                let bv = _mm256_mul_ps(_mm256_sub_ps(xt[j], mv), sv);
+                s1 = _mm512_add_pd(s1, av);
+                s2 = _mm512_add_pd(s2, _mm512_mul_pd(av, _mm512_cvtps_pd(bv)));
+            }
+        }
+        _mm512_storeu_pd(o1.as_mut_ptr(), s1);
+        _mm512_storeu_pd(o2.as_mut_ptr(), s2);
+    }
+    for k in 0..8 {
+        for i in full..len {
+            let a = match scale {
+                Some(sc) => gs[k][i] * sc[i],
+                None => gs[k][i],
+            } as f64;
+            o1[k] += a;
+            o2[k] += a * ((xs[k][i] - m[k]) * st[k]) as f64;
+        }
+    }
+    (o1, o2)
+}

@@ -1,0 +1,339 @@
+//! The three benchmark training steps of `shared/BENCHMARKS.md` (convnet, encoder,
+//! crnn_ctc), layer for layer, with seeded random weights and inputs. `om bench step`,
+//! the criterion benches and `tools/compare_steps.sh` time [`BenchStep::step`]; the same
+//! models in PyTorch live in `tools/bench_steps_torch.py`.
+//!
+//! A step is what a training loop does before the optimizer: clear the parameter
+//! gradients, forward, loss, backward.
+
+use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, LayerNorm, Linear, Lstm, Module};
+use crate::{self as ops, GeluForm, Reduction, RnnConfig};
+use om_core::rng::Rng;
+use om_core::{Error, Result, Tensor};
+
+/// Which benchmark model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchModel {
+    /// Conv-BN-ReLU-pool ×2, conv-ReLU, global average pool, linear; `[32, 3, 32, 32]`.
+    Convnet,
+    /// Embedding and two post-norm transformer layers; token ids `[16, 64]`.
+    Encoder,
+    /// Conv-ReLU-pool ×2, 2-layer bidirectional LSTM, linear, CTC; images `[8, 1, 32, 128]`.
+    CrnnCtc,
+}
+
+impl BenchModel {
+    /// Every model, in the order of BENCHMARKS.md.
+    pub const ALL: [BenchModel; 3] = [BenchModel::Convnet, BenchModel::Encoder, BenchModel::CrnnCtc];
+
+    /// `convnet`, `encoder` or `crnn_ctc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchModel::Convnet => "convnet",
+            BenchModel::Encoder => "encoder",
+            BenchModel::CrnnCtc => "crnn_ctc",
+        }
+    }
+
+    /// Parses a name printed by [`BenchModel::name`].
+    pub fn parse(s: &str) -> Option<BenchModel> {
+        BenchModel::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// A benchmark model with its fixed batch, ready to run training steps.
+pub struct BenchStep {
+    net: Net,
+    params: Vec<Tensor>,
+}
+
+enum Net {
+    Convnet(Convnet),
+    Encoder(Encoder),
+    CrnnCtc(CrnnCtc),
+}
+
+impl BenchStep {
+    /// The model's weights and one batch, all drawn from `seed`.
+    pub fn new(model: BenchModel, seed: u64) -> Result<BenchStep> {
+        let (net, params) = match model {
+            BenchModel::Convnet => {
+                let m = Convnet::new(seed)?;
+                let p = m.parameter_tensors();
+                (Net::Convnet(m), p)
+            }
+            BenchModel::Encoder => {
+                let m = Encoder::new(seed)?;
+                let p = m.parameter_tensors();
+                (Net::Encoder(m), p)
+            }
+            BenchModel::CrnnCtc => {
+                let m = CrnnCtc::new(seed)?;
+                let p = m.parameter_tensors();
+                (Net::CrnnCtc(m), p)
+            }
+        };
+        Ok(BenchStep { net, params })
+    }
+
+    /// The parameters (what an optimizer would update).
+    pub fn parameters(&self) -> &[Tensor] {
+        &self.params
+    }
+
+    /// One step: clear the gradients, forward, loss, backward. Returns the loss.
+    pub fn step(&self) -> Result<f32> {
+        for p in &self.params {
+            p.clear_grad();
+        }
+        let loss = match &self.net {
+            Net::Convnet(m) => m.loss()?,
+            Net::Encoder(m) => m.loss()?,
+            Net::CrnnCtc(m) => m.loss()?,
+        };
+        loss.backward()?;
+        loss.item()
+    }
+}
+
+/// Random class labels in `0..classes`.
+fn labels(n: usize, classes: usize, rng: &mut Rng) -> Result<Tensor> {
+    Tensor::from_vec_i32((0..n).map(|_| rng.below(classes) as i32).collect(), &[n])
+}
+
+fn conv3x3(cin: usize, cout: usize, seed: u64) -> Result<Conv2d> {
+    Conv2d::with_options(cin, cout, [3, 3], Conv2dOptions::padding(1), seed)
+}
+
+fn max_pool_2x2(x: &Tensor) -> Result<Tensor> {
+    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1])
+}
+
+/// The convnet benchmark.
+struct Convnet {
+    conv1: Conv2d,
+    bn1: BatchNorm2d,
+    conv2: Conv2d,
+    bn2: BatchNorm2d,
+    conv3: Conv2d,
+    fc: Linear,
+    x: Tensor,
+    y: Tensor,
+}
+
+impl Convnet {
+    fn new(seed: u64) -> Result<Convnet> {
+        let mut rng = Rng::new(seed);
+        Ok(Convnet {
+            conv1: conv3x3(3, 32, seed)?,
+            bn1: BatchNorm2d::new(32)?,
+            conv2: conv3x3(32, 64, seed + 1)?,
+            bn2: BatchNorm2d::new(64)?,
+            conv3: conv3x3(64, 128, seed + 2)?,
+            fc: Linear::new(128, 10, seed + 3)?,
+            x: Tensor::randn(&[32, 3, 32, 32], seed + 4)?,
+            y: labels(32, 10, &mut rng)?,
+        })
+    }
+
+    fn loss(&self) -> Result<Tensor> {
+        let h = max_pool_2x2(&ops::relu(&self.bn1.forward(&self.conv1.forward(&self.x)?)?)?)?;
+        let h = max_pool_2x2(&ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?)?;
+        let h = ops::global_avg_pool2d(&ops::relu(&self.conv3.forward(&h)?)?)?;
+        let logits = self.fc.forward(&ops::reshape(&h, vec![32, 128])?)?;
+        ops::cross_entropy(&logits, &self.y, true, None)
+    }
+}
+
+impl Module for Convnet {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        let children: [(&str, &dyn Module); 6] = [
+            ("conv1", &self.conv1),
+            ("bn1", &self.bn1),
+            ("conv2", &self.conv2),
+            ("bn2", &self.bn2),
+            ("conv3", &self.conv3),
+            ("fc", &self.fc),
+        ];
+        named(&children)
+    }
+}
+
+/// The parameters of `children`, each name prefixed by its child's.
+fn named(children: &[(&str, &dyn Module)]) -> Vec<(String, Tensor)> {
+    children.iter().flat_map(|(name, m)| crate::nn::prefixed(name, m.parameters())).collect()
+}
+
+/// Width, heads, feed-forward width, sequence length and batch of the encoder benchmark.
+const E: usize = 256;
+const HEADS: usize = 4;
+const FF: usize = 1024;
+const T: usize = 64;
+const B: usize = 16;
+
+/// One post-norm transformer layer of the encoder benchmark.
+struct EncoderLayer {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    norm1: LayerNorm,
+    ff1: Linear,
+    ff2: Linear,
+    norm2: LayerNorm,
+}
+
+impl EncoderLayer {
+    fn new(seed: u64) -> Result<EncoderLayer> {
+        Ok(EncoderLayer {
+            q: Linear::new(E, E, seed)?,
+            k: Linear::new(E, E, seed + 1)?,
+            v: Linear::new(E, E, seed + 2)?,
+            o: Linear::new(E, E, seed + 3)?,
+            norm1: LayerNorm::new(E)?,
+            ff1: Linear::new(E, FF, seed + 4)?,
+            ff2: Linear::new(FF, E, seed + 5)?,
+            norm2: LayerNorm::new(E)?,
+        })
+    }
+
+    /// `x` `[B, T, E]` → `[B, T, E]`.
+    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let d = E / HEADS;
+        let heads =
+            |t: Tensor| ops::permute(&ops::reshape(&t, vec![B as isize, T as isize, HEADS as isize, d as isize])?, vec![0, 2, 1, 3]);
+        let q = heads(self.q.forward(x)?)?;
+        let k = heads(self.k.forward(x)?)?;
+        let v = heads(self.v.forward(x)?)?;
+        let a = ops::attention(&q, &k, &v, Some(mask), 1.0 / (d as f32).sqrt())?;
+        let a = ops::reshape(&ops::permute(&a, vec![0, 2, 1, 3])?, vec![B as isize, T as isize, E as isize])?;
+        let x = self.norm1.forward(&ops::add(x, &self.o.forward(&a)?)?)?;
+        let f = self.ff2.forward(&ops::gelu(&self.ff1.forward(&x)?, GeluForm::Erf)?)?;
+        self.norm2.forward(&ops::add(&x, &f)?)
+    }
+}
+
+impl Module for EncoderLayer {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        named(&[
+            ("q", &self.q),
+            ("k", &self.k),
+            ("v", &self.v),
+            ("o", &self.o),
+            ("norm1", &self.norm1),
+            ("ff1", &self.ff1),
+            ("ff2", &self.ff2),
+            ("norm2", &self.norm2),
+        ])
+    }
+}
+
+/// The encoder benchmark.
+struct Encoder {
+    embed: Embedding,
+    layers: [EncoderLayer; 2],
+    head: Linear,
+    ids: Tensor,
+    mask: Tensor,
+    y: Tensor,
+}
+
+impl Encoder {
+    fn new(seed: u64) -> Result<Encoder> {
+        let mut rng = Rng::new(seed);
+        let ids = Tensor::from_vec_i32((0..B * T).map(|_| rng.below(1000) as i32).collect(), &[B, T])?;
+        Ok(Encoder {
+            embed: Embedding::new(1000, E, None, seed)?,
+            layers: [EncoderLayer::new(seed + 10)?, EncoderLayer::new(seed + 20)?],
+            head: Linear::new(E, 10, seed + 30)?,
+            ids,
+            mask: Tensor::zeros(&[T, T])?,
+            y: labels(B, 10, &mut rng)?,
+        })
+    }
+
+    fn loss(&self) -> Result<Tensor> {
+        let mut x = self.embed.forward(&self.ids)?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &self.mask)?;
+        }
+        let logits = self.head.forward(&ops::mean(&x, Some(1), false)?)?;
+        ops::cross_entropy(&logits, &self.y, true, None)
+    }
+}
+
+impl Module for Encoder {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        named(&[("embed", &self.embed), ("layer0", &self.layers[0]), ("layer1", &self.layers[1]), ("head", &self.head)])
+    }
+}
+
+/// Classes (blank 0), batch and frames of the crnn_ctc benchmark.
+const CTC_CLASSES: usize = 37;
+const CTC_BATCH: usize = 8;
+const FRAMES: usize = 32;
+
+/// The crnn_ctc benchmark.
+struct CrnnCtc {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    rnn: Lstm,
+    fc: Linear,
+    x: Tensor,
+    targets: Tensor,
+    target_lengths: Vec<usize>,
+}
+
+impl CrnnCtc {
+    fn new(seed: u64) -> Result<CrnnCtc> {
+        let mut rng = Rng::new(seed);
+        let target_lengths: Vec<usize> = (0..CTC_BATCH).map(|_| 5 + rng.below(7)).collect();
+        let total = target_lengths.iter().sum::<usize>();
+        let targets = Tensor::from_vec_i32((0..total).map(|_| 1 + rng.below(CTC_CLASSES - 1) as i32).collect(), &[total])?;
+        let config = RnnConfig { layers: 2, bidirectional: true, batch_first: false };
+        Ok(CrnnCtc {
+            conv1: conv3x3(1, 32, seed)?,
+            conv2: conv3x3(32, 64, seed + 1)?,
+            rnn: Lstm::new(64 * 8, 128, config, seed + 2)?,
+            fc: Linear::new(256, CTC_CLASSES, seed + 3)?,
+            x: Tensor::randn(&[CTC_BATCH, 1, 32, 128], seed + 4)?,
+            targets,
+            target_lengths,
+        })
+    }
+
+    fn loss(&self) -> Result<Tensor> {
+        let h = max_pool_2x2(&ops::relu(&self.conv1.forward(&self.x)?)?)?;
+        let h = max_pool_2x2(&ops::relu(&self.conv2.forward(&h)?)?)?;
+        // [B, 64, 8, 32] → [W = 32, B, 64·8]
+        let frames = ops::reshape(&ops::permute(&h, vec![3, 0, 1, 2])?, vec![FRAMES as isize, CTC_BATCH as isize, -1])?;
+        let y = self.rnn.forward(&frames, None, None)?.y;
+        let log_probs = ops::log_softmax(&self.fc.forward(&y)?)?;
+        let input_lengths = [FRAMES; CTC_BATCH];
+        ops::ctc_loss(&log_probs, &self.targets, &input_lengths[..], &self.target_lengths, 0, Reduction::Mean, false)
+    }
+}
+
+impl Module for CrnnCtc {
+    fn parameters(&self) -> Vec<(String, Tensor)> {
+        named(&[("conv1", &self.conv1), ("conv2", &self.conv2), ("rnn", &self.rnn), ("fc", &self.fc)])
+    }
+}
+
+/// Runs `steps` timed steps after `warmup` untimed ones and returns each step's wall time
+/// in milliseconds, in order.
+pub fn time_steps(step: &BenchStep, warmup: usize, steps: usize) -> Result<Vec<f64>> {
+    if steps == 0 {
+        return Err(Error::argument("bench step", "at least one timed step is needed"));
+    }
+    for _ in 0..warmup {
+        step.step()?;
+    }
+    (0..steps)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            step.step()?;
+            Ok(start.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect()
+}

@@ -1,0 +1,126 @@
+//! `om bench norm-pool`: forward and forward+backward of the pooling and normalisation
+//! operators on the shapes of the benchmark models (`../shared/BENCHMARKS.md`), through
+//! the public API with autograd, one `key=value` line per case (median of repetitions).
+//!
+//! `om bench norm-pool --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]`
+//! (`--inner` fixes the calls per repetition, e.g. to count cycles with a profiler;
+//! by default they fill about 20 ms)
+//!
+//! Cases: `bn_32x32x32x32`, `bn_32x64x16x16` (convnet, training with affine and running
+//! stats), `maxpool_32x32x32x32`, `maxpool_32x64x16x16` (convnet), `maxpool_8x32x32x128`,
+//! `maxpool_8x64x16x64` (crnn_ctc), `layernorm_1024x256` (encoder, affine).
+
+use onemodel::{ops, Compute, Error, Mode, Result, Tensor};
+use std::time::Instant;
+
+/// One benchmark case: its name and a forward pass from the prepared inputs.
+struct Case {
+    name: &'static str,
+    shape: &'static [usize],
+    forward: fn(&Tensor, &Params) -> Result<Tensor>,
+}
+
+/// Affine parameters and running statistics (built once per case).
+struct Params {
+    gamma: Tensor,
+    beta: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+}
+
+fn bn(x: &Tensor, p: &Params) -> Result<Tensor> {
+    ops::batch_norm2d(x, Some(&p.gamma), Some(&p.beta), Some(&p.running_mean), Some(&p.running_var), true, 0.1, 1e-5)
+}
+
+fn maxpool(x: &Tensor, _: &Params) -> Result<Tensor> {
+    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1])
+}
+
+fn layernorm(x: &Tensor, p: &Params) -> Result<Tensor> {
+    ops::layer_norm(x, Some(&p.gamma), Some(&p.beta), 1e-5)
+}
+
+const CASES: &[Case] = &[
+    Case { name: "bn_32x32x32x32", shape: &[32, 32, 32, 32], forward: bn },
+    Case { name: "bn_32x64x16x16", shape: &[32, 64, 16, 16], forward: bn },
+    Case { name: "maxpool_32x32x32x32", shape: &[32, 32, 32, 32], forward: maxpool },
+    Case { name: "maxpool_32x64x16x16", shape: &[32, 64, 16, 16], forward: maxpool },
+    Case { name: "maxpool_8x32x32x128", shape: &[8, 32, 32, 128], forward: maxpool },
+    Case { name: "maxpool_8x64x16x64", shape: &[8, 64, 16, 64], forward: maxpool },
+    Case { name: "layernorm_1024x256", shape: &[1024, 256], forward: layernorm },
+];
+
+/// Runs `om bench norm-pool ...`.
+pub fn run(args: &[String]) -> Result<()> {
+    let (mut threads, mut mode, mut reps, mut inner, mut only) = (1usize, Mode::Fast, 15usize, None::<usize>, None::<String>);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
+        let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
+        match flag.as_str() {
+            "--threads" => threads = v.parse().map_err(|_| bad())?,
+            "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
+            "--reps" => reps = v.parse::<usize>().map_err(|_| bad())?.max(1),
+            "--inner" => inner = Some(v.parse::<usize>().map_err(|_| bad())?.max(1)),
+            "--case" => only = Some(v.clone()),
+            _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
+        }
+    }
+    Compute::set_threads(threads)?;
+    Compute::set_mode(mode);
+    let mut ran = 0;
+    for case in CASES.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+        let ((fwd, fwd_min), (both, both_min)) = measure(case, reps, inner)?;
+        println!(
+            "norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4} fwd_min_ms={fwd_min:.4} fwdbwd_min_ms={both_min:.4}",
+            case.name
+        );
+        ran += 1;
+    }
+    if ran == 0 {
+        return Err(Error::argument("bench", format!("unknown case {only:?}")));
+    }
+    Ok(())
+}
+
+/// Median and minimum milliseconds of the forward alone and of forward + backward.
+fn measure(case: &Case, reps: usize, fixed: Option<usize>) -> Result<((f64, f64), (f64, f64))> {
+    let ch = if case.shape.len() == 4 { case.shape[1] } else { case.shape[case.shape.len() - 1] };
+    let p = Params {
+        gamma: Tensor::randn(&[ch], 2)?.requires_grad()?,
+        beta: Tensor::randn(&[ch], 3)?.requires_grad()?,
+        running_mean: Tensor::zeros(&[ch])?,
+        running_var: Tensor::ones(&[ch])?,
+    };
+    let x = Tensor::randn(case.shape, 1)?.requires_grad()?;
+    let y = (case.forward)(&x, &p)?;
+    let g = Tensor::randn(y.shape(), 4)?;
+    drop(y);
+    let step = |backward: bool| -> Result<()> {
+        for t in [&x, &p.gamma, &p.beta] {
+            t.clear_grad();
+        }
+        let y = (case.forward)(&x, &p)?;
+        if backward {
+            y.backward_with(Some(&g), false)?;
+        }
+        Ok(())
+    };
+    let time = |backward: bool| -> Result<(f64, f64)> {
+        let start = Instant::now();
+        step(backward)?;
+        let once = start.elapsed().as_secs_f64().max(1e-7);
+        let inner = fixed.unwrap_or(((0.02 / once) as usize).clamp(1, 1000));
+        let mut ms = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let start = Instant::now();
+            for _ in 0..inner {
+                step(backward)?;
+            }
+            ms.push(start.elapsed().as_secs_f64() * 1e3 / inner as f64);
+        }
+        ms.sort_by(f64::total_cmp);
+        Ok((ms[ms.len() / 2], ms[0]))
+    };
+    Ok((time(false)?, time(true)?))
+}
