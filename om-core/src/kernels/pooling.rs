@@ -11,18 +11,19 @@
 //!   window (max: at the saved index; average: `g/count` to every in-bounds element) in
 //!   output scan order.
 //!
-//! Windows are found incrementally (no division per window); 2×2/stride 2 and 2×1/stride
-//! 2×1 windows without padding or dilation take a dedicated loop over row pairs that the
-//! compiler vectorises. Planes are independent, so chunks are whole planes (a count that
+//! Windows are found incrementally (no division per window); max pooling's 2×2/stride 2
+//! and 2×1/stride 2×1 windows and average pooling's 2×2/stride 2 windows, without padding
+//! or dilation, take dedicated loops over row pairs that the compiler vectorises. Planes are independent, so chunks are whole planes (a count that
 //! depends only on the plane size), each run on one thread: every thread count gives the
 //! same bits.
 
 use super::norm::{on_path, Shared};
 use crate::compute::{for_each_chunk, Settings};
 
-/// Target input elements per parallel chunk (whole planes, at least one). 32 Ki elements
-/// (128 KiB) keep a chunk's input in L2 while giving the convnet's 1024-plane 32×32 pools 32
-/// chunks; measured on an AMD EPYC (Zen 4): 8 Ki to 64 Ki per chunk time the same.
+/// Target input elements per parallel chunk (whole planes, at least one). Measured on an
+/// AMD EPYC (Zen 5), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
+/// norm-pool` times within the noise at 1 and 2 threads; 32 Ki (128 KiB of input) stays well
+/// inside any L2 and still gives the benchmark shapes at least 8 chunks.
 const CHUNK_ELEMS: usize = 32 * 1024;
 
 /// The geometry of one 2-d pooling, validated by the caller: every size non-zero,
@@ -200,9 +201,10 @@ fn max_plane_2x2(geo: &Pool2d, x: &[f32], y: &mut [f32], idx: &mut [i32]) {
     }
 }
 
-/// Outputs per run of the dedicated 2×2 and 2×1 loops (one AVX2 vector; AVX-512 takes two
-/// runs at once). Measured on an AMD EPYC (Zen 4): 8 vectorises the convnet's 16-wide rows
-/// (8 outputs), which whole-row loops left scalar.
+/// Outputs per run of the dedicated 2×2 and 2×1 loops (one AVX2 vector of results). With
+/// whole-row loops the compiler's 16-lane AVX-512 loop never ran on the convnet's 8-output
+/// rows (a profile on an AMD EPYC, Zen 5, showed only scalar code); runs of 8 vectorise them,
+/// and the pooling benchmark's process time fell 2.3× with this and the one-pass backward.
 const RUN: usize = 8;
 
 /// `N` consecutive 2×2 windows of the row pair `r0`, `r1`, the first at flat index `at`.
@@ -341,65 +343,145 @@ fn avg_count(geo: &Pool2d, count_include_pad: bool, (y0, y1): (usize, usize), (x
 }
 
 /// Average pooling forward (dilation 1): `y[j] = (Σ x as f64 / count) as f32`, 0 for an
-/// empty window.
+/// empty window. 2×2/stride-2 windows without padding take a vectorised loop over row pairs.
 pub fn avg_pool2d(settings: Settings, geo: &Pool2d, count_include_pad: bool, x: &[f32], y: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(x.len() >= geo.planes * hw && y.len() >= geo.planes * ohw, "avg_pool2d: short slices");
     let ys = Shared::new(&mut y[..geo.planes * ohw]);
+    let kind = geo.shape();
     geo.for_each_plane_chunk(settings, |first, planes| {
         // SAFETY: chunks cover disjoint ranges of planes.
         let y = unsafe { ys.range(first * ohw, planes * ohw) };
-        for (x, y) in x[first * hw..(first + planes) * hw].chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
-            let mut j = 0;
-            for oy in 0..geo.oh {
-                let rows = geo.rows(oy);
-                for ox in 0..geo.ow {
-                    let cols = geo.cols(ox);
-                    let count = avg_count(geo, count_include_pad, rows, cols);
-                    let mut sum = 0.0f64;
-                    for row in x[rows.0 * geo.w..].chunks(geo.w).take(rows.1.saturating_sub(rows.0)) {
-                        for &v in &row[cols.0..cols.1.max(cols.0)] {
-                            sum += v as f64;
-                        }
-                    }
-                    y[j] = if count > 0.0 { (sum / count as f64) as f32 } else { 0.0 };
-                    j += 1;
+        let x = &x[first * hw..(first + planes) * hw];
+        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, count_include_pad: bool, x: &'a [f32], y: &'a mut [f32]) {
+            let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
+            for (x, y) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
+                match kind {
+                    Shape::K2x2 => avg_plane_2x2(geo, x, y),
+                    _ => avg_plane(geo, count_include_pad, x, y),
                 }
             }
-        }
+        });
     });
 }
 
+/// One plane of an average pooling, any geometry.
+#[inline(always)]
+fn avg_plane(geo: &Pool2d, count_include_pad: bool, x: &[f32], y: &mut [f32]) {
+    let mut j = 0;
+    for oy in 0..geo.oh {
+        let rows = geo.rows(oy);
+        for ox in 0..geo.ow {
+            let cols = geo.cols(ox);
+            let count = avg_count(geo, count_include_pad, rows, cols);
+            let mut sum = 0.0f64;
+            for row in x[rows.0 * geo.w..].chunks(geo.w).take(rows.1.saturating_sub(rows.0)) {
+                for &v in &row[cols.0..cols.1.max(cols.0)] {
+                    sum += v as f64;
+                }
+            }
+            y[j] = if count > 0.0 { (sum / count as f64) as f32 } else { 0.0 };
+            j += 1;
+        }
+    }
+}
+
+/// One plane of 2×2/stride-2 averages (count 4 with or without `count_include_pad`), in
+/// runs of [`RUN`] outputs.
+#[inline(always)]
+fn avg_plane_2x2(geo: &Pool2d, x: &[f32], y: &mut [f32]) {
+    let (w, ow) = (geo.w, geo.ow);
+    for (oy, y) in y.chunks_exact_mut(ow).enumerate() {
+        let r0 = &x[2 * oy * w..][..2 * ow];
+        let r1 = &x[(2 * oy + 1) * w..][..2 * ow];
+        let full = ow / RUN * RUN;
+        for ox in (0..full).step_by(RUN) {
+            avg_run_2x2::<RUN>(&r0[2 * ox..], &r1[2 * ox..], &mut y[ox..]);
+        }
+        for ox in full..ow {
+            avg_run_2x2::<1>(&r0[2 * ox..], &r1[2 * ox..], &mut y[ox..]);
+        }
+    }
+}
+
+/// `N` consecutive 2×2 averages of the row pair `r0`, `r1`: `0 + a + b + c + d` in f64.
+#[inline(always)]
+fn avg_run_2x2<const N: usize>(r0: &[f32], r1: &[f32], y: &mut [f32]) {
+    let (r0, r1, y) = (&r0[..2 * N], &r1[..2 * N], &mut y[..N]);
+    for k in 0..N {
+        let mut sum = 0.0f64;
+        sum += r0[2 * k] as f64;
+        sum += r0[2 * k + 1] as f64;
+        sum += r1[2 * k] as f64;
+        sum += r1[2 * k + 1] as f64;
+        y[k] = (sum / 4.0f32 as f64) as f32;
+    }
+}
+
 /// Average pooling backward (dilation 1): `dx` gets zeros plus `g[j]/count` added to each
-/// in-bounds element of window `j`, in output scan order per plane.
+/// in-bounds element of window `j`, in output scan order per plane. 2×2/stride-2 windows
+/// without padding do not overlap: there each element is written once, `0 + g/4` or `0`.
 pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, count_include_pad: bool, g: &[f32], dx: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(g.len() >= geo.planes * ohw && dx.len() >= geo.planes * hw, "avg_pool2d: short slices");
     let dxs = Shared::new(&mut dx[..geo.planes * hw]);
+    let kind = geo.shape();
     geo.for_each_plane_chunk(settings, |first, planes| {
         // SAFETY: chunks cover disjoint ranges of planes.
         let dx = unsafe { dxs.range(first * hw, planes * hw) };
-        for (dx, g) in dx.chunks_exact_mut(hw).zip(g[first * ohw..(first + planes) * ohw].chunks_exact(ohw)) {
-            dx.fill(0.0);
-            let mut j = 0;
-            for oy in 0..geo.oh {
-                let rows = geo.rows(oy);
-                for ox in 0..geo.ow {
-                    let cols = geo.cols(ox);
-                    let count = avg_count(geo, count_include_pad, rows, cols);
-                    if count != 0.0 {
-                        let v = g[j] / count;
-                        for row in dx[rows.0 * geo.w..].chunks_mut(geo.w).take(rows.1.saturating_sub(rows.0)) {
-                            for d in &mut row[cols.0..cols.1.max(cols.0)] {
-                                *d += v;
-                            }
-                        }
-                    }
-                    j += 1;
+        let g = &g[first * ohw..(first + planes) * ohw];
+        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, count_include_pad: bool, g: &'a [f32], dx: &'a mut [f32]) {
+            let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
+            for (dx, g) in dx.chunks_exact_mut(hw).zip(g.chunks_exact(ohw)) {
+                match kind {
+                    Shape::K2x2 => avg_back_plane_2x2(geo, g, dx),
+                    _ => avg_back_plane(geo, count_include_pad, g, dx),
                 }
             }
-        }
+        });
     });
+}
+
+/// One plane of an average pooling's backward, any geometry.
+#[inline(always)]
+fn avg_back_plane(geo: &Pool2d, count_include_pad: bool, g: &[f32], dx: &mut [f32]) {
+    dx.fill(0.0);
+    let mut j = 0;
+    for oy in 0..geo.oh {
+        let rows = geo.rows(oy);
+        for ox in 0..geo.ow {
+            let cols = geo.cols(ox);
+            let count = avg_count(geo, count_include_pad, rows, cols);
+            if count != 0.0 {
+                let v = g[j] / count;
+                for row in dx[rows.0 * geo.w..].chunks_mut(geo.w).take(rows.1.saturating_sub(rows.0)) {
+                    for d in &mut row[cols.0..cols.1.max(cols.0)] {
+                        *d += v;
+                    }
+                }
+            }
+            j += 1;
+        }
+    }
+}
+
+/// One plane of the 2×2/stride-2 average backward: every element written once.
+#[inline(always)]
+fn avg_back_plane_2x2(geo: &Pool2d, g: &[f32], dx: &mut [f32]) {
+    let (w, ow) = (geo.w, geo.ow);
+    for (oy, g) in g.chunks_exact(ow).enumerate() {
+        let (d0, d1) = dx[2 * oy * w..(2 * oy + 2) * w].split_at_mut(w);
+        for (ox, &gv) in g.iter().enumerate() {
+            let v = 0.0 + gv / 4.0f32;
+            d0[2 * ox] = v;
+            d0[2 * ox + 1] = v;
+            d1[2 * ox] = v;
+            d1[2 * ox + 1] = v;
+        }
+        d0[2 * ow..].fill(0.0);
+        d1[2 * ow..].fill(0.0);
+    }
+    dx[2 * geo.oh * w..].fill(0.0);
 }
 
 #[cfg(test)]
@@ -512,6 +594,7 @@ mod tests {
     fn avg_pool_matches_the_scalar_definition_bit_for_bit() {
         let cases = [
             geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1)),
+            geometry(3, (40, 38), (2, 2), (2, 2), (0, 0), (1, 1)),
             geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
             geometry(5, (7, 6), (2, 3), (3, 1), (1, 1), (1, 1)),
         ];

@@ -58,7 +58,7 @@ fn scalar(src: &[f32], rows: usize, row_stride: usize, col_stride: usize, dst: &
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::TILE;
     use std::arch::x86_64::*;
 
@@ -86,9 +86,14 @@ mod x86 {
     }
 
     /// The 8×8 block at `s` (rows `ls` apart) written transposed at `d` (rows `ld` apart).
+    /// Also used by the GEMM's packers (`gemm/pack.rs`).
+    ///
+    /// # Safety
+    /// AVX must be available; `s` must be valid for 8 reads of 8 values `ls` apart and
+    /// `d` for 8 writes of 8 values `ld` apart.
     #[inline]
     #[target_feature(enable = "avx")]
-    unsafe fn block(s: *const f32, ls: usize, d: *mut f32, ld: usize) {
+    pub(crate) unsafe fn block(s: *const f32, ls: usize, d: *mut f32, ld: usize) {
         // SAFETY: the caller guarantees 8 rows of 8 readable values at `s` and 8 rows of
         // 8 writable values at `d`, and that AVX is enabled.
         unsafe {

@@ -61,6 +61,15 @@ fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(
     Some((a..b, shift))
 }
 
+/// Zeroes the columns outside `keep` of every row of `rows` (rows of `width`), a column
+/// at a time: a strided loop, where a fill per row would be a `memset` call for one or two
+/// values (about 4% of the time on the convnet's 8×8 layer, `perf`).
+fn zero_columns(rows: &mut [f32], width: usize, keep: &Range<usize>) {
+    for col in (0..keep.start).chain(keep.end..width) {
+        rows[col..].iter_mut().step_by(width).for_each(|v| *v = 0.0);
+    }
+}
+
 /// The outputs `o < len` with `0 ≤ o·stride + off − pad < size`.
 fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -> Range<usize> {
     let steps = |v: usize| if stride == 1 { v } else { v.div_ceil(stride) };
@@ -83,10 +92,7 @@ pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut 
             // read a neighbouring row, or were clipped) are zeroed.
             let from = (run.start as isize + shift) as usize;
             dst[run.clone()].copy_from_slice(&plane[from..from + run.len()]);
-            for row in dst[ys.start * ow..ys.end * ow].chunks_exact_mut(ow) {
-                row[..xs.start].fill(0.0);
-                row[xs.end..].fill(0.0);
-            }
+            zero_columns(&mut dst[ys.start * ow..ys.end * ow], ow, &xs);
             continue;
         }
         for oy in ys {
@@ -132,10 +138,7 @@ pub fn col2im_kp_add(geo: &ConvGeom, dcols: &mut [f32], dxg: &mut [f32]) {
             continue;
         }
         if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
-            for row in src[ys.start * ow..ys.end * ow].chunks_exact_mut(ow) {
-                row[..xs.start].fill(0.0);
-                row[xs.end..].fill(0.0);
-            }
+            zero_columns(&mut src[ys.start * ow..ys.end * ow], ow, &xs);
             let to = (run.start as isize + shift) as usize;
             plane[to..to + run.len()].iter_mut().zip(&src[run]).for_each(|(d, &v)| *d += v);
             continue;

@@ -255,7 +255,9 @@ fn layouts(rows: usize, cols: usize, seed: u64) -> Vec<(&'static str, Vec<f32>, 
 
 #[test]
 fn strided_and_transposed_operands_match_the_dense_product_bit_for_bit() {
-    for (ci, &(m, k, n)) in [(1, 1, 1), (5, 7, 3), (8, 128, 40), (30, 300, 37), (70, 20, 33), (49, 257, 18)].iter().enumerate() {
+    for (ci, &(m, k, n)) in
+        [(1, 1, 1), (5, 7, 3), (8, 128, 40), (16, 300, 1000), (30, 300, 37), (70, 20, 33), (49, 257, 18)].iter().enumerate()
+    {
         let seed = 100 * ci as u64;
         for (an, adata, [ars, acs]) in layouts(m, k, seed) {
             for (bn, bdata, [brs, bcs]) in layouts(k, n, seed + 10) {
@@ -324,4 +326,26 @@ fn bias_with_an_empty_inner_dimension_is_the_bias() {
     );
     let want = [1.0f32, 0.0, 2.5, 1.0, 0.0, 2.5];
     assert_bits_eq(&c, &want, || "k = 0 with bias".into());
+}
+
+#[test]
+fn bias_and_transposed_operands_take_the_padded_scratch_path_unchanged() {
+    // C rows 2 KiB apart and ≥ 256 rows: computed into the padded scratch, then copied.
+    let (m, k, n, ldc) = (260, 37, 45, 512);
+    let a_t = values(k * m, 1); // A stored transposed: k × m row-major
+    let b = values(k * n, 2);
+    let bias = values(n, 3);
+    let a = MatRef::row_major(&a_t, k, m).t();
+    let ad = dense(&a);
+    for path in KernelPath::supported() {
+        for (mode, fused) in [(Mode::Exact, false), (Mode::Fast, path != KernelPath::Sse)] {
+            let want: Vec<f32> = reference(fused, m, k, n, &ad, k, &b, n).iter().enumerate().map(|(i, &y)| y + bias[i % n]).collect();
+            let mut c = vec![f32::NAN; m * ldc];
+            let out = MatMut::with_stride(&mut c, m, n, ldc);
+            gemm_mat_bias(settings(path, mode, 2), a, MatRef::row_major(&b, k, n), out, Bias::PerCol(&bias));
+            let got: Vec<f32> = c.chunks(ldc).flat_map(|row| row[..n].to_vec()).collect();
+            assert_bits_eq(&got, &want, || format!("{path} {mode}"));
+            assert!(c.chunks(ldc).all(|row| row[n..].iter().all(|v| v.is_nan())), "{path} {mode}: wrote past a row");
+        }
+    }
 }
