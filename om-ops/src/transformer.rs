@@ -1,7 +1,12 @@
-//! Transformer operators. Scaled dot-product attention over `[B, H, T, D]` tensors with an optional additive
-//! mask. Forward and backward run per (batch, head) block on the GEMM and the softmax row
-//! kernel; blocks are independent, so threads over blocks cannot change any bit. The
-//! backward recomputes the attention weights instead of saving a `[T, T]` matrix.
+//! Transformer operators. Scaled dot-product attention over `[B, H, T, D]` tensors with an
+//! optional additive mask. Forward and backward run per (batch, head) block on the GEMM and
+//! the softmax row kernel, one block per chunk of the thread team; blocks are independent,
+//! so threads over blocks cannot change any bit. `q`, `k`, `v` and the output gradient are
+//! read in place through their strides (the heads of a permuted projection are GEMM
+//! operands with a leading dimension; a block is gathered into pooled scratch only when its
+//! rows are not unit-stride) and the mask through its broadcast strides, never expanded.
+//! The backward recomputes the attention weights instead of saving a `[T, T]` matrix.
+//! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::for_each_row_chunk;
@@ -373,6 +378,20 @@ pub mod attention {
                     Case::input(&[1, 2, 3, 4], -1.0, 1.0, 16),
                 ],
                 |x| super::attention(&crate::permute(&x[0], vec![0, 2, 1, 3])?, &x[1], &x[2], None, 0.5),
+            ),
+            // Rows that are not unit-stride (k and v gathered per block) and a transposed mask.
+            Case::new(
+                "strided_k_v_mask",
+                vec![
+                    Case::input(&[1, 2, 3, 4], -1.0, 1.0, 17),
+                    Case::input(&[1, 2, 4, 3], -1.0, 1.0, 18),
+                    Case::input(&[2, 1, 5, 3], -1.0, 1.0, 19),
+                ],
+                move |x| {
+                    let m = crate::transpose(&mask(&[3, 3], 20), 0, 1)?;
+                    let v = crate::permute(&x[2], vec![1, 0, 2, 3])?;
+                    super::attention(&x[0], &crate::transpose(&x[1], 2, 3)?, &crate::transpose(&v, 2, 3)?, Some(&m), 0.6)
+                },
             ),
         ]
     }

@@ -11,8 +11,10 @@
 //!   heads joined again, backward from a fixed gradient.
 //!
 //! Options: `--threads T --mode fast|exact [--reps R]`; prints
-//! `BENCH threads=T mode=M median_ms=X min_ms=Y`.
+//! `BENCH threads=T mode=M median_ms=X min_ms=Y warm_pool_allocs=N` (N: buffers the pool
+//! had to get from the system during the timed repetitions, after three warm-up steps).
 
+use onemodel::core::pool;
 use onemodel::ops::{self, RnnConfig, RnnWeights};
 use onemodel::{Compute, Error, Mode, Result, Tensor};
 use std::time::Instant;
@@ -41,13 +43,15 @@ pub fn run(what: &str, args: &[String]) -> Result<()> {
         step()?;
     }
     let mut ms = Vec::with_capacity(reps);
+    let native = pool::stats().native_allocations;
     for _ in 0..reps {
         let start = Instant::now();
         step()?;
         ms.push(start.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(f64::total_cmp);
-    println!("{what} threads={threads} mode={mode} median_ms={:.3} min_ms={:.3}", ms[ms.len() / 2], ms[0]);
+    let warm_allocs = pool::stats().native_allocations - native;
+    println!("{what} threads={threads} mode={mode} median_ms={:.3} min_ms={:.3} warm_pool_allocs={warm_allocs}", ms[ms.len() / 2], ms[0]);
     Ok(())
 }
 
