@@ -5,7 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use onemodel::compute::Settings;
-use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
+use onemodel::core::kernels::gemm::{gemm, MatMut, MatRef};
 use onemodel::core::kernels::lanes::{self, Src, Unary};
 use onemodel::{KernelPath, Mode};
 
@@ -25,7 +25,7 @@ fn gemm_benches(c: &mut Criterion) {
                     let s = Settings { mode, threads, path: KernelPath::best() };
                     let id = BenchmarkId::new(format!("{mode}/t{threads}{layout}"), format!("{m}x{k}x{n}"));
                     let am = MatRef::row_major(&a, m, k);
-                    group.bench_function(id, |bench| bench.iter(|| gemm_mat(s, am, bm, MatMut::row_major(&mut out, m, n))));
+                    group.bench_function(id, |bench| bench.iter(|| gemm(s, am, bm, MatMut::row_major(&mut out, m, n))));
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! products such as `g·bᵀ` copy nothing.
 
 use om_core::compute::{for_each_chunk_mut, Compute, Settings};
-use om_core::kernels::gemm::{gemm_mat, gemm_mat_bias, Bias, MatMut, MatRef};
+use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
 use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -97,7 +97,7 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                 }
                 if merged {
                     let am = mat(av, &a, a.offset(), nb * m);
-                    gemm_mat(settings, am, mat(bv, &b, b.offset(), k), MatMut::row_major(out, nb * m, n));
+                    gemm(settings, am, mat(bv, &b, b.offset(), k), MatMut::row_major(out, nb * m, n));
                     return Ok(());
                 }
                 // Small products: one chunk per batch entry (a function of the shape only),
@@ -119,7 +119,7 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                 for_each_chunk_mut(outer, out, m * n, |i, c| {
                     let am = a_mat.at(av, offset(i, a_off, &sa));
                     let bm = b_mat.at(bv, offset(i, b_off, &sb));
-                    gemm_mat(inner, am, bm, MatMut::row_major(c, m, n));
+                    gemm(inner, am, bm, MatMut::row_major(c, m, n));
                 });
                 Ok(())
             })
@@ -219,8 +219,8 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
                     let (xm, wt) = (mat(xs, &x2, x2.offset(), rows), mat(ws, &w, w.offset(), out_f).t());
                     let y = MatMut::row_major(y, rows, out_f);
                     match bs {
-                        Some(b) => gemm_mat_bias(settings, xm, wt, y, Bias::PerCol(b)),
-                        None => gemm_mat(settings, xm, wt, y),
+                        Some(b) => gemm_bias(settings, xm, wt, y, Bias::PerCol(b)),
+                        None => gemm(settings, xm, wt, y),
                     }
                     Ok(())
                 })

@@ -16,7 +16,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
-use om_core::kernels::gemm::{gemm, gemm_mat, MatMut, MatRef};
+use om_core::kernels::gemm::{gemm, MatMut, MatRef};
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -191,7 +191,7 @@ fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh:
     x.with_f32(|xs| {
         w_ih.with_f32(|ws| {
             let (a, b) = (MatRef::row_major(xs, rows, dm.i), MatRef::row_major(ws, gh, dm.i).t());
-            gemm_mat(settings, a, b, MatMut::row_major(xp.get_mut(), rows, gh));
+            gemm(settings, a, b, MatMut::row_major(xp.get_mut(), rows, gh));
         })
     });
     xp
@@ -237,12 +237,7 @@ fn parameter_grads(
     if needs[0] {
         out[0] = Some(w_ih.with_f32(|ws| {
             Tensor::build_f32(&[dm.t, dm.b, dm.i], |dx| {
-                gemm_mat(
-                    settings,
-                    MatRef::row_major(dx_gates, rows, gh),
-                    MatRef::row_major(ws, gh, dm.i),
-                    MatMut::row_major(dx, rows, dm.i),
-                );
+                gemm(settings, MatRef::row_major(dx_gates, rows, gh), MatRef::row_major(ws, gh, dm.i), MatMut::row_major(dx, rows, dm.i));
                 Ok(())
             })
         })?);
@@ -250,7 +245,7 @@ fn parameter_grads(
     if needs[1] {
         out[1] = Some(x.with_f32(|xs| {
             Tensor::build_f32(&[gh, dm.i], |dw| {
-                gemm_mat(settings, dxt, MatRef::row_major(xs, rows, dm.i), MatMut::row_major(dw, gh, dm.i));
+                gemm(settings, dxt, MatRef::row_major(xs, rows, dm.i), MatMut::row_major(dw, gh, dm.i));
                 Ok(())
             })
         })?);
@@ -258,7 +253,7 @@ fn parameter_grads(
     if needs[2] {
         let dht = dh_gates.map_or(dxt, |dhg| MatRef::row_major(dhg, rows, gh).t());
         out[2] = Some(Tensor::build_f32(&[gh, dm.h], |dw| {
-            gemm_mat(settings, dht, MatRef::row_major(h_prev, rows, dm.h), MatMut::row_major(dw, gh, dm.h));
+            gemm(settings, dht, MatRef::row_major(h_prev, rows, dm.h), MatMut::row_major(dw, gh, dm.h));
             Ok(())
         })?);
     }
@@ -348,7 +343,7 @@ pub mod lstm_layer {
                         let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
                         let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
                         let h_prev = MatRef::row_major(y_prev.unwrap_or(h0.get()), b, h);
-                        gemm_mat(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
+                        gemm(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
                         let inp = CellInputs {
                             xp: &xp[t * b * gh..(t + 1) * b * gh],
                             hp: hp.get(),
@@ -404,7 +399,12 @@ pub mod lstm_layer {
                                     dh_next: dh_next.get(),
                                 };
                                 gates::lstm_backward(settings, h, inp, dc_next.get_mut(), &mut dg[t * b * gh..(t + 1) * b * gh]);
-                                gemm(settings, b, gh, h, &dg[t * b * gh..], gh, whh, h, dh_next.get_mut(), h);
+                                gemm(
+                                    settings,
+                                    MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
+                                    MatRef::with_stride(whh, gh, h, h),
+                                    MatMut::with_stride(dh_next.get_mut(), b, h, h),
+                                );
                             }
                         })
                     })
@@ -547,7 +547,7 @@ pub mod gru_layer {
                     let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
                     let h_prev = y_prev.or(h0v.as_ref().map(Scratch::get));
                     let a = MatRef::row_major(h_prev.unwrap_or(zeros.get()), b, h);
-                    gemm_mat(settings, a, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
+                    gemm(settings, a, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
                     let inp = CellInputs {
                         xp: &xp[t * b * gh..(t + 1) * b * gh],
                         hp: hp.get(),
@@ -590,7 +590,12 @@ pub mod gru_layer {
                                 dh_next: dh_next.get(),
                             };
                             gates::gru_backward(settings, h, inp, &mut dxg[rows.clone()], &mut dhg[rows], direct.get_mut());
-                            gemm(settings, b, gh, h, &dhg[t * b * gh..], gh, whh, h, dh_next.get_mut(), h);
+                            gemm(
+                                settings,
+                                MatRef::with_stride(&dhg[t * b * gh..], b, gh, gh),
+                                MatRef::with_stride(whh, gh, h, h),
+                                MatMut::with_stride(dh_next.get_mut(), b, h, h),
+                            );
                             for (v, &dd) in dh_next.get_mut().iter_mut().zip(direct.get()) {
                                 *v += dd;
                             }

@@ -10,7 +10,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::for_each_row_chunk;
-use om_core::kernels::gemm::gemm;
+use om_core::kernels::gemm::{gemm, MatMut, MatRef};
 use om_core::kernels::softmax::softmax_rows;
 use om_core::kernels::transpose::transpose;
 use om_core::layout::{broadcast_shapes, broadcast_strides};
@@ -180,7 +180,7 @@ fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p
     let (s, q_scratch) = rest.split_at_mut(tq * tk);
     ops.k.transposed_into(b, kt);
     let (qm, ldq) = ops.q.matrix(b, q_scratch);
-    gemm(settings, tq, d, tk, qm, ldq, kt, tk, s, tk);
+    gemm(settings, MatRef::with_stride(qm, tq, d, ldq), MatRef::with_stride(kt, d, tk, tk), MatMut::with_stride(s, tq, tk, tk));
     match ops.mask {
         Some(m) => {
             let [_, _, rs, cs] = m.strides;
@@ -294,7 +294,7 @@ pub mod attention {
                     let (p, v_scratch) = buf.f32_mut().split_at_mut(tq * tk);
                     probs(s, dims, scale, &ops, b, p);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
-                    gemm(s, tq, tk, dv, p, tk, vm, ldv, o, dv);
+                    gemm(s, MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv), MatMut::with_stride(o, tq, dv, dv));
                 });
                 Ok(())
             })
@@ -326,19 +326,39 @@ pub mod attention {
                         let (gm, ldg) = gview.matrix(b, g_scratch);
                         // dV = Pᵀ·g
                         transpose(p, tq, tk, tk, 1, pt);
-                        gemm(s, tk, tq, dv, pt, tq, gm, ldg, dvb, dv);
+                        gemm(
+                            s,
+                            MatRef::with_stride(pt, tk, tq, tq),
+                            MatRef::with_stride(gm, tq, dv, ldg),
+                            MatMut::with_stride(dvb, tk, dv, dv),
+                        );
                         // dP = g·Vᵀ
                         ops.v.transposed_into(b, vt);
-                        gemm(s, tq, dv, tk, gm, ldg, vt, tk, dp, tk);
+                        gemm(
+                            s,
+                            MatRef::with_stride(gm, tq, dv, ldg),
+                            MatRef::with_stride(vt, dv, tk, tk),
+                            MatMut::with_stride(dp, tq, tk, tk),
+                        );
                         softmax_backward(dp, p, tk);
                         // dQ = scale·(dS·K)
                         let (km, ldk) = ops.k.matrix(b, k_scratch);
-                        gemm(s, tq, tk, dk, dp, tk, km, ldk, dq, dk);
+                        gemm(
+                            s,
+                            MatRef::with_stride(dp, tq, tk, tk),
+                            MatRef::with_stride(km, tk, dk, ldk),
+                            MatMut::with_stride(dq, tq, dk, dk),
+                        );
                         dq.iter_mut().for_each(|x| *x *= scale);
                         // dK = scale·(dSᵀ·Q)
                         transpose(dp, tq, tk, tk, 1, pt);
                         let (qm, ldq) = ops.q.matrix(b, q_scratch);
-                        gemm(s, tk, tq, dk, pt, tq, qm, ldq, dkb, dk);
+                        gemm(
+                            s,
+                            MatRef::with_stride(pt, tk, tq, tq),
+                            MatRef::with_stride(qm, tq, dk, ldq),
+                            MatMut::with_stride(dkb, tk, dk, dk),
+                        );
                         dkb.iter_mut().for_each(|x| *x *= scale);
                     });
                     Ok(())

@@ -14,7 +14,7 @@
 //! - `om bench lstm|attention ...`: crnn_ctc's LSTM stack and the encoder's attention
 //!   (`bench_layers.rs`, `tools/bench_layers_torch.py`).
 
-use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
+use onemodel::core::kernels::gemm::{gemm, MatMut, MatRef};
 use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
 use onemodel::Compute;
 use onemodel::{compute::Settings, Error, KernelPath, Mode, Result};
@@ -70,7 +70,7 @@ fn gemm_bench(args: &[String]) -> Result<()> {
     let mut c = vec![0.0f32; m * n];
     let am = if ta { MatRef::row_major(&a, k, m).t() } else { MatRef::row_major(&a, m, k) };
     let bm = if tb { MatRef::row_major(&b, n, k).t() } else { MatRef::row_major(&b, k, n) };
-    let mut call = || gemm_mat(settings, am, bm, MatMut::row_major(&mut c, m, n));
+    let mut call = || gemm(settings, am, bm, MatMut::row_major(&mut c, m, n));
     let flops = 2.0 * (m * n * k) as f64;
     let start = Instant::now();
     call();

@@ -27,7 +27,7 @@
 //! on the calling thread.
 
 use crate::compute::{for_each_chunk_mut, Settings};
-use crate::kernels::gemm::{gemm_mat, MatMut, MatRef};
+use crate::kernels::gemm::{gemm, MatMut, MatRef};
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
@@ -114,7 +114,7 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
             im2col_kp(geo, xg, cols);
             let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
-            gemm_mat(inner, wg, MatRef::row_major(cols, k, p), MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p));
+            gemm(inner, wg, MatRef::row_major(cols, k, p), MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p));
         }
         if let Some(b) = bias {
             for (row, &bv) in yn.chunks_mut(p).zip(b) {
@@ -142,8 +142,9 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
         let mut scratch = Buffer::new(k * p * 4);
         let dcols = &mut scratch.f32_mut()[..k * p];
         for gi in 0..geo.groups {
-            let gg = &g[n * image_out + gi * og * p..];
-            gemm_mat(inner, MatRef::row_major(&wt[gi * og * k..][..k * og], k, og), MatRef::with_stride(gg, og, p, p), MatMut::row_major(dcols, k, p));
+            let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
+            let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
+            gemm(inner, wgt, gg, MatMut::row_major(dcols, k, p));
             col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
         }
     });
@@ -191,7 +192,7 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             im2col_kp_rows(geo, xg, rows.clone(), cols);
             let ggt = MatRef::row_major(&gt[n * image_out + gi * og * p..][..p * og], p, og);
-            gemm_mat(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og));
+            gemm(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og));
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });
