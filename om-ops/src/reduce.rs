@@ -36,12 +36,12 @@ fn reduce(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, mea
         return Err(Error::shape(op, &[shape], "mean over zero elements is undefined"));
     }
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
-    x.with_f32(|xs| {
+    x.try_with_f32(|xs| {
         Tensor::build_f32(&out_shape, |out| {
             sum_axis(xs, outer, len, inner, scale, out);
             Ok(())
         })
-    })
+    })?
 }
 
 /// `g` (of the reduced shape) broadcast back to `input_shape`.

@@ -1,0 +1,72 @@
+//! Allocation failure is an `Error`, never an abort: a request above the pool's limit
+//! (`om_core::pool::max_buffer_bytes`) or beyond what the allocator can serve returns
+//! `Error::OutOfMemory` naming the operator and the bytes, and leaves the inputs unchanged.
+
+use om_core::{pool, Error, Tensor};
+use om_ops::{self as ops, TensorOps};
+
+/// Asserts `e` is an out-of-memory error of `op` for `bytes` bytes, with a readable message.
+fn assert_oom(e: &Error, op: &str, bytes: u64) {
+    assert!(matches!(e, Error::OutOfMemory { op: o, bytes: b, .. } if *o == op && *b == bytes), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.starts_with(&format!("{op}: ")), "{msg}");
+    assert!(msg.contains(&format!("you tried to allocate {bytes} bytes")), "{msg}");
+}
+
+#[test]
+fn constructors_too_large_for_memory_are_errors() {
+    let bytes = 4u64 << 40; // 2^40 elements of 4 bytes
+    assert!(pool::max_buffer_bytes() as u64 <= bytes, "the default limit is the machine's memory");
+    assert_oom(&Tensor::zeros(&[1 << 20, 1 << 20]).unwrap_err(), "zeros", bytes);
+    assert_oom(&Tensor::ones(&[1 << 20, 1 << 20]).unwrap_err(), "ones", bytes);
+    assert_oom(&Tensor::full(&[1 << 20, 1 << 20], 2.0).unwrap_err(), "full", bytes);
+    assert_oom(&Tensor::randn(&[1 << 20, 1 << 20], 1).unwrap_err(), "randn", bytes);
+    // Overflowing counts stay shape errors.
+    assert!(matches!(Tensor::zeros(&[1 << 40, 1 << 40]).unwrap_err(), Error::Shape { op: "zeros", .. }));
+    assert!(matches!(Tensor::zeros(&[1 << 62, 2]).unwrap_err(), Error::Shape { op: "zeros", .. }));
+}
+
+#[test]
+fn copying_a_huge_expanded_view_is_an_error() {
+    let x = Tensor::from_vec(vec![1.5], &[1, 1]).unwrap();
+    let v = x.expand(&[1 << 30, 1 << 30]).unwrap();
+    assert_oom(&v.contiguous().unwrap_err(), "contiguous", 4 << 60);
+    assert_oom(&ops::cast(&v, om_core::DType::I32).unwrap_err(), "cast", 4 << 60);
+    assert_oom(&ops::flip(&v, vec![0]).unwrap_err(), "flip", 4 << 60);
+    // A transposed expansion cannot be flattened as a view: reshape must copy.
+    let row = Tensor::from_vec(vec![1.5, 2.5], &[1, 2]).unwrap();
+    let t = ops::transpose(&row.expand(&[1 << 40, 2]).unwrap(), 0, 1).unwrap();
+    assert_oom(&ops::reshape(&t, vec![-1]).unwrap_err(), "reshape", 8 << 40);
+    assert_eq!(x.to_vec(), vec![1.5]);
+    assert_eq!(row.to_vec(), vec![1.5, 2.5]);
+    assert_eq!((x.version(), row.version()), (0, 0));
+}
+
+#[test]
+fn operators_whose_output_is_too_large_are_errors() {
+    let a = Tensor::from_vec(vec![1.0, 2.0], &[2, 1]).unwrap().requires_grad().unwrap();
+    let b = Tensor::from_vec(vec![3.0], &[1, 1]).unwrap();
+    let big = a.expand(&[2, 1 << 40]).unwrap();
+    let e = ops::add(&big, &b).unwrap_err();
+    assert_oom(&e, "add", 8 << 40);
+    let e = ops::relu(&big).unwrap_err();
+    assert_oom(&e, "relu", 8 << 40);
+    let e = ops::concat(&[b.clone(), b.expand(&[1 << 40, 1]).unwrap()], 0).unwrap_err();
+    assert_oom(&e, "concat", 4 * ((1 << 40) + 1));
+    // Nothing changed: values, versions, gradients.
+    assert_eq!(a.to_vec(), vec![1.0, 2.0]);
+    assert_eq!(b.to_vec(), vec![3.0]);
+    assert_eq!((a.version(), b.version()), (0, 0));
+    assert!(a.grad().is_none());
+    // The pool still serves ordinary requests afterwards.
+    let s = ops::add(&a, &b).unwrap().sum_all().unwrap();
+    assert_eq!(s.item().unwrap(), 9.0);
+}
+
+#[test]
+fn reducing_a_huge_expanded_view_is_an_error_not_an_abort() {
+    let x = Tensor::ones(&[1, 1]).unwrap();
+    let v = x.expand(&[1 << 30, 1 << 30]).unwrap();
+    assert_oom(&v.sum_all().unwrap_err(), "sum", 4 << 60);
+    assert_eq!(x.to_vec(), vec![1.0]);
+}
