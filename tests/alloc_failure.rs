@@ -64,9 +64,35 @@ fn operators_whose_output_is_too_large_are_errors() {
 }
 
 #[test]
-fn reducing_a_huge_expanded_view_is_an_error_not_an_abort() {
+fn reducing_a_huge_expanded_view_sums_it_in_place() {
     let x = Tensor::ones(&[1, 1]).unwrap();
     let v = x.expand(&[1 << 30, 1 << 30]).unwrap();
-    assert_oom(&v.sum_all().unwrap_err(), "sum", 4 << 60);
+    // 2^60 sequential f64 additions of 1.0 saturate at 2^53 (2^53 + 1 rounds back to 2^53).
+    assert_eq!(v.sum_all().unwrap().item().unwrap(), (1u64 << 53) as f32);
+    // A reduction whose output is too large is still an error.
+    let wide = x.expand(&[1 << 40, 1 << 20]).unwrap();
+    assert_oom(&ops::sum(&wide, Some(1), false).unwrap_err(), "sum", 4 << 40);
     assert_eq!(x.to_vec(), vec![1.0]);
+}
+
+#[test]
+fn sums_of_expanded_views_have_the_bits_of_sums_of_their_copies() {
+    let base = Tensor::randn(&[3, 1, 4], 5).unwrap();
+    for (shape, axes) in [(vec![3, 2000, 4], vec![None, Some(0), Some(1), Some(2)]), (vec![3, 9, 4], vec![Some(1)])] {
+        let v = base.expand(&shape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
+        let t = ops::transpose(&v, 0, 2).unwrap(); // strided and expanded
+        let copy = t.contiguous().unwrap();
+        for axis in axes {
+            for keep in [false, true] {
+                for (a, b) in
+                    [(ops::sum(&t, axis, keep), ops::sum(&copy, axis, keep)), (ops::mean(&t, axis, keep), ops::mean(&copy, axis, keep))]
+                {
+                    let (a, b) = (a.unwrap(), b.unwrap());
+                    assert_eq!(a.shape(), b.shape());
+                    let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&a), bits(&b), "{shape:?} axis {axis:?} keep {keep}");
+                }
+            }
+        }
+    }
 }
