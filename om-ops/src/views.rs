@@ -436,6 +436,9 @@ pub mod expand {
                 }
             }
         }
+        if om_core::layout::checked_numel(&out_shape).is_none() {
+            return Err(Error::shape(NAME, &[x.shape()], format!("the element count of {out_shape:?} overflows")));
+        }
         Ok(x.view_as(out_shape, strides, x.offset()))
     }
 
