@@ -96,3 +96,16 @@ fn sums_of_expanded_views_have_the_bits_of_sums_of_their_copies() {
         }
     }
 }
+
+#[test]
+fn a_backward_seeded_with_a_huge_view_is_an_error_that_changes_no_gradient() {
+    let x = Tensor::ones(&[1, 1]).unwrap().requires_grad().unwrap();
+    let y = x.expand(&[1 << 30, 1 << 30]).unwrap();
+    let seed = Tensor::ones(&[1, 1]).unwrap().expand(&[1 << 30, 1 << 30]).unwrap();
+    assert_oom(&y.backward_with(Some(&seed), false).unwrap_err(), "backward", 4 << 60);
+    assert!(x.grad().is_none());
+    // The leaf still works: a sensible backward from it accumulates as usual.
+    let s = x.expand(&[2, 3]).unwrap().sum_all().unwrap();
+    s.backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![6.0]);
+}

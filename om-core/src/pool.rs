@@ -237,8 +237,17 @@ pub struct F64Scratch {
 
 impl F64Scratch {
     /// `len` zeros.
+    ///
+    /// # Panics
+    /// If the request fails (see [`F64Scratch::try_zeroed`]).
     pub fn zeroed(len: usize) -> F64Scratch {
-        F64Scratch { buf: Buffer::zeroed(len * 8), len }
+        F64Scratch::try_zeroed(len).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `len` zeros, or an [`Error::OutOfMemory`] (naming no operator yet).
+    pub fn try_zeroed(len: usize) -> Result<F64Scratch> {
+        let bytes = len.checked_mul(8).ok_or(Error::OutOfMemory { op: "", bytes: u64::MAX, limit: max_buffer_bytes() as u64 })?;
+        Ok(F64Scratch { buf: Buffer::try_zeroed(bytes)?, len })
     }
 
     /// The values.
