@@ -109,3 +109,16 @@ fn a_backward_seeded_with_a_huge_view_is_an_error_that_changes_no_gradient() {
     s.backward().unwrap();
     assert_eq!(x.grad().unwrap().to_vec(), vec![6.0]);
 }
+
+#[test]
+fn the_limit_is_a_setting() {
+    // Other tests in this binary allocate at most a few hundred kilobytes at a time.
+    let old = pool::set_max_buffer_bytes(1 << 20);
+    let e = Tensor::zeros(&[1 << 19]).unwrap_err();
+    let ok = Tensor::zeros(&[1 << 10]);
+    pool::set_max_buffer_bytes(old);
+    assert_oom(&e, "zeros", 2 << 20);
+    assert!(e.to_string().contains("the limit is 1048576 bytes"), "{e}");
+    assert!(ok.is_ok());
+    assert_eq!(pool::max_buffer_bytes(), old);
+}
