@@ -98,6 +98,23 @@ pub(crate) mod x86 {
         // 8 writable values at `d`, and that AVX is enabled.
         unsafe {
             let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(s.add(i * ls)));
+            let o = regs(r);
+            for (i, v) in o.into_iter().enumerate() {
+                _mm256_storeu_ps(d.add(i * ld), v);
+            }
+        }
+    }
+
+    /// Transposes an 8×8 block held in registers: output `j` holds element `j` of every
+    /// input row, row `k` in lane `k` (unpack, shuffle, 128-bit lane permute; values move,
+    /// no arithmetic). Shared by [`block`] and the norms' lockstep sums.
+    ///
+    /// # Safety
+    /// Must be called from code compiled with AVX enabled (it is always inlined there).
+    #[inline(always)]
+    pub(crate) unsafe fn regs(r: [__m256; 8]) -> [__m256; 8] {
+        // SAFETY: AVX is enabled in the calling code (contract above); shuffles only.
+        unsafe {
             let t0 = _mm256_unpacklo_ps(r[0], r[1]);
             let t1 = _mm256_unpackhi_ps(r[0], r[1]);
             let t2 = _mm256_unpacklo_ps(r[2], r[3]);
@@ -107,14 +124,14 @@ pub(crate) mod x86 {
             let t6 = _mm256_unpacklo_ps(r[6], r[7]);
             let t7 = _mm256_unpackhi_ps(r[6], r[7]);
             let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-            let u1 = _mm256_shuffle_ps::<0xee>(t0, t2);
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
             let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-            let u3 = _mm256_shuffle_ps::<0xee>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
             let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-            let u5 = _mm256_shuffle_ps::<0xee>(t4, t6);
+            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
             let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-            let u7 = _mm256_shuffle_ps::<0xee>(t5, t7);
-            let o = [
+            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            [
                 _mm256_permute2f128_ps::<0x20>(u0, u4),
                 _mm256_permute2f128_ps::<0x20>(u1, u5),
                 _mm256_permute2f128_ps::<0x20>(u2, u6),
@@ -123,10 +140,7 @@ pub(crate) mod x86 {
                 _mm256_permute2f128_ps::<0x31>(u1, u5),
                 _mm256_permute2f128_ps::<0x31>(u2, u6),
                 _mm256_permute2f128_ps::<0x31>(u3, u7),
-            ];
-            for (i, v) in o.into_iter().enumerate() {
-                _mm256_storeu_ps(d.add(i * ld), v);
-            }
+            ]
         }
     }
 }

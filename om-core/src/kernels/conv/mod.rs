@@ -31,7 +31,8 @@ use crate::kernels::gemm::{gemm, MatMut, MatRef};
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
-pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows, transpose};
+use crate::kernels::transpose::transpose;
+pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows};
 
 /// The geometry of one convolution (all sizes validated by the caller: every divisor
 /// non-zero, `C` and `O` divisible by `groups`, output at least 1×1).
@@ -133,7 +134,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     let mut wt_buf = Buffer::new(geo.o * k * 4);
     let wt = &mut wt_buf.f32_mut()[..geo.o * k];
     for gi in 0..geo.groups {
-        transpose(&w[gi * og * k..], og, k, &mut wt[gi * og * k..]);
+        transpose(&w[gi * og * k..][..og * k], og, k, k, 1, &mut wt[gi * og * k..]);
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
@@ -170,7 +171,7 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let gt = &mut gt_buf.f32_mut()[..geo.n * image_out];
     for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
         for gi in 0..geo.groups {
-            transpose(&g[n * image_out + gi * og * p..], og, p, &mut gtn[gi * og * p..]);
+            transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
         }
     });
     let gt = &*gt;

@@ -1,5 +1,5 @@
-//! Row-wise im2col and col2im on the `[K, P]` unfolding, and the small transposes the
-//! convolution's products need (layout and order: `docs/ops-conv.md`).
+//! Row-wise im2col and col2im on the `[K, P]` unfolding (layout and order:
+//! `docs/ops-conv.md`).
 //!
 //! Row `k = (c·kH + kh)·kW + kw` of `colsᵀ[K, P]` is, for each output row `oh`, one run of
 //! an input row: output columns `ow` in `lo..hi` read input column `ow·sW + kw·dW − left`
@@ -157,31 +157,6 @@ pub fn col2im_kp_add(geo: &ConvGeom, dcols: &mut [f32], dxg: &mut [f32]) {
     }
 }
 
-/// `dst[j·rows + i] = src[i·cols + j]`: the row-major transpose of a `[rows, cols]` block,
-/// in 8×8 tiles (a full tile is read as eight row runs into registers and written as eight
-/// column runs, so the compiler keeps it in vector registers); ragged edges element-wise.
-pub fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-    const T: usize = 8;
-    let (src, dst) = (&src[..rows * cols], &mut dst[..rows * cols]);
-    for i0 in (0..rows).step_by(T) {
-        for j0 in (0..cols).step_by(T) {
-            if i0 + T <= rows && j0 + T <= cols {
-                let tile: [[f32; T]; T] = std::array::from_fn(|r| src[(i0 + r) * cols + j0..][..T].try_into().expect("8 values"));
-                for c in 0..T {
-                    let d: &mut [f32; T] = (&mut dst[(j0 + c) * rows + i0..][..T]).try_into().expect("8 values");
-                    *d = std::array::from_fn(|r| tile[r][c]);
-                }
-                continue;
-            }
-            for i in i0..(i0 + T).min(rows) {
-                for j in j0..(j0 + T).min(cols) {
-                    dst[j * rows + i] = src[i * cols + j];
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,18 +249,5 @@ mod tests {
         col2im_kp_add(&g, &mut dcols, &mut dx);
         // How many windows read each pixel.
         assert_eq!(dx, vec![2.0, 4.0, 2.0, 2.0, 4.0, 2.0, 1.0, 2.0, 1.0]);
-    }
-
-    #[test]
-    fn transpose_of_a_ragged_block() {
-        let (r, c) = (11, 19);
-        let src: Vec<f32> = (0..r * c).map(|v| v as f32).collect();
-        let mut dst = vec![0.0; r * c];
-        transpose(&src, r, c, &mut dst);
-        for i in 0..r {
-            for j in 0..c {
-                assert_eq!(dst[j * r + i], src[i * c + j]);
-            }
-        }
     }
 }
