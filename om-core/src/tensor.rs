@@ -61,6 +61,47 @@ impl Tensor {
         Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape.to_vec(), contiguous_strides(shape), 0))
     }
 
+    /// `N` new contiguous tensors of `shapes` whose values `fill` writes together (an
+    /// operator with several outputs, or an output and the statistics its backward keeps).
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let [sum, diff] = Tensor::build_many_f32([&[2], &[2]], |[s, d]| {
+    ///     s.copy_from_slice(&[3.0, 5.0]);
+    ///     d.copy_from_slice(&[1.0, -1.0]);
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!((sum.to_vec(), diff.to_vec()), (vec![3.0, 5.0], vec![1.0, -1.0]));
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn build_many_f32<const N: usize>(shapes: [&[usize]; N], fill: impl FnOnce([&mut [f32]; N]) -> Result<()>) -> Result<[Tensor; N]> {
+        let mut counts = [0usize; N];
+        for (n, shape) in counts.iter_mut().zip(shapes) {
+            *n = checked_bytes(shape)? / 4;
+        }
+        let mut bufs: [Option<Buffer>; N] = std::array::from_fn(|_| None);
+        for (buf, &n) in bufs.iter_mut().zip(&counts) {
+            *buf = Some(Buffer::try_new(n * 4)?);
+        }
+        let mut bufs = bufs.map(|b| b.expect("every buffer was allocated above"));
+        let mut parts = bufs.iter_mut().zip(counts);
+        fill(std::array::from_fn(|_| {
+            let (buf, n) = parts.next().expect("one buffer per shape");
+            &mut buf.f32_mut()[..n]
+        }))?;
+        let mut i = 0;
+        Ok(bufs.map(|buf| {
+            let t = Tensor::from_storage(
+                Arc::new(Storage::new(buf, counts[i], DType::F32)),
+                shapes[i].to_vec(),
+                contiguous_strides(shapes[i]),
+                0,
+            );
+            i += 1;
+            t
+        }))
+    }
+
     /// Like [`Tensor::build_f32`] for an `i32` tensor.
     pub fn build_i32(shape: &[usize], fill: impl FnOnce(&mut [i32]) -> Result<()>) -> Result<Tensor> {
         let n = checked_bytes(shape)? / 4;

@@ -34,22 +34,6 @@ fn check_eps(op: &'static str, eps: f32) -> Result<()> {
     Ok(())
 }
 
-/// Three f32 tensors filled together by `fill`.
-fn build3(shapes: [&[usize]; 3], fill: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>) -> Result<(Tensor, Tensor, Tensor)> {
-    let mut rest = None;
-    let a = Tensor::build_f32(shapes[0], |a| {
-        let mut c = None;
-        let b = Tensor::build_f32(shapes[1], |b| {
-            c = Some(Tensor::build_f32(shapes[2], |c| fill(a, b, c))?);
-            Ok(())
-        })?;
-        rest = Some((b, c.expect("built inside")));
-        Ok(())
-    })?;
-    let (b, c) = rest.expect("built inside");
-    Ok((a, b, c))
-}
-
 // ===== layer norm =====
 
 /// Layer normalisation over the last axis: `y = (x − μ)/σ·γ + β` with the mean `μ` and
@@ -73,10 +57,10 @@ pub mod layer_norm {
         check_eps(NAME, eps)?;
         let lead = &x.shape()[..x.rank() - 1];
         let settings = Compute::settings();
-        let (y, mean, rstd) = x.with_f32(|xs| {
+        let [y, mean, rstd] = x.with_f32(|xs| {
             Tensor::with_f32_opt(gamma, |gamma| {
                 Tensor::with_f32_opt(beta, |beta| {
-                    build3([x.shape(), lead, lead], |y, mean, rstd| {
+                    Tensor::build_many_f32([x.shape(), lead, lead], |[y, mean, rstd]| {
                         kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, y, mean, rstd);
                         Ok(())
                     })
@@ -222,11 +206,11 @@ pub mod batch_norm2d {
             return Err(Error::shape(NAME, &[x.shape()], "training needs more than one value per channel"));
         }
         let mut sq = F64Scratch::zeroed(if training { c } else { 0 });
-        let (y, mean, rstd) = x.with_f32(|xs| {
+        let [y, mean, rstd] = x.with_f32(|xs| {
             Tensor::with_f32_opt(gamma, |gamma| {
                 Tensor::with_f32_opt(beta, |beta| {
                     let affine = Affine { gamma, beta };
-                    build3([x.shape(), &[c], &[c]], |y, mean, rstd| {
+                    Tensor::build_many_f32([x.shape(), &[c], &[c]], |[y, mean, rstd]| {
                         if training {
                             kernel::batch_norm(settings, shape, xs, affine, eps, y, mean, sq.values(), rstd);
                             return Ok(());

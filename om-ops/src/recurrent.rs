@@ -61,19 +61,6 @@ impl Scratch {
     }
 }
 
-/// Builds three new tensors whose values `fill` writes together.
-fn build3(shapes: [&[usize]; 3], fill: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>) -> Result<[Tensor; 3]> {
-    let (mut second, mut third) = (None, None);
-    let first = Tensor::build_f32(shapes[0], |a| {
-        second = Some(Tensor::build_f32(shapes[1], |b| {
-            third = Some(Tensor::build_f32(shapes[2], |c| fill(a, b, c))?);
-            Ok(())
-        })?);
-        Ok(())
-    })?;
-    Ok([first, second.expect("built"), third.expect("built")])
-}
-
 /// Step `t` of a `[T, len]` buffer for writing, with the step `prev` (≠ `t`) for reading.
 fn step_and_prev(buf: &mut [f32], t: usize, prev: Option<usize>, len: usize) -> (&mut [f32], Option<&[f32]>) {
     match prev {
@@ -336,33 +323,34 @@ pub mod lstm_layer {
             Tensor::build_f32(&[t_len, b, h], |y| {
                 // W_hhᵀ is read transposed in place by every step's product.
                 let whh_t = MatRef::row_major(whh, gh, h).t();
-                let [gates, c, tanh_c] = build3([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |gates, c_all, tc_all| {
-                    for s in 0..t_len {
-                        let t = time_of(s, t_len, reverse);
-                        let prev = prev_time(t, t_len, reverse);
-                        let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
-                        let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
-                        let h_prev = MatRef::row_major(y_prev.unwrap_or(h0.get()), b, h);
-                        gemm(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
-                        let inp = CellInputs {
-                            xp: &xp[t * b * gh..(t + 1) * b * gh],
-                            hp: hp.get(),
-                            b_ih: bih.as_ref().map(Scratch::get),
-                            b_hh: bhh.as_ref().map(Scratch::get),
-                            prev: c_prev.or(c0.as_ref().map(Scratch::get)),
-                        };
-                        gates::lstm_forward(
-                            settings,
-                            h,
-                            inp,
-                            &mut gates[t * b * gh..(t + 1) * b * gh],
-                            c_t,
-                            &mut tc_all[t * bh..(t + 1) * bh],
-                            y_t,
-                        );
-                    }
-                    Ok(())
-                })?;
+                let [gates, c, tanh_c] =
+                    Tensor::build_many_f32([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |[gates, c_all, tc_all]| {
+                        for s in 0..t_len {
+                            let t = time_of(s, t_len, reverse);
+                            let prev = prev_time(t, t_len, reverse);
+                            let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
+                            let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
+                            let h_prev = MatRef::row_major(y_prev.unwrap_or(h0.get()), b, h);
+                            gemm(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
+                            let inp = CellInputs {
+                                xp: &xp[t * b * gh..(t + 1) * b * gh],
+                                hp: hp.get(),
+                                b_ih: bih.as_ref().map(Scratch::get),
+                                b_hh: bhh.as_ref().map(Scratch::get),
+                                prev: c_prev.or(c0.as_ref().map(Scratch::get)),
+                            };
+                            gates::lstm_forward(
+                                settings,
+                                h,
+                                inp,
+                                &mut gates[t * b * gh..(t + 1) * b * gh],
+                                c_t,
+                                &mut tc_all[t * bh..(t + 1) * bh],
+                                y_t,
+                            );
+                        }
+                        Ok(())
+                    })?;
                 owned = Some(Owned { gates, c, tanh_c });
                 Ok(())
             })
@@ -539,7 +527,7 @@ pub mod gru_layer {
         let zeros = Scratch::zeroed(bh);
         let mut hp = Scratch::new(b * gh);
         let [y, gates, hn] = w_hh.with_f32(|whh| {
-            build3([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |y, gates, hn_all| {
+            Tensor::build_many_f32([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |[y, gates, hn_all]| {
                 // W_hhᵀ is read transposed in place by every step's product.
                 let whh_t = MatRef::row_major(whh, gh, h).t();
                 for s in 0..t_len {

@@ -251,19 +251,6 @@ fn softmax_backward(dp: &mut [f32], p: &[f32], n: usize) {
     }
 }
 
-/// Builds three new tensors whose values `fill` writes together.
-fn build3(shapes: [&[usize]; 3], fill: impl FnOnce(&mut [f32], &mut [f32], &mut [f32]) -> Result<()>) -> Result<[Tensor; 3]> {
-    let (mut second, mut third) = (None, None);
-    let first = Tensor::build_f32(shapes[0], |a| {
-        second = Some(Tensor::build_f32(shapes[1], |b| {
-            third = Some(Tensor::build_f32(shapes[2], |c| fill(a, b, c))?);
-            Ok(())
-        })?);
-        Ok(())
-    })?;
-    Ok([first, second.expect("built"), third.expect("built")])
-}
-
 fn inputs(bq: usize, h: usize, tq: usize, tk: usize, d: usize, dv: usize, seed: u64) -> Vec<Tensor> {
     vec![
         Case::input(&[bq, h, tq, d], -1.0, 1.0, seed),
@@ -312,7 +299,7 @@ pub mod attention {
         let [dq_t, dk_t, dv_t] = with_operands(dims, q, k, v, mask, |ops| {
             g.with_storage_f32(|gs| {
                 let gview = View::new(gs, g, g.strides(), heads, tq, dv);
-                build3([q.shape(), k.shape(), v.shape()], |dq_all, dk_all, dv_all| {
+                Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
                     per_block(settings, blocks, [dq_all, dk_all, dv_all], [nq, nk, nv], |s, b, [dq, dkb, dvb]| {
                         let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
                         let mut buf = Buffer::new((3 * tq * tk + dv * tk + gn + kn + qn) * 4);
