@@ -156,7 +156,10 @@ fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
         // buffer) is already a private copy: adopt it instead of copying it.
         None if grad.is_sole_contiguous_owner() => m.grad = Some(grad),
         None => m.grad = Some(basic::copy_contiguous(&grad)),
-        Some(acc) => basic::add_assign(acc, &grad)?,
+        Some(acc) => return basic::add_assign(acc, &grad),
+    }
+    if let Some(g) = &m.grad {
+        crate::scope::untrack(g); // leaf gradients are never tied to a scope
     }
     Ok(())
 }
