@@ -13,6 +13,8 @@
 //!   ([`norm_pool`]).
 //! - `om bench lstm|attention ...`: crnn_ctc's LSTM stack and the encoder's attention
 //!   (`bench_layers.rs`, `tools/bench_layers_torch.py`).
+//! - `om bench memory --model convnet|encoder|crnn_ctc ...`: pool, heap and RSS figures of a
+//!   warm step inside an activation scope (`bench_memory.rs`, `docs/memory.md`).
 
 use onemodel::core::kernels::gemm::{gemm_mat, MatMut, MatRef};
 use onemodel::ops::models::benchmarks::{time_steps, BenchModel, BenchStep};
@@ -29,10 +31,12 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("step") => step_bench(&args[1..]),
         Some("conv") => super::bench_conv::run(&args[1..]),
         Some("norm-pool") => norm_pool::run(&args[1..]),
+        Some("memory") => crate::bench_memory::run(&args[1..]),
         Some(what @ ("lstm" | "attention")) => crate::bench_layers::run(what, &args[1..]),
-        other => {
-            Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention")))
-        }
+        other => Err(Error::argument(
+            "bench",
+            format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention, memory"),
+        )),
     }
 }
 

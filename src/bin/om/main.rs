@@ -10,6 +10,7 @@ use std::process::ExitCode;
 mod bench;
 mod bench_conv;
 mod bench_layers;
+mod bench_memory;
 mod ocr;
 mod train;
 
@@ -28,7 +29,12 @@ commands:
                (the convnet benchmark's convolutions: forward and the three gradients)
   bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]
   bench lstm|attention  --threads T --mode fast|exact [--reps R] (crnn_ctc's LSTM stack,
-               the encoder's attention: forward + backward)";
+               the encoder's attention: forward + backward)
+  bench memory --model convnet|encoder|crnn_ctc [--threads T] [--mode M] (pool, heap, RSS per step)";
+
+/// Counts heap allocations for `om bench memory` and the activation scopes of `om train`.
+#[global_allocator]
+static ALLOC: onemodel::core::alloc_count::CountingAlloc = onemodel::core::alloc_count::CountingAlloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
