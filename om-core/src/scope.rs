@@ -8,7 +8,10 @@
 //! caller's scope for the call). Every tensor handle created on the thread is remembered
 //! (weakly), so that [`ActivationScope::stats`] can report the ones still alive: the handles
 //! that keep a step's activations past the step. Leaf gradients written by `backward` are
-//! never tied to a scope (they are not reported).
+//! never tied to a scope (they are not reported). The log of weak handles keeps its
+//! capacity across steps (a warm step allocates nothing for it) and drops its dead entries
+//! instead of growing past a few thousand, so a scope held open around a whole training
+//! loop costs memory only for the tensors still alive.
 //!
 //! Returning memory needs nothing from the scope: in Rust a buffer goes back to the pool
 //! when its last handle drops, so at the end of a step everything not held by a live
@@ -35,7 +38,7 @@
 use crate::alloc_count::{self, HeapCounts};
 use crate::pool;
 use crate::tensor::{Inner, Tensor};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -73,11 +76,17 @@ struct Counters {
 thread_local! {
     /// The innermost scope this thread accounts to (its own, or one adopted for a kernel call).
     static CURRENT: RefCell<Option<Arc<Counters>>> = const { RefCell::new(None) };
-    /// Scopes opened on this thread (adoption does not count): tensors are logged while > 0.
-    static OPEN: Cell<usize> = const { Cell::new(0) };
-    /// Tensors created while a scope is open; cleared (capacity kept) when the outermost ends.
+    /// Where each scope open on this thread (adoption does not count) starts in [`LOG`],
+    /// outermost first: tensors are logged while one is open.
+    static STARTS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// Tensors created while a scope is open; cleared (capacity kept) when the outermost
+    /// ends, and compacted (dead entries dropped) when it would grow past [`COMPACT_AT`].
     static LOG: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
 }
+
+/// The log is compacted instead of grown once it holds this many entries, so a scope kept
+/// open around a whole training loop costs memory for its live tensors only.
+const COMPACT_AT: usize = 4096;
 
 /// A guard accounting the memory of everything done on this thread until it is dropped.
 ///
@@ -95,7 +104,8 @@ thread_local! {
 pub struct ActivationScope {
     counters: Arc<Counters>,
     prev: Option<Arc<Counters>>,
-    log_start: usize,
+    /// This scope's index in [`STARTS`].
+    depth: usize,
     heap_start: HeapCounts,
     /// Scopes are per thread.
     _not_send: PhantomData<*const ()>,
@@ -113,9 +123,13 @@ impl ActivationScope {
             parent: prev.clone(),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(counters.clone()));
-        OPEN.with(|o| o.set(o.get() + 1));
-        let log_start = LOG.with(|l| l.borrow().len());
-        ActivationScope { counters, prev, log_start, heap_start: alloc_count::thread(), _not_send: PhantomData }
+        let start = LOG.with(|l| l.borrow().len());
+        let depth = STARTS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.push(start);
+            s.len() - 1
+        });
+        ActivationScope { counters, prev, depth, heap_start: alloc_count::thread(), _not_send: PhantomData }
     }
 
     /// The figures so far (call it before the scope ends, while the step's handles that
@@ -128,7 +142,7 @@ impl ActivationScope {
             pool_bytes_requested: c.bytes.load(Ordering::Relaxed),
             pool_native_allocations: c.native.load(Ordering::Relaxed),
             peak_outstanding_bytes: c.peak.load(Ordering::Relaxed),
-            live_tensors_created: LOG.with(|l| l.borrow()[self.log_start..].iter().filter(|w| w.strong_count() > 0).count()),
+            live_tensors_created: LOG.with(|l| l.borrow()[self.log_start()..].iter().filter(|w| w.strong_count() > 0).count()),
             heap_allocations: heap.map(|h| h.allocations),
             heap_bytes: heap.map(|h| h.bytes),
         }
@@ -142,7 +156,11 @@ impl ActivationScope {
     /// The tensors created in this scope that are still alive (new handles to them), to
     /// find the one that keeps a step's activations: look at `shape()` and `grad_fn_name()`.
     pub fn live_tensors(&self) -> Vec<Tensor> {
-        LOG.with(|l| l.borrow()[self.log_start..].iter().filter_map(Weak::upgrade).map(Tensor).collect())
+        LOG.with(|l| l.borrow()[self.log_start()..].iter().filter_map(Weak::upgrade).map(Tensor).collect())
+    }
+
+    fn log_start(&self) -> usize {
+        STARTS.with(|s| s.borrow().get(self.depth).copied()).unwrap_or(0)
     }
 }
 
@@ -155,9 +173,10 @@ impl Default for ActivationScope {
 impl Drop for ActivationScope {
     fn drop(&mut self) {
         CURRENT.with(|c| *c.borrow_mut() = self.prev.take());
-        let open = OPEN.with(|o| {
-            o.set(o.get().saturating_sub(1));
-            o.get()
+        let open = STARTS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.truncate(self.depth);
+            s.len()
         });
         if open == 0 {
             LOG.with(|l| l.borrow_mut().clear());
@@ -185,14 +204,43 @@ pub(crate) fn on_pool_request(bytes: u64, native: bool, outstanding_now: u64) {
 
 /// Called for every tensor handle created (one line in `Tensor::from_storage`).
 pub(crate) fn track(t: &Tensor) {
-    if OPEN.with(Cell::get) > 0 {
-        LOG.with(|l| l.borrow_mut().push(Arc::downgrade(&t.0)));
+    if is_open() {
+        LOG.with(|l| {
+            let mut l = l.borrow_mut();
+            if l.len() >= COMPACT_AT && l.len() == l.capacity() {
+                STARTS.with(|s| compact(&mut l, &mut s.borrow_mut()));
+            }
+            l.push(Arc::downgrade(&t.0));
+        });
     }
+}
+
+fn is_open() -> bool {
+    STARTS.try_with(|s| !s.borrow().is_empty()).unwrap_or(false)
+}
+
+/// Drops the log's dead entries, moving each open scope's start to match.
+fn compact(log: &mut Vec<Weak<Inner>>, starts: &mut [usize]) {
+    let (mut kept, mut scope) = (0, 0);
+    for i in 0..log.len() {
+        while scope < starts.len() && starts[scope] <= i {
+            starts[scope] = kept;
+            scope += 1;
+        }
+        if log[i].strong_count() > 0 {
+            log.swap(kept, i);
+            kept += 1;
+        }
+    }
+    for s in &mut starts[scope..] {
+        *s = kept;
+    }
+    log.truncate(kept);
 }
 
 /// Forgets a tensor that became a leaf's gradient: leaf gradients are never tied to a scope.
 pub(crate) fn untrack(t: &Tensor) {
-    if OPEN.with(Cell::get) == 0 {
+    if !is_open() {
         return;
     }
     let ptr = Arc::as_ptr(&t.0);
@@ -252,9 +300,34 @@ mod tests {
         assert_eq!(s.live_tensors_created, 1);
         drop(a);
         drop(outer);
-        assert_eq!(OPEN.with(Cell::get), 0);
+        assert!(!is_open());
         assert!(CURRENT.with(|c| c.borrow().is_none()));
         assert!(LOG.with(|l| l.borrow().is_empty()));
+    }
+
+    #[test]
+    fn a_long_scope_keeps_its_log_small() {
+        let outer = ActivationScope::new();
+        let kept_outer = Tensor::zeros(&[1]).unwrap();
+        let mut inner_kept = Vec::new();
+        for i in 0..3 * COMPACT_AT {
+            drop(Tensor::zeros(&[2]).unwrap());
+            if i == COMPACT_AT {
+                let inner = ActivationScope::new();
+                for j in 0..3 * COMPACT_AT {
+                    let t = Tensor::zeros(&[3]).unwrap();
+                    if j % 1000 == 0 {
+                        inner_kept.push(t);
+                    }
+                }
+                assert_eq!(inner.stats().live_tensors_created, inner_kept.len());
+                assert!(inner.live_tensors().iter().all(|t| t.shape() == [3]));
+            }
+        }
+        assert!(LOG.with(|l| l.borrow().len()) <= 2 * COMPACT_AT, "dead entries were dropped");
+        assert_eq!(outer.stats().live_tensors_created, 1 + inner_kept.len());
+        drop((kept_outer, inner_kept));
+        assert_eq!(outer.stats().live_tensors_created, 0);
     }
 
     #[test]
