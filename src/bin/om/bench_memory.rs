@@ -1,7 +1,8 @@
 //! `om bench memory --model convnet|encoder|crnn_ctc [--threads T] [--mode M] [--steps N]
 //! [--warmup W] [--cache-limit auto|unlimited|BYTES]`: the memory of the benchmark training
-//! steps (`shared/BENCHMARKS.md`), each run inside an [`ActivationScope`] after `W` warm-up
-//! steps, printing
+//! steps (`shared/BENCHMARKS.md`), each run inside an [`ActivationScope`] after `W` (10)
+//! warm-up steps (enough for the kernels' helper threads to have grown their thread-local
+//! packing scratch: they join calls opportunistically), printing
 //!
 //! `MODEL pool_allocs_per_step=A outstanding_delta=B heap_allocs_per_step=C
 //! heap_bytes_per_step=D peak_outstanding_bytes=E peak_rss_kib=F pooled_bytes_kept=G`
@@ -18,7 +19,7 @@ use onemodel::{Compute, Error, Mode, Result};
 
 /// Runs `om bench memory ...`.
 pub fn run(args: &[String]) -> Result<()> {
-    let (mut model, mut threads, mut mode, mut steps, mut warmup) = (None, 1usize, Mode::Fast, 5u64, 3usize);
+    let (mut model, mut threads, mut mode, mut steps, mut warmup) = (None, 1usize, Mode::Fast, 5u64, 10usize);
     let mut limit = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
