@@ -12,6 +12,10 @@
 //! outstanding bytes over them; E is the largest step peak; F is the process's peak
 //! resident set (`VmHWM`, Linux; 0 elsewhere); G is what the pool keeps cached after the
 //! last step. `--cache-limit unlimited` reproduces the pool before it had a limit.
+//!
+//! `--then MODEL2` then runs `pool::RECENT_STEPS + 2` scoped steps of a second model (after
+//! dropping the first) and prints `then=MODEL2 pooled_bytes_kept=G2 process_rss_kib=R`: what
+//! the pool still caches once a process has moved on (`VmRSS` now).
 
 use onemodel::core::{alloc_count, pool, ActivationScope};
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
@@ -20,7 +24,7 @@ use onemodel::{Compute, Error, Mode, Result};
 /// Runs `om bench memory ...`.
 pub fn run(args: &[String]) -> Result<()> {
     let (mut model, mut threads, mut mode, mut steps, mut warmup) = (None, 1usize, Mode::Fast, 5u64, 10usize);
-    let mut limit = None;
+    let (mut limit, mut then) = (None, None);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
@@ -31,6 +35,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
             "--steps" => steps = v.parse().ok().filter(|&n| n > 0).ok_or_else(bad)?,
             "--warmup" => warmup = v.parse().map_err(|_| bad())?,
+            "--then" => then = Some(BenchModel::parse(v).ok_or_else(bad)?),
             "--cache-limit" => {
                 limit = match v.as_str() {
                     "auto" => None,
@@ -74,11 +79,25 @@ pub fn run(args: &[String]) -> Result<()> {
         peak_rss_kib(),
         pool1.pooled_bytes
     );
+    if let Some(next) = then {
+        drop(step);
+        let step = BenchStep::new(next, 1)?;
+        for _ in 0..pool::RECENT_STEPS + 2 {
+            let _scope = ActivationScope::new();
+            step.step()?;
+        }
+        println!("then={} pooled_bytes_kept={} process_rss_kib={}", next.name(), pool::stats().pooled_bytes, proc_status_kib("VmRSS:"));
+    }
     Ok(())
 }
 
 /// The process's peak resident set in KiB (`VmHWM` of `/proc/self/status`), 0 if unknown.
 fn peak_rss_kib() -> u64 {
+    proc_status_kib("VmHWM:")
+}
+
+/// A `kB` field of `/proc/self/status`, 0 if unknown.
+fn proc_status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
+    status.lines().find_map(|l| l.strip_prefix(field)).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
 }

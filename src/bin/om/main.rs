@@ -30,7 +30,8 @@ commands:
   bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]
   bench lstm|attention  --threads T --mode fast|exact [--reps R] (crnn_ctc's LSTM stack,
                the encoder's attention: forward + backward)
-  bench memory --model convnet|encoder|crnn_ctc [--threads T] [--mode M] (pool, heap, RSS per step)";
+  bench memory --model convnet|encoder|crnn_ctc [--threads T] [--mode M] [--then MODEL2]
+               (pool, heap and RSS figures of a warm step)";
 
 /// Counts heap allocations for `om bench memory` and the activation scopes of `om train`.
 #[global_allocator]
