@@ -62,6 +62,16 @@ pub enum Error {
         /// The first released record found.
         op: &'static str,
     },
+    /// A buffer the pool could not or would not allocate (see [`crate::pool::max_buffer_bytes`]).
+    #[error("{op}: can't allocate memory: you tried to allocate {bytes} bytes (the limit is {limit} bytes; see om_core::pool::set_max_buffer_bytes)")]
+    OutOfMemory {
+        /// Operator name.
+        op: &'static str,
+        /// The bytes requested.
+        bytes: u64,
+        /// The pool's limit at the time.
+        limit: u64,
+    },
     /// A saved tensor was modified in place between forward and backward.
     #[error(
         "backward: saved tensor `{slot}` of `{op}` was modified in place after the forward pass (version {saved} when saved, {now} now)"
@@ -96,6 +106,7 @@ impl Error {
             | Error::DType { op, .. }
             | Error::Axis { op, .. }
             | Error::Argument { op, .. }
+            | Error::OutOfMemory { op, .. }
             | Error::NoGrad { op }
             | Error::GraphReleased { op }
             | Error::TensorVersion { op, .. } => op,
@@ -109,6 +120,7 @@ impl Error {
             | Error::DType { op, .. }
             | Error::Axis { op, .. }
             | Error::Argument { op, .. }
+            | Error::OutOfMemory { op, .. }
             | Error::NoGrad { op } => {
                 if op.is_empty() {
                     *op = name;

@@ -61,7 +61,7 @@ pub fn run(case: &Case) -> Result<Report> {
     let inputs: Vec<Tensor> = case
         .inputs
         .iter()
-        .map(|t| if t.needs_grad() { crate::kernels::basic::copy_contiguous(t).requires_grad() } else { Ok(t.clone()) })
+        .map(|t| if t.needs_grad() { crate::kernels::basic::copy_contiguous(t)?.requires_grad() } else { Ok(t.clone()) })
         .collect::<Result<_>>()?;
     let out = (case.f)(&inputs)?;
     if !out.needs_grad() {

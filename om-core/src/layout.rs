@@ -16,9 +16,12 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
-/// Number of elements of `shape` (1 for a scalar), or `None` on overflow.
+/// Number of elements of `shape` (1 for a scalar), or `None` when the product of its
+/// sizes overflows, zero sizes aside (so the contiguous strides of a zero-size shape are
+/// representable too: `[0, 2^40, 2^40]` is refused whichever order its sizes come in).
 pub fn checked_numel(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d.max(1)))?;
+    Some(shape.iter().product())
 }
 
 /// Number of elements of `shape` (1 for a scalar). Shapes inside tensors never overflow.

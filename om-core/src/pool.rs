@@ -6,9 +6,17 @@
 //! [`stats`]`().native_allocations` stays put. Dropping a [`Buffer`] returns it to its class.
 //! The pool never hands out uninitialised memory (recycled buffers hold old values; the
 //! callers that need zeros ask for them).
+//!
+//! Allocation failure is an [`Error::OutOfMemory`], never an abort: [`Buffer::try_new`]
+//! refuses a request above [`max_buffer_bytes`] (by default the machine's physical memory,
+//! read from `/proc/meminfo` at first use, or the `ONEMODEL_MAX_TENSOR_BYTES` environment
+//! variable; see [`set_max_buffer_bytes`]) and reserves the memory fallibly, so a request
+//! the allocator cannot serve is an error too. Every tensor a constructor or an operator
+//! builds goes through this path.
 
+use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// 64 bytes, 64-byte aligned: the unit of every pooled buffer.
@@ -64,6 +72,54 @@ pub fn trim() {
     trim_to(0);
 }
 
+/// The limit when neither the environment nor `/proc/meminfo` gives one: 64 GiB.
+const FALLBACK_MAX_BUFFER_BYTES: usize = 64 << 30;
+
+/// The buffer size limit; 0 until first read.
+static MAX_BUFFER_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The default limit: `ONEMODEL_MAX_TENSOR_BYTES` if set to a number, else the
+/// `MemTotal` line of `/proc/meminfo`, else 64 GiB.
+fn default_max_buffer_bytes() -> usize {
+    if let Some(n) = std::env::var("ONEMODEL_MAX_TENSOR_BYTES").ok().and_then(|v| v.trim().parse::<usize>().ok()) {
+        return n.max(1);
+    }
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
+        .filter(|&n| n > 0)
+        .unwrap_or(FALLBACK_MAX_BUFFER_BYTES)
+}
+
+/// The largest buffer (in bytes) the pool hands out; a larger request is an
+/// [`Error::OutOfMemory`]. Process-wide, like the allocator it guards.
+pub fn max_buffer_bytes() -> usize {
+    match MAX_BUFFER_BYTES.load(Ordering::Relaxed) {
+        0 => {
+            let n = default_max_buffer_bytes();
+            // Another thread may have set a limit meanwhile: keep it.
+            match MAX_BUFFER_BYTES.compare_exchange(0, n, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => n,
+                Err(set) => set,
+            }
+        }
+        n => n,
+    }
+}
+
+/// Sets the limit of [`max_buffer_bytes`] for the whole process (at least 1 byte) and
+/// returns the previous one. Lower it to make runaway shapes fail early; raise it where
+/// the system overcommits memory on purpose.
+pub fn set_max_buffer_bytes(bytes: usize) -> usize {
+    let old = max_buffer_bytes();
+    MAX_BUFFER_BYTES.store(bytes.max(1), Ordering::Relaxed);
+    old
+}
+
 /// The size class (in blocks) serving a request of `blocks` blocks.
 pub fn size_class(blocks: usize) -> usize {
     if blocks < 8 {
@@ -81,7 +137,21 @@ pub struct Buffer {
 
 impl Buffer {
     /// A buffer of at least `bytes` bytes; its contents are unspecified (but initialised).
+    ///
+    /// # Panics
+    /// If the request fails (see [`Buffer::try_new`]); operators use `try_new`.
     pub fn new(bytes: usize) -> Buffer {
+        Buffer::try_new(bytes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A buffer of at least `bytes` bytes; its contents are unspecified (but initialised).
+    /// Fails with [`Error::OutOfMemory`] (naming no operator yet) when `bytes` exceeds
+    /// [`max_buffer_bytes`] or the system allocator cannot serve the request.
+    pub fn try_new(bytes: usize) -> Result<Buffer> {
+        let oom = || Error::OutOfMemory { op: "", bytes: bytes as u64, limit: max_buffer_bytes() as u64 };
+        if bytes > max_buffer_bytes() {
+            return Err(oom());
+        }
         let class = size_class(bytes.div_ceil(BLOCK_BYTES));
         let class_bytes = (class * BLOCK_BYTES) as u64;
         let reused = {
@@ -95,20 +165,31 @@ impl Buffer {
                 b
             }
             None => {
+                let mut blocks: Vec<Block> = Vec::new();
+                blocks.try_reserve_exact(class).map_err(|_| oom())?;
+                blocks.resize(class, Block([0; 16]));
                 NATIVE.fetch_add(1, Ordering::Relaxed);
-                vec![Block([0; 16]); class]
+                blocks
             }
         };
         let now = OUTSTANDING.fetch_add(class_bytes, Ordering::Relaxed) + class_bytes;
         note_request(class_bytes, native, now);
-        Buffer { blocks }
+        Ok(Buffer { blocks })
     }
 
     /// A buffer of at least `bytes` bytes filled with zero bytes.
+    ///
+    /// # Panics
+    /// If the request fails (see [`Buffer::try_zeroed`]).
     pub fn zeroed(bytes: usize) -> Buffer {
-        let mut b = Buffer::new(bytes);
+        Buffer::try_zeroed(bytes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Buffer::try_new`] filled with zero bytes.
+    pub fn try_zeroed(bytes: usize) -> Result<Buffer> {
+        let mut b = Buffer::try_new(bytes)?;
         b.blocks.fill(Block([0; 16]));
-        b
+        Ok(b)
     }
 
     /// Capacity in bytes (the size class).
@@ -168,8 +249,17 @@ pub struct F64Scratch {
 
 impl F64Scratch {
     /// `len` zeros.
+    ///
+    /// # Panics
+    /// If the request fails (see [`F64Scratch::try_zeroed`]).
     pub fn zeroed(len: usize) -> F64Scratch {
-        F64Scratch { buf: Buffer::zeroed(len * 8), len }
+        F64Scratch::try_zeroed(len).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `len` zeros, or an [`Error::OutOfMemory`] (naming no operator yet).
+    pub fn try_zeroed(len: usize) -> Result<F64Scratch> {
+        let bytes = len.checked_mul(8).ok_or(Error::OutOfMemory { op: "", bytes: u64::MAX, limit: max_buffer_bytes() as u64 })?;
+        Ok(F64Scratch { buf: Buffer::try_zeroed(bytes)?, len })
     }
 
     /// The values.
@@ -301,5 +391,16 @@ mod tests {
         // unless another thread took our buffer first; retry once to be robust.
         let after = stats().native_allocations;
         assert!(after - before <= 1);
+    }
+
+    #[test]
+    fn requests_above_the_limit_or_the_address_space_are_errors() {
+        let e = Buffer::try_new(usize::MAX).err().expect("an error");
+        assert!(matches!(e, Error::OutOfMemory { bytes, .. } if bytes == usize::MAX as u64), "{e}");
+        assert!(e.to_string().contains(&usize::MAX.to_string()), "{e}");
+        let limit = max_buffer_bytes();
+        assert!(limit > 0);
+        assert!(Buffer::try_new(limit + 1).is_err());
+        assert!(Buffer::try_zeroed(4096).is_ok());
     }
 }

@@ -38,6 +38,11 @@ fn check_len(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
     }
 }
 
+/// The bytes of a 4-byte-element tensor of `shape`, or an error if the count overflows.
+fn checked_bytes(shape: &[usize]) -> Result<usize> {
+    layout::checked_numel(shape).and_then(|n| n.checked_mul(4)).ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))
+}
+
 impl Tensor {
     // ----- construction -----
 
@@ -48,18 +53,20 @@ impl Tensor {
     }
 
     /// A contiguous tensor of `shape` whose values `fill` writes (it receives exactly
-    /// `numel` elements, initially holding unspecified values).
+    /// `numel` elements, initially holding unspecified values). Fails with
+    /// [`Error::OutOfMemory`] when the buffer cannot be allocated (see
+    /// [`crate::pool::max_buffer_bytes`]).
     pub fn build_f32(shape: &[usize], fill: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<Tensor> {
-        let n = layout::checked_numel(shape).ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
-        let mut buf = Buffer::new(n * 4);
+        let n = checked_bytes(shape)? / 4;
+        let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.f32_mut()[..n])?;
         Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape.to_vec(), contiguous_strides(shape), 0))
     }
 
     /// Like [`Tensor::build_f32`] for an `i32` tensor.
     pub fn build_i32(shape: &[usize], fill: impl FnOnce(&mut [i32]) -> Result<()>) -> Result<Tensor> {
-        let n = layout::checked_numel(shape).ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))?;
-        let mut buf = Buffer::new(n * 4);
+        let n = checked_bytes(shape)? / 4;
+        let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.i32_mut()[..n])?;
         Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), shape.to_vec(), contiguous_strides(shape), 0))
     }
@@ -94,21 +101,25 @@ impl Tensor {
 
     /// A tensor of `shape` filled with `v`.
     pub fn full(shape: &[usize], v: f32) -> Result<Tensor> {
+        Tensor::filled(shape, v).map_err(|e| e.with_op("full"))
+    }
+
+    /// [`Tensor::full`] with errors naming no operator yet.
+    fn filled(shape: &[usize], v: f32) -> Result<Tensor> {
         Tensor::build_f32(shape, |out| {
             out.fill(v);
             Ok(())
         })
-        .map_err(|e| e.with_op("full"))
     }
 
     /// Zeros of `shape`.
     pub fn zeros(shape: &[usize]) -> Result<Tensor> {
-        Tensor::full(shape, 0.0).map_err(|e| e.with_op("zeros"))
+        Tensor::filled(shape, 0.0).map_err(|e| e.with_op("zeros"))
     }
 
     /// Ones of `shape`.
     pub fn ones(shape: &[usize]) -> Result<Tensor> {
-        Tensor::full(shape, 1.0).map_err(|e| e.with_op("ones"))
+        Tensor::filled(shape, 1.0).map_err(|e| e.with_op("ones"))
     }
 
     /// `0, 1, ..., n-1` as a 1-d `f32` tensor.
@@ -218,17 +229,27 @@ impl Tensor {
 
     /// Runs `f` on the values in row-major order: the storage slice itself when the tensor
     /// is contiguous, a pooled gathered copy otherwise. `i32` values are converted.
+    ///
+    /// # Panics
+    /// If the gathered copy cannot be allocated (an expanded view far larger than memory);
+    /// operators use [`Tensor::try_with_f32`].
     pub fn with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        self.try_with_f32(f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::with_f32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
+    /// instead of panicking when the gathered copy cannot be allocated.
+    pub fn try_with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         let n = self.numel();
         let storage = self.0.storage.read();
         if self.dtype() == DType::F32 && self.is_contiguous() {
-            return f(&storage.f32()[self.0.offset..self.0.offset + n]);
+            return Ok(f(&storage.f32()[self.0.offset..self.0.offset + n]));
         }
         drop(storage);
-        let mut tmp = Buffer::new(n * 4);
+        let mut tmp = Buffer::try_new(checked_bytes(self.shape())?)?;
         let out = &mut tmp.f32_mut()[..n];
         self.gather_f32(out);
-        f(out)
+        Ok(f(out))
     }
 
     /// Writes the elements in row-major order into `out` (`numel` long), as `f32`.
@@ -241,6 +262,16 @@ impl Tensor {
                 if self.is_contiguous() {
                     out.copy_from_slice(&src[self.0.offset..self.0.offset + out.len()]);
                     return;
+                }
+                if let (&[rows, cols], &[1, col_step]) = (self.shape(), self.strides()) {
+                    // A transposed matrix (a weight's gradient through `transpose`): copy
+                    // it in cache-sized tiles instead of one long strided column per row.
+                    if rows > 1 && cols > 1 {
+                        let span = (cols - 1) * col_step + rows;
+                        let src = &src[self.0.offset..self.0.offset + span];
+                        crate::kernels::transpose::transpose(src, cols, rows, col_step, 1, out);
+                        return;
+                    }
                 }
                 // Whole rows at a time: a copy where the row is contiguous in storage.
                 for_each_row(&self.0.shape, [&self.0.strides], [self.0.offset], |[start], len, [step]| {
@@ -286,13 +317,22 @@ impl Tensor {
 
     /// Runs `f` on the values in row-major order as `i32` (`f32` values are truncated
     /// toward zero, saturating, as `as i32` does).
+    ///
+    /// # Panics
+    /// If the gathered copy cannot be allocated; operators use [`Tensor::try_with_i32`].
     pub fn with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> R {
+        self.try_with_i32(f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::with_i32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
+    /// instead of panicking when the gathered copy cannot be allocated.
+    pub fn try_with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> Result<R> {
         let n = self.numel();
         let storage = self.0.storage.read();
         if self.dtype() == DType::I32 && self.is_contiguous() {
-            return f(&storage.i32()[self.0.offset..self.0.offset + n]);
+            return Ok(f(&storage.i32()[self.0.offset..self.0.offset + n]));
         }
-        let mut tmp = Buffer::new(n * 4);
+        let mut tmp = Buffer::try_new(checked_bytes(self.shape())?)?;
         let out = &mut tmp.i32_mut()[..n];
         let mut i = 0;
         match self.dtype() {
@@ -312,7 +352,7 @@ impl Tensor {
             }
         }
         drop(storage);
-        f(out)
+        Ok(f(out))
     }
 
     /// Runs `f` on the whole storage as `f32` (for kernels that walk strides themselves).
@@ -343,15 +383,23 @@ impl Tensor {
 
     /// A contiguous copy when the tensor is not contiguous (or not `f32`), else a handle
     /// to the same storage. Records nothing (use the `contiguous` operator for that).
+    ///
+    /// # Panics
+    /// If the copy cannot be allocated; operators use [`Tensor::try_to_contiguous`].
     pub fn to_contiguous(&self) -> Tensor {
+        self.try_to_contiguous().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::to_contiguous`], failing with [`Error::OutOfMemory`] (naming no operator
+    /// yet) when the copy cannot be allocated (an expanded view far larger than memory).
+    pub fn try_to_contiguous(&self) -> Result<Tensor> {
         if self.dtype() == DType::F32 && self.is_contiguous() {
-            return self.detach();
+            return Ok(self.detach());
         }
         Tensor::build_f32(self.shape(), |out| {
             self.gather_f32(out);
             Ok(())
         })
-        .unwrap_or_else(|_| unreachable!("the shape of an existing tensor never overflows"))
     }
 
     // ----- in-place writes (each bumps the storage version) -----

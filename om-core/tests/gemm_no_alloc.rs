@@ -2,7 +2,7 @@
 //! thread-local that only grows, and handing chunks to helper threads allocates nothing.
 
 use om_core::compute::{KernelPath, Mode, Settings};
-use om_core::kernels::gemm::gemm;
+use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -33,18 +33,29 @@ fn warm_calls_do_not_allocate() {
     let a = vec![0.5f32; m * k];
     let b = vec![0.25f32; k * n];
     let mut c = vec![0.0f32; m * n];
+    let bias = vec![0.125f32; n];
     for path in KernelPath::supported() {
         for (mode, threads) in [(Mode::Fast, 1), (Mode::Exact, 1), (Mode::Fast, 2), (Mode::Exact, 3)] {
             let settings = Settings { mode, threads, path };
             // Every thread that may run a chunk must have grown its scratch once: a helper
             // joins a call only if it wakes in time, so warm up with many calls.
             for _ in 0..if threads == 1 { 1 } else { 100 } {
-                gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+                gemm(settings, MatRef::with_stride(&a, m, k, k), MatRef::with_stride(&b, k, n, n), MatMut::with_stride(&mut c, m, n, n));
             }
             let before = ALLOCATIONS.load(Ordering::SeqCst);
-            gemm(settings, m, k, n, &a, k, &b, n, &mut c, n);
+            gemm(settings, MatRef::with_stride(&a, m, k, k), MatRef::with_stride(&b, k, n, n), MatMut::with_stride(&mut c, m, n, n));
             let after = ALLOCATIONS.load(Ordering::SeqCst);
             assert_eq!(after, before, "{path} {mode} threads={threads}: warm call allocated");
+            // Transposed operands (read in place) and a fused bias allocate nothing either.
+            let (at, bt) = (MatRef::row_major(&a, k, m).t(), MatRef::row_major(&b, n, k).t());
+            let call = |c: &mut [f32]| gemm_bias(settings, at, bt, MatMut::row_major(c, m, n), Bias::PerCol(&bias));
+            for _ in 0..if threads == 1 { 1 } else { 100 } {
+                call(&mut c);
+            }
+            let before = ALLOCATIONS.load(Ordering::SeqCst);
+            call(&mut c);
+            let after = ALLOCATIONS.load(Ordering::SeqCst);
+            assert_eq!(after, before, "{path} {mode} threads={threads}: warm transposed call allocated");
         }
     }
 }

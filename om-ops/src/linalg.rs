@@ -3,8 +3,8 @@
 //! which reads transposed and broadcast operands in place (spec section 4): gradient
 //! products such as `g·bᵀ` copy nothing.
 
-use om_core::compute::Compute;
-use om_core::kernels::gemm::{gemm_mat, gemm_mat_bias, Bias, MatMut, MatRef};
+use om_core::compute::{for_each_chunk_mut, Compute, Settings};
+use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
 use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -24,11 +24,31 @@ fn gemm_readable(t: &Tensor) -> Tensor {
     }
 }
 
+/// The shape and strides of the last two dimensions of a tensor, with `rows` rows.
+#[derive(Clone, Copy)]
+struct Layout2 {
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl Layout2 {
+    fn of(t: &Tensor, rows: usize) -> Layout2 {
+        let r = t.rank();
+        Layout2 { rows, cols: t.shape()[r - 1], row_stride: t.strides()[r - 2], col_stride: t.strides()[r - 1] }
+    }
+
+    /// The matrix starting at `offset` of `storage`.
+    fn at<'a>(&self, storage: &'a [f32], offset: usize) -> MatRef<'a> {
+        let data = storage.get(offset..).unwrap_or(&[]);
+        MatRef::new(data, self.rows, self.cols, self.row_stride, self.col_stride).expect("a tensor's elements lie inside its storage")
+    }
+}
+
 /// The matrix of batch `offset` in the last two dimensions of `t` (read from `storage`).
 fn mat<'a>(storage: &'a [f32], t: &Tensor, offset: usize, rows: usize) -> MatRef<'a> {
-    let r = t.rank();
-    let (rs, cs) = (t.strides()[r - 2], t.strides()[r - 1]);
-    MatRef::new(storage.get(offset..).unwrap_or(&[]), rows, t.shape()[r - 1], rs, cs).expect("a tensor's elements lie inside its storage")
+    Layout2::of(t, rows).at(storage, offset)
 }
 
 /// Whether the batch dimensions (`batch`, with strides `strides`, 0 where broadcast) and
@@ -43,6 +63,12 @@ fn rows_merge(batch: &[usize], strides: &[usize], m: usize, rs: usize) -> bool {
     }
     true
 }
+
+/// Largest product (`m·n·k` multiply-adds) that runs on one thread while the batch
+/// entries are shared among threads; larger products share their own chunks instead.
+/// Set by reasoning, not yet measured: twice the size from which the GEMM splits one
+/// product into two chunks (2 Mi multiply-adds, see `docs/kernels-gemm.md`).
+const BATCH_PARALLEL_WORK: usize = 1 << 22;
 
 /// Batched product of two tensors of rank ≥ 2 with equal inner dimensions. Operands are
 /// read in place (transposed and broadcast ones too); when B is shared by every batch
@@ -71,23 +97,30 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                 }
                 if merged {
                     let am = mat(av, &a, a.offset(), nb * m);
-                    gemm_mat(settings, am, mat(bv, &b, b.offset(), k), MatMut::row_major(out, nb * m, n));
+                    gemm(settings, am, mat(bv, &b, b.offset(), k), MatMut::row_major(out, nb * m, n));
                     return Ok(());
                 }
-                let mut idx = vec![0usize; batch.len()];
-                for c in out.chunks_exact_mut(m * n).take(nb) {
-                    let offset = |base: usize, strides: &[usize]| base + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
-                    let am = mat(av, &a, offset(a.offset(), &sa), m);
-                    let bm = mat(bv, &b, offset(b.offset(), &sb), k);
-                    gemm_mat(settings, am, bm, MatMut::row_major(c, m, n));
-                    for d in (0..batch.len()).rev() {
-                        idx[d] += 1;
-                        if idx[d] < batch[d] {
-                            break;
-                        }
-                        idx[d] = 0;
+                // Small products: one chunk per batch entry (a function of the shape only),
+                // each product on one thread. Large ones: one after the other, each on all
+                // threads. A product's bits never depend on its thread count.
+                let small = m * n * k <= BATCH_PARALLEL_WORK;
+                let (outer, inner) = if small { (settings.threads, 1) } else { (1, settings.threads) };
+                let inner = Settings { threads: inner, ..settings };
+                let (a_mat, b_mat) = (Layout2::of(&a, m), Layout2::of(&b, k));
+                let (a_off, b_off) = (a.offset(), b.offset());
+                let offset = |mut i: usize, base: usize, strides: &[usize]| {
+                    let mut o = base;
+                    for (&len, &s) in batch.iter().zip(strides).rev() {
+                        o += (i % len) * s;
+                        i /= len;
                     }
-                }
+                    o
+                };
+                for_each_chunk_mut(outer, out, m * n, |i, c| {
+                    let am = a_mat.at(av, offset(i, a_off, &sa));
+                    let bm = b_mat.at(bv, offset(i, b_off, &sb));
+                    gemm(inner, am, bm, MatMut::row_major(c, m, n));
+                });
                 Ok(())
             })
         })
@@ -186,8 +219,8 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
                     let (xm, wt) = (mat(xs, &x2, x2.offset(), rows), mat(ws, &w, w.offset(), out_f).t());
                     let y = MatMut::row_major(y, rows, out_f);
                     match bs {
-                        Some(b) => gemm_mat_bias(settings, xm, wt, y, Bias::PerCol(b)),
-                        None => gemm_mat(settings, xm, wt, y),
+                        Some(b) => gemm_bias(settings, xm, wt, y, Bias::PerCol(b)),
+                        None => gemm(settings, xm, wt, y),
                     }
                     Ok(())
                 })
@@ -259,6 +292,32 @@ mod tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
     use om_core::autograd::NoGradGuard;
     use om_core::Tensor;
+
+    #[test]
+    fn batched_products_match_each_entry_bit_for_bit_at_any_thread_count() {
+        use om_core::compute::Compute;
+        // `a` broadcast over the first batch dimension and read transposed; `b` batched.
+        let a = crate::transpose(&Tensor::rand_uniform(&[1, 3, 20, 17], -1.0, 1.0, 5).unwrap(), -1, -2).unwrap();
+        let b = Tensor::rand_uniform(&[2, 3, 20, 9], -1.0, 1.0, 6).unwrap();
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        both_modes(|| {
+            let mut want = Vec::new();
+            for i in 0..2 {
+                for j in 0..3 {
+                    let aij = crate::select(&crate::select(&a, 0, 0).unwrap(), 0, j as isize).unwrap();
+                    let bij = crate::select(&crate::select(&b, 0, i as isize).unwrap(), 0, j as isize).unwrap();
+                    want.extend(bits(&crate::matmul(&aij, &bij).unwrap()));
+                }
+            }
+            for threads in [1, 2, 3] {
+                Compute::set_threads(threads).unwrap();
+                let y = crate::matmul(&a, &b).unwrap();
+                assert_eq!(y.shape(), [2, 3, 17, 9]);
+                assert_eq!(bits(&y), want, "threads {threads}");
+            }
+            Compute::set_threads(1).unwrap();
+        });
+    }
 
     #[test]
     fn linear_without_recording_has_the_bits_of_the_composition() {

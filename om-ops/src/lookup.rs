@@ -40,11 +40,11 @@ pub mod embedding {
         padding_row(NAME, padding_idx, v)?;
         let mut shape = ids.shape().to_vec();
         shape.push(d);
-        ids.with_i32(|idv| {
+        ids.try_with_i32(|idv| {
             if let Some((pos, &bad)) = idv.iter().enumerate().find(|(_, &i)| i < 0 || i as usize >= v) {
                 return Err(Error::argument(NAME, format!("id {bad} at position {pos} is out of range for a table of {v} rows")));
             }
-            weight.with_f32(|w| {
+            weight.try_with_f32(|w| {
                 Tensor::build_f32(&shape, |out| {
                     for (row, &i) in out.chunks_exact_mut(d.max(1)).zip(idv) {
                         let i = i as usize;
@@ -52,8 +52,8 @@ pub mod embedding {
                     }
                     Ok(())
                 })
-            })
-        })
+            })?
+        })?
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -62,14 +62,14 @@ pub mod embedding {
         }
         let (v, dim) = (r.input_shapes[0][0], r.input_shapes[0][1]);
         let pad = padding_row(NAME, r.padding_idx, v)?;
-        let dw = r.ids().with_i32(|idv| {
+        let dw = r.ids().try_with_i32(|idv| {
             // Positions grouped by id, each group in the order the ids appear.
             let mut order: Vec<usize> = (0..idv.len()).collect();
             order.sort_by_key(|&p| idv[p]);
-            g.with_f32(|gs| {
+            g.try_with_f32(|gs| {
                 Tensor::build_f32(&[v, dim], |dw| {
                     dw.fill(0.0);
-                    let mut acc = om_core::pool::F64Scratch::zeroed(dim);
+                    let mut acc = om_core::pool::F64Scratch::try_zeroed(dim)?;
                     let acc = acc.values();
                     let mut k = 0;
                     while k < order.len() {
@@ -90,8 +90,8 @@ pub mod embedding {
                     }
                     Ok(())
                 })
-            })
-        })?;
+            })?
+        })??;
         d.weight(dw);
         Ok(())
     }

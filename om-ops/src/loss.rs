@@ -41,17 +41,17 @@ pub mod nll_loss {
             return Err(Error::shape(NAME, &[logp.shape(), targets.shape()], "logp must be [N, C] and targets [N]"));
         }
         let c = logp.shape()[1];
-        targets.with_i32(|ts| {
+        targets.try_with_i32(|ts| {
             let count = count_rows(NAME, ts, c, ignore_index)?;
-            let sum = logp.with_f32(|lp| {
+            let sum = logp.try_with_f32(|lp| {
                 ts.iter()
                     .enumerate()
                     .filter(|&(_, &t)| Some(t as i64) != ignore_index)
                     .fold(0.0f64, |s, (n, &t)| s - lp[n * c + t as usize] as f64)
-            });
+            })?;
             let v = if mean { sum / count as f64 } else { sum };
             Ok(Tensor::scalar(v as f32))
-        })
+        })?
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -61,7 +61,7 @@ pub mod nll_loss {
         let shape = &r.input_shapes[0];
         let c = shape[1];
         let gv = g.item()?;
-        let dlogp = r.targets().with_i32(|ts| {
+        let dlogp = r.targets().try_with_i32(|ts| {
             let count = count_rows(NAME, ts, c, r.ignore_index)?;
             let v = if r.mean { -(gv / count as f32) } else { -gv };
             Tensor::build_f32(shape, |out| {
@@ -73,7 +73,7 @@ pub mod nll_loss {
                 }
                 Ok(())
             })
-        })?;
+        })??;
         d.logp(dlogp);
         Ok(())
     }

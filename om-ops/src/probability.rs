@@ -27,29 +27,29 @@ fn row_len(op: &'static str, x: &Tensor) -> Result<usize> {
 fn rows(op: &'static str, x: &Tensor, kernel: fn(om_core::compute::Settings, &[f32], &mut [f32], usize)) -> Result<Tensor> {
     let n = row_len(op, x)?;
     let settings = Compute::settings();
-    x.with_f32(|xs| {
+    x.try_with_f32(|xs| {
         Tensor::build_f32(x.shape(), |out| {
             if n > 0 {
                 kernel(settings, xs, out, n);
             }
             Ok(())
         })
-    })
+    })?
 }
 
 /// For each row: `f(g_row, y_row, out_row)`.
 fn per_row(g: &Tensor, y: &Tensor, f: impl Fn(&[f32], &[f32], &mut [f32])) -> Result<Tensor> {
     let n = y.shape()[y.rank() - 1].max(1);
-    g.with_f32(|gs| {
-        y.with_f32(|ys| {
+    g.try_with_f32(|gs| {
+        y.try_with_f32(|ys| {
             Tensor::build_f32(y.shape(), |out| {
                 for ((gr, yr), or) in gs.chunks(n).zip(ys.chunks(n)).zip(out.chunks_mut(n)) {
                     f(gr, yr, or);
                 }
                 Ok(())
             })
-        })
-    })
+        })?
+    })?
 }
 
 fn cases_for(f: fn(&Tensor) -> Result<Tensor>) -> Vec<Case> {
@@ -101,12 +101,12 @@ pub mod log_softmax {
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let y = r.out();
         let settings = Compute::settings();
-        let e = y.with_f32(|ys| {
+        let e = y.try_with_f32(|ys| {
             Tensor::build_f32(y.shape(), |out| {
                 lanes::unary(settings, Unary::Exp, Src::Contig(ys), out);
                 Ok(())
             })
-        })?;
+        })??;
         d.x(per_row(g, &e, |g, e, out| {
             let s = g.iter().fold(0.0f64, |acc, &g| acc + g as f64) as f32;
             for ((o, &g), &e) in out.iter_mut().zip(g).zip(e) {

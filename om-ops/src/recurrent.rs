@@ -4,17 +4,19 @@
 //! `torch.nn.LSTM`/`torch.nn.GRU`: gate rows stacked `i,f,g,o` (LSTM) and `r,z,n` (GRU).
 //!
 //! Products run on the canonical-order GEMM: the input projection of all steps is one
-//! `[T·B, I]×[I, gH]` product against a row-major copy of `W_ihᵀ`, each step one
-//! `[B, H]×[H, gH]` product against `W_hhᵀ`; the weight and input gradients are single
-//! products over all steps after the backward loop. Gate sums and cell updates are plain
-//! f32 operations in a fixed order and the bias gradients are f64 sums in increasing row
-//! order, so exact mode gives the same bits on every kernel path and thread count. Layouts,
-//! saved slots and the order of the backward loop are in `docs/ops-recurrent.md`.
+//! `[T·B, I]×[I, gH]` product against `W_ihᵀ`, each step one `[B, H]×[H, gH]` product
+//! against `W_hhᵀ`; the weight and input gradients are single products over all steps after
+//! the backward loop. Transposed operands (`W_ihᵀ`, `W_hhᵀ`, `dGᵀ`) are read in place by the
+//! GEMM's packing, never copied. Gate sums, activations and cell updates of a step run over
+//! the whole `[B, gH]` block in the lane loops of `om_core::kernels::gates` (the same f32
+//! operations per element on every path) and the bias gradients are f64 sums in increasing
+//! row order, so exact mode gives the same bits on every kernel path and thread count. Every
+//! buffer comes from the pool. Layouts, saved slots and the order of the backward loop are
+//! in `docs/ops-recurrent.md`.
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
-use om_core::kernels::gemm::gemm;
-use om_core::kernels::transpose::transpose;
+use om_core::kernels::gemm::{gemm, MatMut, MatRef};
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -57,13 +59,6 @@ impl Scratch {
     fn get_mut(&mut self) -> &mut [f32] {
         &mut self.buf.f32_mut()[..self.len]
     }
-}
-
-/// A row-major copy of the transpose of the row-major `rows × cols` matrix `src`.
-fn transposed(src: &[f32], rows: usize, cols: usize) -> Scratch {
-    let mut out = Scratch::new(rows * cols);
-    transpose(src, rows, cols, cols, 1, out.get_mut());
-    out
 }
 
 /// Builds three new tensors whose values `fill` writes together.
@@ -189,12 +184,16 @@ fn prev_time(t: usize, t_len: usize, reverse: bool) -> Option<usize> {
     }
 }
 
-/// `x·W_ihᵀ` for all steps: `[T·B, gH]`, one GEMM against a row-major copy of `W_ihᵀ`.
+/// `x·W_ihᵀ` for all steps: `[T·B, gH]`, one GEMM reading `W_ih` transposed in place.
 fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize) -> Scratch {
     let rows = dm.t * dm.b;
-    let wt = w_ih.with_f32(|ws| transposed(ws, gh, dm.i));
     let mut xp = Scratch::new(rows * gh);
-    x.with_f32(|xs| gemm(settings, rows, dm.i, gh, xs, dm.i, wt.get(), gh, xp.get_mut(), gh));
+    x.with_f32(|xs| {
+        w_ih.with_f32(|ws| {
+            let (a, b) = (MatRef::row_major(xs, rows, dm.i), MatRef::row_major(ws, gh, dm.i).t());
+            gemm(settings, a, b, MatMut::row_major(xp.get_mut(), rows, gh));
+        })
+    });
     xp
 }
 
@@ -233,35 +232,28 @@ fn parameter_grads(
 ) -> Result<[Option<Tensor>; 5]> {
     let rows = dm.t * dm.b;
     let mut out: [Option<Tensor>; 5] = Default::default();
+    // dXᵀ and dHᵀ are read transposed in place.
+    let dxt = MatRef::row_major(dx_gates, rows, gh).t();
     if needs[0] {
         out[0] = Some(w_ih.with_f32(|ws| {
             Tensor::build_f32(&[dm.t, dm.b, dm.i], |dx| {
-                gemm(settings, rows, gh, dm.i, dx_gates, gh, ws, dm.i, dx, dm.i);
+                gemm(settings, MatRef::row_major(dx_gates, rows, gh), MatRef::row_major(ws, gh, dm.i), MatMut::row_major(dx, rows, dm.i));
                 Ok(())
             })
         })?);
     }
-    if needs[1] || (needs[2] && dh_gates.is_none()) {
-        let dxt = transposed(dx_gates, rows, gh);
-        if needs[1] {
-            out[1] = Some(x.with_f32(|xs| {
-                Tensor::build_f32(&[gh, dm.i], |dw| {
-                    gemm(settings, gh, rows, dm.i, dxt.get(), rows, xs, dm.i, dw, dm.i);
-                    Ok(())
-                })
-            })?);
-        }
-        if needs[2] && dh_gates.is_none() {
-            out[2] = Some(Tensor::build_f32(&[gh, dm.h], |dw| {
-                gemm(settings, gh, rows, dm.h, dxt.get(), rows, h_prev, dm.h, dw, dm.h);
+    if needs[1] {
+        out[1] = Some(x.with_f32(|xs| {
+            Tensor::build_f32(&[gh, dm.i], |dw| {
+                gemm(settings, dxt, MatRef::row_major(xs, rows, dm.i), MatMut::row_major(dw, gh, dm.i));
                 Ok(())
-            })?);
-        }
+            })
+        })?);
     }
-    if let (true, Some(dhg)) = (needs[2], dh_gates) {
-        let dht = transposed(dhg, rows, gh);
+    if needs[2] {
+        let dht = dh_gates.map_or(dxt, |dhg| MatRef::row_major(dhg, rows, gh).t());
         out[2] = Some(Tensor::build_f32(&[gh, dm.h], |dw| {
-            gemm(settings, gh, rows, dm.h, dht.get(), rows, h_prev, dm.h, dw, dm.h);
+            gemm(settings, dht, MatRef::row_major(h_prev, rows, dm.h), MatMut::row_major(dw, gh, dm.h));
             Ok(())
         })?);
     }
@@ -335,41 +327,45 @@ pub mod lstm_layer {
         let settings = Compute::settings();
         let xp = input_projection(settings, x, w_ih, dm, gh);
         let xp = xp.get();
-        let whh_t = w_hh.with_f32(|ws| transposed(ws, gh, h));
         let (bih, bhh) = (Scratch::of(b_ih), Scratch::of(b_hh));
         let h0 = Scratch::of(h0).unwrap_or_else(|| Scratch::zeroed(bh));
         let c0 = Scratch::of(c0);
         let mut hp = Scratch::new(b * gh);
         let mut owned = None;
-        let y = Tensor::build_f32(&[t_len, b, h], |y| {
-            let [gates, c, tanh_c] = build3([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |gates, c_all, tc_all| {
-                for s in 0..t_len {
-                    let t = time_of(s, t_len, reverse);
-                    let prev = prev_time(t, t_len, reverse);
-                    let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
-                    let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
-                    gemm(settings, b, h, gh, y_prev.unwrap_or(h0.get()), h, whh_t.get(), gh, hp.get_mut(), gh);
-                    let inp = CellInputs {
-                        xp: &xp[t * b * gh..(t + 1) * b * gh],
-                        hp: hp.get(),
-                        b_ih: bih.as_ref().map(Scratch::get),
-                        b_hh: bhh.as_ref().map(Scratch::get),
-                        prev: c_prev.or(c0.as_ref().map(Scratch::get)),
-                    };
-                    gates::lstm_forward(
-                        settings,
-                        h,
-                        inp,
-                        &mut gates[t * b * gh..(t + 1) * b * gh],
-                        c_t,
-                        &mut tc_all[t * bh..(t + 1) * bh],
-                        y_t,
-                    );
-                }
+        let y = w_hh.with_f32(|whh| {
+            Tensor::build_f32(&[t_len, b, h], |y| {
+                // W_hhᵀ is read transposed in place by every step's product.
+                let whh_t = MatRef::row_major(whh, gh, h).t();
+                let [gates, c, tanh_c] = build3([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |gates, c_all, tc_all| {
+                    for s in 0..t_len {
+                        let t = time_of(s, t_len, reverse);
+                        let prev = prev_time(t, t_len, reverse);
+                        let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
+                        let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
+                        let h_prev = MatRef::row_major(y_prev.unwrap_or(h0.get()), b, h);
+                        gemm(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
+                        let inp = CellInputs {
+                            xp: &xp[t * b * gh..(t + 1) * b * gh],
+                            hp: hp.get(),
+                            b_ih: bih.as_ref().map(Scratch::get),
+                            b_hh: bhh.as_ref().map(Scratch::get),
+                            prev: c_prev.or(c0.as_ref().map(Scratch::get)),
+                        };
+                        gates::lstm_forward(
+                            settings,
+                            h,
+                            inp,
+                            &mut gates[t * b * gh..(t + 1) * b * gh],
+                            c_t,
+                            &mut tc_all[t * bh..(t + 1) * bh],
+                            y_t,
+                        );
+                    }
+                    Ok(())
+                })?;
+                owned = Some(Owned { gates, c, tanh_c });
                 Ok(())
-            })?;
-            owned = Some(Owned { gates, c, tanh_c });
-            Ok(())
+            })
         })?;
         Ok((y, owned.expect("built")))
     }
@@ -403,7 +399,12 @@ pub mod lstm_layer {
                                     dh_next: dh_next.get(),
                                 };
                                 gates::lstm_backward(settings, h, inp, dc_next.get_mut(), &mut dg[t * b * gh..(t + 1) * b * gh]);
-                                gemm(settings, b, gh, h, &dg[t * b * gh..], gh, whh, h, dh_next.get_mut(), h);
+                                gemm(
+                                    settings,
+                                    MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
+                                    MatRef::with_stride(whh, gh, h, h),
+                                    MatMut::with_stride(dh_next.get_mut(), b, h, h),
+                                );
                             }
                         })
                     })
@@ -533,27 +534,31 @@ pub mod gru_layer {
         let settings = Compute::settings();
         let xp = input_projection(settings, x, w_ih, dm, gh);
         let xp = xp.get();
-        let whh_t = w_hh.with_f32(|ws| transposed(ws, gh, h));
         let (bih, bhh) = (Scratch::of(b_ih), Scratch::of(b_hh));
         let h0v = Scratch::of(h0);
         let zeros = Scratch::zeroed(bh);
         let mut hp = Scratch::new(b * gh);
-        let [y, gates, hn] = build3([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |y, gates, hn_all| {
-            for s in 0..t_len {
-                let t = time_of(s, t_len, reverse);
-                let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
-                let h_prev = y_prev.or(h0v.as_ref().map(Scratch::get));
-                gemm(settings, b, h, gh, h_prev.unwrap_or(zeros.get()), h, whh_t.get(), gh, hp.get_mut(), gh);
-                let inp = CellInputs {
-                    xp: &xp[t * b * gh..(t + 1) * b * gh],
-                    hp: hp.get(),
-                    b_ih: bih.as_ref().map(Scratch::get),
-                    b_hh: bhh.as_ref().map(Scratch::get),
-                    prev: h_prev,
-                };
-                gates::gru_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], &mut hn_all[t * bh..(t + 1) * bh], y_t);
-            }
-            Ok(())
+        let [y, gates, hn] = w_hh.with_f32(|whh| {
+            build3([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |y, gates, hn_all| {
+                // W_hhᵀ is read transposed in place by every step's product.
+                let whh_t = MatRef::row_major(whh, gh, h).t();
+                for s in 0..t_len {
+                    let t = time_of(s, t_len, reverse);
+                    let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
+                    let h_prev = y_prev.or(h0v.as_ref().map(Scratch::get));
+                    let a = MatRef::row_major(h_prev.unwrap_or(zeros.get()), b, h);
+                    gemm(settings, a, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
+                    let inp = CellInputs {
+                        xp: &xp[t * b * gh..(t + 1) * b * gh],
+                        hp: hp.get(),
+                        b_ih: bih.as_ref().map(Scratch::get),
+                        b_hh: bhh.as_ref().map(Scratch::get),
+                        prev: h_prev,
+                    };
+                    gates::gru_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], &mut hn_all[t * bh..(t + 1) * bh], y_t);
+                }
+                Ok(())
+            })
         })?;
         Ok((y, Owned { gates, hn }))
     }
@@ -585,7 +590,12 @@ pub mod gru_layer {
                                 dh_next: dh_next.get(),
                             };
                             gates::gru_backward(settings, h, inp, &mut dxg[rows.clone()], &mut dhg[rows], direct.get_mut());
-                            gemm(settings, b, gh, h, &dhg[t * b * gh..], gh, whh, h, dh_next.get_mut(), h);
+                            gemm(
+                                settings,
+                                MatRef::with_stride(&dhg[t * b * gh..], b, gh, gh),
+                                MatRef::with_stride(whh, gh, h, h),
+                                MatMut::with_stride(dh_next.get_mut(), b, h, h),
+                            );
                             for (v, &dd) in dh_next.get_mut().iter_mut().zip(direct.get()) {
                                 *v += dd;
                             }

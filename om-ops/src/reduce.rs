@@ -2,13 +2,18 @@
 //! Sums accumulate in f64 in increasing element order and round once.
 //! Backward: `g` broadcast back to the input's shape (`mean`: divided by the count).
 
-use om_core::kernels::reduce::sum_axis;
+use om_core::kernels::reduce::{sum_axis, sum_view};
 use om_core::layout::normalize_axis;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["sum", "mean"];
+
+/// A view with more than this many elements per stored one is summed where it lies
+/// ([`sum_view`]) rather than gathered first: gathering a mostly repeated view would spend
+/// memory (possibly more than exists) on copies of the same values.
+const VIEW_SUM_RATIO: usize = 4;
 
 /// Reduces `x` over `axis` (or all axes) with `scale` applied to each f64 sum.
 fn reduce(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, mean: bool) -> Result<Tensor> {
@@ -36,12 +41,23 @@ fn reduce(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, mea
         return Err(Error::shape(op, &[shape], "mean over zero elements is undefined"));
     }
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
-    x.with_f32(|xs| {
+    // A view much larger than its storage (an expansion) is summed in place, never copied.
+    let storage_len = x.with_storage_f32(|s| s.len());
+    if !x.is_contiguous() && x.numel() / VIEW_SUM_RATIO > storage_len {
+        let axis = axis.map(|a| normalize_axis(op, a, shape.len(), false)).transpose()?;
+        return x.with_storage_f32(|src| {
+            Tensor::build_f32(&out_shape, |out| {
+                sum_view(src, shape, x.strides(), x.offset(), axis, scale, out);
+                Ok(())
+            })
+        });
+    }
+    x.try_with_f32(|xs| {
         Tensor::build_f32(&out_shape, |out| {
             sum_axis(xs, outer, len, inner, scale, out);
             Ok(())
         })
-    })
+    })?
 }
 
 /// `g` (of the reduced shape) broadcast back to `input_shape`.

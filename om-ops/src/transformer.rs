@@ -1,11 +1,16 @@
-//! Transformer operators. Scaled dot-product attention over `[B, H, T, D]` tensors with an optional additive
-//! mask. Forward and backward run per (batch, head) block on the GEMM and the softmax row
-//! kernel; blocks are independent, so threads over blocks cannot change any bit. The
-//! backward recomputes the attention weights instead of saving a `[T, T]` matrix.
+//! Transformer operators. Scaled dot-product attention over `[B, H, T, D]` tensors with an
+//! optional additive mask. Forward and backward run per (batch, head) block on the GEMM and
+//! the softmax row kernel, one block per chunk of the thread team; blocks are independent,
+//! so threads over blocks cannot change any bit. `q`, `k`, `v` and the output gradient are
+//! read in place through their strides (the heads of a permuted projection are GEMM
+//! operands with a leading dimension; a block is gathered into pooled scratch only when its
+//! rows are not unit-stride) and the mask through its broadcast strides, never expanded.
+//! The backward recomputes the attention weights instead of saving a `[T, T]` matrix.
+//! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::for_each_row_chunk;
-use om_core::kernels::gemm::gemm;
+use om_core::kernels::gemm::{gemm, MatMut, MatRef};
 use om_core::kernels::softmax::softmax_rows;
 use om_core::kernels::transpose::transpose;
 use om_core::layout::{broadcast_shapes, broadcast_strides};
@@ -175,7 +180,7 @@ fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p
     let (s, q_scratch) = rest.split_at_mut(tq * tk);
     ops.k.transposed_into(b, kt);
     let (qm, ldq) = ops.q.matrix(b, q_scratch);
-    gemm(settings, tq, d, tk, qm, ldq, kt, tk, s, tk);
+    gemm(settings, MatRef::with_stride(qm, tq, d, ldq), MatRef::with_stride(kt, d, tk, tk), MatMut::with_stride(s, tq, tk, tk));
     match ops.mask {
         Some(m) => {
             let [_, _, rs, cs] = m.strides;
@@ -289,7 +294,7 @@ pub mod attention {
                     let (p, v_scratch) = buf.f32_mut().split_at_mut(tq * tk);
                     probs(s, dims, scale, &ops, b, p);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
-                    gemm(s, tq, tk, dv, p, tk, vm, ldv, o, dv);
+                    gemm(s, MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv), MatMut::with_stride(o, tq, dv, dv));
                 });
                 Ok(())
             })
@@ -321,19 +326,39 @@ pub mod attention {
                         let (gm, ldg) = gview.matrix(b, g_scratch);
                         // dV = Pᵀ·g
                         transpose(p, tq, tk, tk, 1, pt);
-                        gemm(s, tk, tq, dv, pt, tq, gm, ldg, dvb, dv);
+                        gemm(
+                            s,
+                            MatRef::with_stride(pt, tk, tq, tq),
+                            MatRef::with_stride(gm, tq, dv, ldg),
+                            MatMut::with_stride(dvb, tk, dv, dv),
+                        );
                         // dP = g·Vᵀ
                         ops.v.transposed_into(b, vt);
-                        gemm(s, tq, dv, tk, gm, ldg, vt, tk, dp, tk);
+                        gemm(
+                            s,
+                            MatRef::with_stride(gm, tq, dv, ldg),
+                            MatRef::with_stride(vt, dv, tk, tk),
+                            MatMut::with_stride(dp, tq, tk, tk),
+                        );
                         softmax_backward(dp, p, tk);
                         // dQ = scale·(dS·K)
                         let (km, ldk) = ops.k.matrix(b, k_scratch);
-                        gemm(s, tq, tk, dk, dp, tk, km, ldk, dq, dk);
+                        gemm(
+                            s,
+                            MatRef::with_stride(dp, tq, tk, tk),
+                            MatRef::with_stride(km, tk, dk, ldk),
+                            MatMut::with_stride(dq, tq, dk, dk),
+                        );
                         dq.iter_mut().for_each(|x| *x *= scale);
                         // dK = scale·(dSᵀ·Q)
                         transpose(dp, tq, tk, tk, 1, pt);
                         let (qm, ldq) = ops.q.matrix(b, q_scratch);
-                        gemm(s, tk, tq, dk, pt, tq, qm, ldq, dkb, dk);
+                        gemm(
+                            s,
+                            MatRef::with_stride(pt, tk, tq, tq),
+                            MatRef::with_stride(qm, tq, dk, ldq),
+                            MatMut::with_stride(dkb, tk, dk, dk),
+                        );
                         dkb.iter_mut().for_each(|x| *x *= scale);
                     });
                     Ok(())
@@ -373,6 +398,20 @@ pub mod attention {
                     Case::input(&[1, 2, 3, 4], -1.0, 1.0, 16),
                 ],
                 |x| super::attention(&crate::permute(&x[0], vec![0, 2, 1, 3])?, &x[1], &x[2], None, 0.5),
+            ),
+            // Rows that are not unit-stride (k and v gathered per block) and a transposed mask.
+            Case::new(
+                "strided_k_v_mask",
+                vec![
+                    Case::input(&[1, 2, 3, 4], -1.0, 1.0, 17),
+                    Case::input(&[1, 2, 4, 3], -1.0, 1.0, 18),
+                    Case::input(&[2, 1, 5, 3], -1.0, 1.0, 19),
+                ],
+                move |x| {
+                    let m = crate::transpose(&mask(&[3, 3], 20), 0, 1)?;
+                    let v = crate::permute(&x[2], vec![1, 0, 2, 3])?;
+                    super::attention(&x[0], &crate::transpose(&x[1], 2, 3)?, &crate::transpose(&v, 2, 3)?, Some(&m), 0.6)
+                },
             ),
         ]
     }

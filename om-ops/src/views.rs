@@ -21,7 +21,7 @@ type LayoutRef<'a> = (&'a [usize], &'a [usize], usize);
 /// (computed by `layout` on a contiguous input) reads.
 fn scatter_into_zeros(g: &Tensor, input_shape: &[usize], layout: impl Fn(LayoutRef) -> Result<Layout>) -> Result<Tensor> {
     let (shape, strides, offset) = layout((input_shape, &contiguous_strides(input_shape), 0))?;
-    g.with_f32(|gv| {
+    g.try_with_f32(|gv| {
         Tensor::build_f32(input_shape, |out| {
             out.fill(0.0);
             let mut i = 0;
@@ -31,7 +31,7 @@ fn scatter_into_zeros(g: &Tensor, input_shape: &[usize], layout: impl Fn(LayoutR
             });
             Ok(())
         })
-    })
+    })?
 }
 
 fn view(x: &Tensor, l: Layout) -> Tensor {
@@ -276,13 +276,13 @@ fn view_strides(old_shape: &[usize], old_strides: &[usize], new_shape: &[usize])
 
 /// `x` with the same elements in row-major order as `shape` (`-1` infers one dimension):
 /// a view when the strides allow, else a contiguous copy.
-fn reshape_to(x: &Tensor, shape: Vec<usize>) -> Tensor {
+fn reshape_to(x: &Tensor, shape: Vec<usize>) -> Result<Tensor> {
     match view_strides(x.shape(), x.strides(), &shape) {
-        Some(strides) => x.view_as(shape, strides, x.offset()),
+        Some(strides) => Ok(x.view_as(shape, strides, x.offset())),
         None => {
-            let c = x.to_contiguous();
+            let c = x.try_to_contiguous()?;
             let strides = contiguous_strides(&shape);
-            c.view_as(shape, strides, 0)
+            Ok(c.view_as(shape, strides, 0))
         }
     }
 }
@@ -295,11 +295,11 @@ pub mod reshape {
 
     pub fn forward(x: &Tensor, shape: Vec<isize>) -> Result<Tensor> {
         let s = resolve_shape(NAME, x.shape(), &shape, x.numel())?;
-        Ok(reshape_to(x, s))
+        reshape_to(x, s)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(reshape_to(g, r.input_shapes[0].clone()));
+        d.x(reshape_to(g, r.input_shapes[0].clone())?);
         Ok(())
     }
 
@@ -330,7 +330,7 @@ pub mod squeeze {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(reshape_to(g, r.input_shapes[0].clone()));
+        d.x(reshape_to(g, r.input_shapes[0].clone())?);
         Ok(())
     }
 
@@ -358,7 +358,7 @@ pub mod unsqueeze {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(reshape_to(g, r.input_shapes[0].clone()));
+        d.x(reshape_to(g, r.input_shapes[0].clone())?);
         Ok(())
     }
 
@@ -376,7 +376,7 @@ pub mod contiguous {
     use super::*;
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
-        Ok(x.to_contiguous())
+        x.try_to_contiguous()
     }
 
     fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -436,6 +436,9 @@ pub mod expand {
                 }
             }
         }
+        if om_core::layout::checked_numel(&out_shape).is_none() {
+            return Err(Error::shape(NAME, &[x.shape()], format!("the element count of {out_shape:?} overflows")));
+        }
         Ok(x.view_as(out_shape, strides, x.offset()))
     }
 
@@ -469,7 +472,7 @@ pub mod flip {
         // flipped axis.
         let shape = x.shape().to_vec();
         let strides = contiguous_strides(&shape);
-        x.with_f32(|src| {
+        x.try_with_f32(|src| {
             Tensor::build_f32(&shape, |out| {
                 for (lin, o) in out.iter_mut().enumerate() {
                     let mut s = 0usize;
@@ -481,7 +484,7 @@ pub mod flip {
                 }
                 Ok(())
             })
-        })
+        })?
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -508,18 +511,18 @@ pub mod cast {
             return Ok(x.detach());
         }
         match dtype {
-            DType::F32 => x.with_f32(|s| {
+            DType::F32 => x.try_with_f32(|s| {
                 Tensor::build_f32(x.shape(), |o| {
                     o.copy_from_slice(s);
                     Ok(())
                 })
-            }),
-            DType::I32 => x.with_i32(|s| {
+            })?,
+            DType::I32 => x.try_with_i32(|s| {
                 Tensor::build_i32(x.shape(), |o| {
                     o.copy_from_slice(s);
                     Ok(())
                 })
-            }),
+            })?,
         }
     }
 
@@ -565,13 +568,13 @@ pub mod concat {
             for t in xs {
                 let len = t.shape()[a];
                 let (s, st, o) = slice_layout(NAME, (&shape, &out_strides, 0), a as isize, start, start + len, 1)?;
-                t.with_f32(|src| {
+                t.try_with_f32(|src| {
                     let mut i = 0;
                     for_each_offset(&s, &st, o, |off| {
                         out[off] = src[i];
                         i += 1;
                     });
-                });
+                })?;
                 start += len;
             }
             Ok(())

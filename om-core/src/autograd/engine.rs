@@ -78,7 +78,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
             if g.dtype() != DType::F32 {
                 return Err(Error::DType { op: OP, arg: "gradient", expected: DType::F32, got: g.dtype() });
             }
-            basic::copy_contiguous(g)
+            basic::copy_contiguous(g).map_err(|e| e.with_op(OP))?
         }
     };
     let _no_grad = NoGradGuard::new();
@@ -131,7 +131,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
                     let t = index[&Arc::as_ptr(target)];
                     pending[t] = Some(match pending[t].take() {
                         None => grad,
-                        Some(acc) => basic::add_same_shape(&acc, &grad),
+                        Some(acc) => basic::add_same_shape(&acc, &grad)?,
                     });
                 }
                 Edge::Leaf(meta) => accumulate_into_leaf(meta, grad)?,
@@ -184,7 +184,7 @@ fn fit_to_input(node: &Node, j: usize, grad: Tensor) -> Result<Tensor> {
             format!("the backward rule emitted a gradient for input {j} that does not broadcast from the input's shape"),
         ));
     }
-    Ok(basic::sum_to(&grad, shape))
+    basic::sum_to(&grad, shape)
 }
 
 fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
@@ -197,7 +197,7 @@ fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
         // A gradient nobody else can see (one handle, sole owner of a contiguous f32
         // buffer) is already a private copy: adopt it instead of copying it.
         None if grad.is_sole_contiguous_owner() => m.grad = Some(grad),
-        None => m.grad = Some(basic::copy_contiguous(&grad)),
+        None => m.grad = Some(basic::copy_contiguous(&grad)?),
         Some(acc) => return basic::add_assign(acc, &grad),
     }
     if let Some(g) = &m.grad {

@@ -7,31 +7,30 @@ use crate::layout::{broadcast_strides, contiguous_strides, for_each_row};
 use crate::pool::F64Scratch;
 use crate::tensor::Tensor;
 
-/// A fresh contiguous `f32` copy with its own buffer (never aliasing `t`).
-pub fn copy_contiguous(t: &Tensor) -> Tensor {
-    t.with_f32(|s| {
+/// A fresh contiguous `f32` copy with its own buffer (never aliasing `t`); an
+/// [`Error::OutOfMemory`] if the copy cannot be allocated (a huge expanded view).
+pub fn copy_contiguous(t: &Tensor) -> Result<Tensor> {
+    t.try_with_f32(|s| {
         Tensor::build_f32(t.shape(), |out| {
             out.copy_from_slice(s);
             Ok(())
         })
-    })
-    .unwrap_or_else(|_| unreachable!("the shape of an existing tensor never overflows"))
+    })?
 }
 
 /// `a + b` for two tensors of one shape, as a new contiguous tensor.
-pub fn add_same_shape(a: &Tensor, b: &Tensor) -> Tensor {
+pub fn add_same_shape(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     debug_assert_eq!(a.shape(), b.shape());
-    a.with_f32(|x| {
-        b.with_f32(|y| {
+    a.try_with_f32(|x| {
+        b.try_with_f32(|y| {
             Tensor::build_f32(a.shape(), |out| {
                 for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
                     *o = p + q;
                 }
                 Ok(())
             })
-        })
-    })
-    .unwrap_or_else(|_| unreachable!("the shape of an existing tensor never overflows"))
+        })?
+    })?
 }
 
 /// `dst += src` in place (equal shapes; `dst` contiguous).
@@ -40,28 +39,28 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
         return Err(Error::shape("add_assign", &[dst.shape(), src.shape()], "in-place add needs equal shapes"));
     }
     if dst.shares_storage(src) {
-        let c = copy_contiguous(src);
+        let c = copy_contiguous(src)?;
         return add_assign(dst, &c);
     }
-    src.with_f32(|s| {
+    src.try_with_f32(|s| {
         dst.update_f32("add_assign", |d| {
             for (o, &v) in d.iter_mut().zip(s) {
                 *o += v;
             }
         })
-    })
+    })?
 }
 
 /// Sums `g` over the dimensions a broadcast from `shape` added or expanded, giving a
 /// contiguous tensor of `shape`. Each output is accumulated in f64 over the elements of
 /// `g` in increasing row-major order and rounded once.
-pub fn sum_to(g: &Tensor, shape: &[usize]) -> Tensor {
+pub fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
     let n = crate::layout::numel(shape);
-    let mut acc = F64Scratch::zeroed(n);
+    let mut acc = F64Scratch::try_zeroed(n)?;
     let acc_s = acc.values();
     let target = broadcast_strides(shape, &contiguous_strides(shape), g.shape());
-    let g = g.to_contiguous();
-    g.with_f32(|src| {
+    let g = g.try_to_contiguous()?;
+    g.try_with_f32(|src| {
         let gs = contiguous_strides(g.shape());
         // `g` is contiguous, so every row has step 1 in it; the common target steps get
         // loops the compiler vectorises (each output still adds its elements in order).
@@ -73,12 +72,11 @@ pub fn sum_to(g: &Tensor, shape: &[usize]) -> Tensor {
                 _ => row.iter().enumerate().for_each(|(i, &v)| acc_s[ts0 + i * tstep] += v as f64),
             }
         });
-    });
+    })?;
     Tensor::build_f32(shape, |out| {
         for (o, &v) in out.iter_mut().zip(acc_s.iter()) {
             *o = v as f32;
         }
         Ok(())
     })
-    .unwrap_or_else(|_| unreachable!("the shape of an existing tensor never overflows"))
 }

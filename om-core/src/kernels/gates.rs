@@ -389,3 +389,76 @@ fn gru_backward_units<L: Lanes>(h: usize, x: GruGrads, dxg: &mut [f32], dhg: &mu
         dan.mul(rg).store(&mut dhg[2 * h + j..]);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::{KernelPath, Mode};
+    use crate::kernels::math::{sigmoid, tanh};
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n).map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) % 2001) as f32 / 250.0 - 4.0).collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// H = 19 has full vectors and a tail on every path; 40 rows with 4H = 76 are one chunk,
+    /// and H = 1100 makes several chunks.
+    #[test]
+    fn lstm_and_gru_steps_match_the_scalar_cell_on_every_path() {
+        for (b, h) in [(40, 19), (5, 1100)] {
+            let (xp, hp, b_ih, b_hh, prev) =
+                (values(b * 4 * h, 1), values(b * 4 * h, 2), values(4 * h, 3), values(4 * h, 4), values(b * h, 5));
+            let (gy, dh_next, dc0) = (values(b * h, 6), values(b * h, 7), values(b * h, 8));
+            // The scalar cell as `docs/ops-recurrent.md` writes it.
+            let gh = 4 * h;
+            let (mut g_ref, mut c_ref, mut tc_ref, mut y_ref) = (vec![0.0; b * gh], vec![0.0; b * h], vec![0.0; b * h], vec![0.0; b * h]);
+            let (mut dc_ref, mut dg_ref) = (dc0.clone(), vec![0.0; b * gh]);
+            for r in 0..b {
+                let pre = |k: usize| (xp[r * gh + k] + b_ih[k]) + hp[r * gh + k];
+                for j in 0..h {
+                    let (i, f, g, o) = (sigmoid(pre(j)), sigmoid(pre(h + j)), tanh(pre(2 * h + j)), sigmoid(pre(3 * h + j)));
+                    let c = f * prev[r * h + j] + i * g;
+                    let tc = tanh(c);
+                    [g_ref[r * gh + j], g_ref[r * gh + h + j], g_ref[r * gh + 2 * h + j], g_ref[r * gh + 3 * h + j]] = [i, f, g, o];
+                    (c_ref[r * h + j], tc_ref[r * h + j], y_ref[r * h + j]) = (c, tc, o * tc);
+                    let dh = gy[r * h + j] + dh_next[r * h + j];
+                    let dc = dc_ref[r * h + j] + dh * o * (1.0 - tc * tc);
+                    dc_ref[r * h + j] = dc * f;
+                    dg_ref[r * gh + j] = dc * g * i * (1.0 - i);
+                    dg_ref[r * gh + h + j] = dc * prev[r * h + j] * f * (1.0 - f);
+                    dg_ref[r * gh + 2 * h + j] = dc * i * (1.0 - g * g);
+                    dg_ref[r * gh + 3 * h + j] = dh * tc * o * (1.0 - o);
+                }
+            }
+            let gru_in =
+                CellInputs { xp: &xp[..b * 3 * h], hp: &hp[..b * 3 * h], b_ih: None, b_hh: Some(&b_hh[..3 * h]), prev: Some(&prev) };
+            let mut gru_ref = None;
+            for path in KernelPath::supported() {
+                for threads in [1, 2] {
+                    let s = Settings { mode: Mode::Exact, threads, path };
+                    let (mut g, mut c, mut tc, mut y) = (vec![0.0; b * gh], vec![0.0; b * h], vec![0.0; b * h], vec![0.0; b * h]);
+                    let inp = CellInputs { xp: &xp, hp: &hp, b_ih: Some(&b_ih), b_hh: None, prev: Some(&prev) };
+                    lstm_forward(s, h, inp, &mut g, &mut c, &mut tc, &mut y);
+                    let what = format!("{path} threads={threads} b={b} h={h}");
+                    assert!(bits(&g) == bits(&g_ref) && bits(&c) == bits(&c_ref), "lstm forward {what}");
+                    assert!(bits(&tc) == bits(&tc_ref) && bits(&y) == bits(&y_ref), "lstm forward {what}");
+                    let (mut dc, mut dg) = (dc0.clone(), vec![0.0; b * gh]);
+                    let grads = LstmGrads { gates: &g, tanh_c: &tc, c_prev: Some(&prev), gy: &gy, dh_next: &dh_next };
+                    lstm_backward(s, h, grads, &mut dc, &mut dg);
+                    assert!(bits(&dc) == bits(&dc_ref) && bits(&dg) == bits(&dg_ref), "lstm backward {what}");
+                    // The GRU: every path and thread count gives the scalar path's bits.
+                    let (mut g3, mut hn, mut y3) = (vec![0.0; b * 3 * h], vec![0.0; b * h], vec![0.0; b * h]);
+                    gru_forward(s, h, gru_in, &mut g3, &mut hn, &mut y3);
+                    let (mut dx, mut dhh, mut direct) = (vec![0.0; b * 3 * h], vec![0.0; b * 3 * h], vec![0.0; b * h]);
+                    let grads = GruGrads { gates: &g3, hn: &hn, h_prev: None, gy: &gy, dh_next: &dh_next };
+                    gru_backward(s, h, grads, &mut dx, &mut dhh, &mut direct);
+                    let all: Vec<u32> = [&g3, &hn, &y3, &dx, &dhh, &direct].iter().flat_map(|v| bits(v)).collect();
+                    assert!(*gru_ref.get_or_insert_with(|| all.clone()) == all, "gru {what}");
+                }
+            }
+        }
+    }
+}

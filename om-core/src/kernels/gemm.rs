@@ -18,8 +18,9 @@
 //! those A rows (an L1-sized panel) and runs the path's register-tile kernel across the
 //! packed B; an optional [`Bias`] is added to each tile after its last k-block.
 //!
-//! The positional [`gemm`] (row-major slices with leading dimensions) is a thin wrapper
-//! over [`gemm_mat`] for the call sites not yet written with views.
+//! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
+//! with leading dimensions, so a swapped dimension or stride cannot compile into a
+//! silent wrong read.
 
 use crate::compute::{for_each_chunk, KernelPath, Mode, Settings};
 use std::cell::Cell;
@@ -46,37 +47,21 @@ pub use operand::{Bias, MatMut, MatRef};
 ///
 /// # Panics
 /// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
-pub fn gemm_mat(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
+pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
     product(settings, a, b, c, None);
 }
 
-/// [`gemm_mat`] followed by `C += bias` (per column or per row), fused into the store of
+/// [`gemm`] followed by `C += bias` (per column or per row), fused into the store of
 /// each tile after its whole k accumulation: the bits equal the product followed by a
 /// separate broadcast add.
 ///
 /// # Panics
-/// As [`gemm_mat`], and if the bias length is not C's column (row) count.
-pub fn gemm_mat_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
+/// As [`gemm`], and if the bias length is not C's column (row) count.
+pub fn gemm_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
     product(settings, a, b, c, Some(bias));
 }
 
-/// `C[m×n] = A[m×k] · B[k×n]`, all row-major with leading dimensions (`lda`, `ldb`, `ldc`):
-/// [`gemm_mat`] over [`MatRef::with_stride`] / [`MatMut::with_stride`] views, kept for the
-/// positional call sites. C is overwritten.
-///
-/// `k == 0` gives `C = +0.0`; `m == 0` or `n == 0` does nothing.
-///
-/// # Panics
-/// If a slice is too short for its view or `ldc < n` (with two rows or more).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm(settings: Settings, m: usize, k: usize, n: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize, c: &mut [f32], ldc: usize) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    gemm_mat(settings, MatRef::with_stride(a, m, k, lda), MatRef::with_stride(b, k, n, ldb), MatMut::with_stride(c, m, n, ldc));
-}
-
-/// The common body of [`gemm_mat`] and [`gemm_mat_bias`].
+/// The common body of [`gemm`] and [`gemm_bias`].
 fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
@@ -511,8 +496,8 @@ thread_local! {
 
 /// Runs `f` with two 64-byte aligned scratch slices of `a_len` and `b_len` floats.
 ///
-/// The buffer is taken out of the thread-local while in use, so a nested call (a rayon
-/// worker running another gemm while waiting) gets a fresh buffer instead of a conflict.
+/// The buffer is taken out of the thread-local while in use, so a nested call (a GEMM run
+/// from inside another kernel's chunk) gets a fresh buffer instead of a conflict.
 fn with_scratch<R>(a_len: usize, b_len: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
     const ALIGN: usize = 16; // floats per 64 bytes
     let a_room = a_len.div_ceil(ALIGN) * ALIGN;

@@ -25,7 +25,7 @@ use std::marker::PhantomData;
 mod avx512;
 
 /// Target elements per parallel chunk (whole rows or channels, at least one). Measured on
-/// an AMD EPYC (Zen 4), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
+/// an AMD EPYC (Zen 5), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
 /// norm-pool` times within the noise at 1 and 2 threads. 32 Ki keeps a layer-norm chunk
 /// (128 KiB per input) in L2 between its passes; a batch-norm chunk holds at least
 /// [`LOCKSTEP`] channels, whatever their size.
@@ -366,7 +366,7 @@ fn ln_column_sums(x: &[f32], g: &[f32], d: usize, mean: &[f32], rstd: &[f32], c0
 }
 
 /// Columns summed together by the layer norm's `dγ`, `dβ` pass: 32 columns are two sets of
-/// four AVX-512 f64 accumulators, kept in registers. Measured on an AMD EPYC (Zen 4): the
+/// four AVX-512 f64 accumulators, kept in registers. Measured on an AMD EPYC (Zen 5): the
 /// `layernorm_1024x256` benchmark process took 73 ms of CPU against 80 ms when the whole
 /// 64-column chunk was summed at once (its sums went to memory).
 const COL_REGS: usize = 32;

@@ -21,7 +21,7 @@ use super::norm::{on_path, Shared};
 use crate::compute::{for_each_chunk, Settings};
 
 /// Target input elements per parallel chunk (whole planes, at least one). Measured on an
-/// AMD EPYC (Zen 4), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
+/// AMD EPYC (Zen 5), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
 /// norm-pool` times within the noise at 1 and 2 threads; 32 Ki (128 KiB of input) stays well
 /// inside any L2 and still gives the benchmark shapes at least 8 chunks.
 const CHUNK_ELEMS: usize = 32 * 1024;
@@ -203,7 +203,7 @@ fn max_plane_2x2(geo: &Pool2d, x: &[f32], y: &mut [f32], idx: &mut [i32]) {
 
 /// Outputs per run of the dedicated 2×2 and 2×1 loops (one AVX2 vector of results). With
 /// whole-row loops the compiler's 16-lane AVX-512 loop never ran on the convnet's 8-output
-/// rows (a profile on an AMD EPYC, Zen 4, showed only scalar code); runs of 8 vectorise them,
+/// rows (a profile on an AMD EPYC, Zen 5, showed only scalar code); runs of 8 vectorise them,
 /// and the pooling benchmark's process time fell 2.3× with this and the one-pass backward.
 const RUN: usize = 8;
 

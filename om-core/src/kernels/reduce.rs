@@ -1,5 +1,102 @@
 //! Reductions. Every sum accumulates in f64 in increasing element order and rounds once to
 //! f32, so it is exact by construction and independent of the ISA path and thread count.
+//!
+//! [`sum_view`] sums a strided view in place, without gathering it: an expanded view
+//! (stride 0) may hold far more elements than memory, and a run of one repeated value is
+//! added by [`repeat_add`] in O(binades) steps with the very bits of the element-by-element
+//! sum.
+
+use crate::layout::{for_each_offset, for_each_row};
+
+/// The 52 mantissa bits of an f64.
+const MANTISSA: u64 = (1 << 52) - 1;
+
+/// `s` after `n` sequential f64 additions of `v` (`for _ in 0..n { s += v }`), bit for bit,
+/// in a number of steps bounded by the binades crossed rather than by `n`.
+///
+/// Within one binade of grid `u` the sum moves by a constant `d` per step: `s` is a multiple
+/// of `u`, so `fl(s + v) - s` depends only on `v` modulo `u`, except for a tie, which rounds
+/// to even; once `s` itself was rounded on that grid it is even and stays even. So after two
+/// literal steps inside a binade, the run of steps that keeps every sum at least one grid
+/// unit inside the binade is taken in one stride.
+pub fn repeat_add(mut s: f64, v: f64, mut n: u64) -> f64 {
+    let head = |b: u64| b >> 52; // sign and exponent
+    loop {
+        if n == 0 {
+            return s;
+        }
+        let prev = s;
+        s += v;
+        n -= 1;
+        if n == 0 {
+            return s;
+        }
+        if !s.is_finite() {
+            // inf + finite stays; inf + -inf is NaN and NaN stays: one more step is final.
+            return s + v;
+        }
+        let next = s + v;
+        if next == s {
+            return s; // a fixed point: every further step leaves `s` alone
+        }
+        let (bs, bn) = (s.to_bits(), next.to_bits());
+        if head(prev.to_bits()) != head(bs) || head(bn) != head(bs) {
+            continue; // the binade changes: literal steps (subnormals form one exact binade)
+        }
+        let (m, mn) = (bs & MANTISSA, bn & MANTISSA);
+        let (k, m_end) = if mn > m {
+            let d = mn - m;
+            let k = ((MANTISSA - m) / d).min(n);
+            (k, m + k * d)
+        } else {
+            let d = m - mn;
+            let k = (m.saturating_sub(1) / d).min(n);
+            (k, m - k * d)
+        };
+        s = f64::from_bits((bs & !MANTISSA) | m_end);
+        n -= k;
+    }
+}
+
+/// The f64 sum of one strided run (`len` values `step` apart from `start`), continuing `s`.
+fn add_run(s: f64, src: &[f32], start: usize, len: usize, step: usize) -> f64 {
+    if step == 0 {
+        return repeat_add(s, src[start] as f64, len as u64);
+    }
+    (0..len).fold(s, |a, i| a + src[start + i * step] as f64)
+}
+
+/// Sums the strided view (`shape`, `strides`, `offset`) of `src` over `axis` (all axes when
+/// `None`) into `out` (the other axes in row-major order), each f64 sum scaled by `scale`
+/// before rounding: the bits of [`sum_axis`] on the gathered view, without gathering it.
+pub fn sum_view(src: &[f32], shape: &[usize], strides: &[usize], offset: usize, axis: Option<usize>, scale: f64, out: &mut [f32]) {
+    let empty = shape.contains(&0);
+    match axis {
+        None => {
+            let mut s = 0.0f64;
+            if !empty {
+                for_each_row(shape, [strides], [offset], |[start], len, [step]| s = add_run(s, src, start, len, step));
+            }
+            out[0] = (s * scale) as f32;
+        }
+        Some(a) => {
+            let (len, step) = (shape[a], strides[a]);
+            let mut rest_shape = shape.to_vec();
+            let mut rest_strides = strides.to_vec();
+            rest_shape.remove(a);
+            rest_strides.remove(a);
+            if rest_shape.contains(&0) {
+                return;
+            }
+            let mut i = 0;
+            for_each_offset(&rest_shape, &rest_strides, offset, |base| {
+                let s = if len == 0 { 0.0 } else { add_run(0.0, src, base, len, step) };
+                out[i] = (s * scale) as f32;
+                i += 1;
+            });
+        }
+    }
+}
 
 /// Sum of all values.
 pub fn sum_all(x: &[f32]) -> f32 {
@@ -62,6 +159,80 @@ fn sum_rows(x: &[f32], len: usize, scale: f64, out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small deterministic generator (SplitMix64).
+    fn next(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    #[test]
+    fn repeated_adds_match_the_literal_loop_bit_for_bit() {
+        let mut st = 7u64;
+        let literal = |s: f64, v: f64, n: u64| (0..n).fold(s, |a, _| a + v);
+        // Ties at every scale (v = odd halves of a grid unit), signs mixed, starts far away.
+        let mut cases: Vec<(f64, f64, u64)> = vec![
+            (0.0, 1.0, 100_000),
+            (0.0, 0.5, 70_000),
+            (2f64.powi(52), 0.5, 10_000),
+            (2f64.powi(52), 1.5, 10_000),
+            (2f64.powi(53) - 4.0, 1.5, 10_000),
+            (1e6, -0.75, 3_000_000),
+            (-3.0, 1.0, 10),
+            (0.0, -0.0, 5),
+            (f64::MAX, f64::MAX, 3),
+            (1.0, f64::NAN, 3),
+            (0.0, 3.0e-39, 10_000),
+            (0.0, 5e-324, 1 << 20),
+            (1e-310, -3e-323, 1 << 20),
+            (2f64.powi(-1022) - 2e-320, 1e-323, 1 << 20),
+        ];
+        for _ in 0..400 {
+            let v = f32::from_bits(next(&mut st) as u32 & 0xbfff_ffff) as f64; // finite, |v| < 2
+            let scale = 2f64.powi((next(&mut st) % 80) as i32 - 20);
+            let s0 = match next(&mut st) % 3 {
+                0 => 0.0,
+                1 => v * scale,
+                _ => -(v * scale) * 1.000_000_1,
+            };
+            cases.push((s0, v, next(&mut st) % 50_000));
+        }
+        for (s0, v, n) in cases {
+            let (fast, slow) = (repeat_add(s0, v, n), literal(s0, v, n));
+            assert_eq!(fast.to_bits(), slow.to_bits(), "{s0} + {v} x {n}: {fast} vs {slow}");
+        }
+        // Summing 1.0 2^60 times saturates at 2^53 (2^53 + 1 rounds back to 2^53).
+        assert_eq!(repeat_add(0.0, 1.0, 1 << 60), 2f64.powi(53));
+        assert_eq!(repeat_add(0.0, 5e-324, 1 << 62), 2f64.powi(-1021));
+    }
+
+    #[test]
+    fn view_sums_match_gathered_sums() {
+        // [3, 1, 4] expanded to [3, 5, 4] with a transposed inner pair, summed every way.
+        let src: Vec<f32> = (0..12).map(|i| (i as f32 - 5.5) * 0.37).collect();
+        let shape = [3usize, 5, 4];
+        let strides = [4usize, 0, 1];
+        let mut gathered = vec![];
+        for_each_offset(&shape, &strides, 0, |o| gathered.push(src[o]));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut all = [0.0f32];
+        sum_view(&src, &shape, &strides, 0, None, 1.0 / 60.0, &mut all);
+        let mut want = [0.0f32];
+        sum_axis(&gathered, 1, 60, 1, 1.0 / 60.0, &mut want);
+        assert_eq!(bits(&all), bits(&want));
+        for a in 0..3 {
+            let outer: usize = shape[..a].iter().product();
+            let inner: usize = shape[a + 1..].iter().product();
+            let mut got = vec![0.0f32; 60 / shape[a]];
+            sum_view(&src, &shape, &strides, 0, Some(a), 1.0, &mut got);
+            let mut want = vec![0.0f32; 60 / shape[a]];
+            sum_axis(&gathered, outer, shape[a], inner, 1.0, &mut want);
+            assert_eq!(bits(&got), bits(&want), "axis {a}");
+        }
+    }
 
     #[test]
     fn row_sums_side_by_side_equal_one_row_at_a_time() {

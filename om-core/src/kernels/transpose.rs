@@ -1,8 +1,10 @@
 //! Transposed copies: [`transpose`] writes the row-major transpose of a (possibly strided)
 //! matrix, in square tiles so that both the reads and the writes stay within a few cache
 //! lines per tile. It moves values only (no arithmetic), so it cannot change a bit. Used
-//! where a GEMM operand is needed transposed (the recurrent weights once per layer call,
-//! an attention block's `Kᵀ`, `Vᵀ`, `Pᵀ`), until the GEMM reads transposed operands itself.
+//! by attention for a block's `Kᵀ`, `Vᵀ`, `Pᵀ`, `dSᵀ` (64×64 at the encoder's shape): there a
+//! copy plus row-major packing measured ~3% faster over the whole attention step than
+//! `MatRef::t()` views packed by the GEMM (AMD EPYC, 1 thread, `om bench attention`); the
+//! recurrent layers read their transposed operands in place instead.
 //!
 //! On x86-64 with AVX, unit-stride rows go through an 8×8 register transpose (unpack,
 //! shuffle, lane permute); the edges that do not fill an 8×8 block, other CPUs and strided
@@ -56,7 +58,7 @@ fn scalar(src: &[f32], rows: usize, row_stride: usize, col_stride: usize, dst: &
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::TILE;
     use std::arch::x86_64::*;
 
@@ -84,9 +86,14 @@ mod x86 {
     }
 
     /// The 8×8 block at `s` (rows `ls` apart) written transposed at `d` (rows `ld` apart).
+    /// Also used by the GEMM's packers (`gemm/pack.rs`).
+    ///
+    /// # Safety
+    /// AVX must be available; `s` must be valid for 8 reads of 8 values `ls` apart and
+    /// `d` for 8 writes of 8 values `ld` apart.
     #[inline]
     #[target_feature(enable = "avx")]
-    unsafe fn block(s: *const f32, ls: usize, d: *mut f32, ld: usize) {
+    pub(crate) unsafe fn block(s: *const f32, ls: usize, d: *mut f32, ld: usize) {
         // SAFETY: the caller guarantees 8 rows of 8 readable values at `s` and 8 rows of
         // 8 writable values at `d`, and that AVX is enabled.
         unsafe {

@@ -9,7 +9,7 @@
 use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, LayerNorm, Linear, Lstm, Module};
 use crate::{self as ops, GeluForm, Reduction, RnnConfig};
 use om_core::rng::Rng;
-use om_core::{Error, Result, Tensor};
+use om_core::{Result, Tensor};
 
 /// Which benchmark model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,22 +318,4 @@ impl Module for CrnnCtc {
     fn parameters(&self) -> Vec<(String, Tensor)> {
         named(&[("conv1", &self.conv1), ("conv2", &self.conv2), ("rnn", &self.rnn), ("fc", &self.fc)])
     }
-}
-
-/// Runs `steps` timed steps after `warmup` untimed ones and returns each step's wall time
-/// in milliseconds, in order.
-pub fn time_steps(step: &BenchStep, warmup: usize, steps: usize) -> Result<Vec<f64>> {
-    if steps == 0 {
-        return Err(Error::argument("bench step", "at least one timed step is needed"));
-    }
-    for _ in 0..warmup {
-        step.step()?;
-    }
-    (0..steps)
-        .map(|_| {
-            let start = std::time::Instant::now();
-            step.step()?;
-            Ok(start.elapsed().as_secs_f64() * 1e3)
-        })
-        .collect()
 }

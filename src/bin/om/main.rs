@@ -8,9 +8,6 @@ use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
 mod bench;
-mod bench_conv;
-mod bench_layers;
-mod bench_memory;
 mod ocr;
 mod train;
 
@@ -22,16 +19,16 @@ commands:
                --threads T --mode fast|exact --batch B --lr LR --save FILE)
   gradcheck    run every registered gradient-check case
   ops          print the operator registry as Markdown (docs/ops.md)
-  bench gemm   --m M --k K --n N --threads T --mode fast|exact [--path P] [--reps R]
-  bench step   --model convnet|encoder|crnn_ctc --threads T --mode fast|exact
-               [--steps N] [--warmup W]  (the training steps of BENCHMARKS.md)
-  bench conv   --threads T --mode fast|exact [--layer 1|2|3] [--path P] [--reps R] [--stat median|min]
-               (the convnet benchmark's convolutions: forward and the three gradients)
-  bench norm-pool  --threads T --mode fast|exact [--reps R] [--inner I] [--case NAME]
-  bench lstm|attention  --threads T --mode fast|exact [--reps R] (crnn_ctc's LSTM stack,
-               the encoder's attention: forward + backward)
-  bench memory --model convnet|encoder|crnn_ctc [--threads T] [--mode M] [--then MODEL2]
-               (pool, heap and RSS figures of a warm step)";
+  bench gemm   --m M --k K --n N [--ta] [--tb]   one GEMM, GFLOP/s
+  bench step   --model convnet|encoder|crnn_ctc [--steps N] [--warmup W]
+               the training steps of BENCHMARKS.md, median and fastest ms
+  bench conv   [--layer 1|2|3] [--stat median|min]   the convnet's convolutions
+  bench norm-pool  [--case NAME] [--inner I]   pooling and norms on the benchmark shapes
+  bench lstm|attention   crnn_ctc's LSTM stack, the encoder's attention (fwd + bwd)
+               every bench also takes --threads T --mode fast|exact --path P, and all but
+               step take --reps R
+  bench memory --model convnet|encoder|crnn_ctc [--then MODEL2] [--cache-limit auto|unlimited|B]
+               [--steps N] [--warmup W]   pool, heap and RSS figures of a warm step";
 
 /// Counts heap allocations for `om bench memory` and the activation scopes of `om train`.
 #[global_allocator]
@@ -60,7 +57,7 @@ fn main() -> ExitCode {
         "bench" => match bench::run(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("om bench: {e}");
+                eprintln!("om {e}");
                 ExitCode::from(2)
             }
         },

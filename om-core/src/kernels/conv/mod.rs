@@ -27,7 +27,7 @@
 //! on the calling thread.
 
 use crate::compute::{for_each_chunk_mut, Settings};
-use crate::kernels::gemm::gemm;
+use crate::kernels::gemm::{gemm, MatMut, MatRef};
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
@@ -113,7 +113,8 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
             im2col_kp(geo, xg, cols);
-            gemm(inner, og, k, p, &w[gi * og * k..], k, cols, p, &mut yn[gi * og * p..], p);
+            let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
+            gemm(inner, wg, MatRef::row_major(cols, k, p), MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p));
         }
         if let Some(b) = bias {
             for (row, &bv) in yn.chunks_mut(p).zip(b) {
@@ -141,8 +142,9 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
         let mut scratch = Buffer::new(k * p * 4);
         let dcols = &mut scratch.f32_mut()[..k * p];
         for gi in 0..geo.groups {
-            let gg = &g[n * image_out + gi * og * p..];
-            gemm(inner, k, og, p, &wt[gi * og * k..], og, gg, p, dcols, p);
+            let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
+            let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
+            gemm(inner, wgt, gg, MatMut::row_major(dcols, k, p));
             col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
         }
     });
@@ -189,7 +191,8 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             im2col_kp_rows(geo, xg, rows.clone(), cols);
-            gemm(inner, m, p, og, cols, p, &gt[n * image_out + gi * og * p..], og, part, og);
+            let ggt = MatRef::row_major(&gt[n * image_out + gi * og * p..][..p * og], p, og);
+            gemm(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og));
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });

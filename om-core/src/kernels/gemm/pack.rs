@@ -13,6 +13,8 @@
 
 use super::operand::MatRef;
 use super::A_STRIDE;
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::transpose::x86::block;
 
 /// Packs rows `row..row + rows` of A, steps `pc..pc + kb`: `A[row + i][pc + p]` goes to
 /// `dst[i·A_STRIDE + p]`.
@@ -91,7 +93,8 @@ fn pack_b_row<const NR: usize>(src: &[f32], p: usize, kb: usize, dst: &mut [f32]
 /// Writes the transpose of a `lines × len` block: `dst[i·dst_stride + l] =
 /// src[start + l·stride + i]` for `l < lines`, `i < len` — line `l` of the source is a
 /// contiguous run of `len` values, `stride` apart. Goes through 8×8 blocks (in AVX
-/// registers where the CPU has AVX), so both sides are read and written in runs of 8.
+/// registers where the CPU has AVX, with the block kernel of `kernels/transpose.rs`), so
+/// both sides are read and written in runs of 8.
 fn transpose(src: &[f32], start: usize, stride: usize, lines: usize, len: usize, dst: &mut [f32], dst_stride: usize) {
     const B: usize = 8;
     if lines == 0 || len == 0 {
@@ -110,7 +113,7 @@ fn transpose(src: &[f32], start: usize, stride: usize, lines: usize, len: usize,
             if avx {
                 // SAFETY: the CPU has AVX; the block's 8 lines of 8 values and 8 rows of 8
                 // outputs lie inside `src` and `dst` (checked above).
-                unsafe { transpose8_avx(src.as_ptr().add(at(l0, i0)), stride, dst.as_mut_ptr().add(i0 * dst_stride + l0), dst_stride) };
+                unsafe { block(src.as_ptr().add(at(l0, i0)), stride, dst.as_mut_ptr().add(i0 * dst_stride + l0), dst_stride) };
                 i0 += B;
                 continue;
             }
@@ -137,45 +140,6 @@ fn transpose(src: &[f32], start: usize, stride: usize, lines: usize, len: usize,
         let line = &src[at(l, 0)..][..len];
         for (i, &v) in line.iter().enumerate() {
             dst[i * dst_stride + l] = v;
-        }
-    }
-}
-
-/// Transposes one 8×8 block: `dst[i·dst_stride + l] = src[l·stride + i]`.
-///
-/// # Safety
-/// The CPU supports AVX; `src` is valid for 8 reads of 8 values `stride` apart and `dst`
-/// for 8 writes of 8 values `dst_stride` apart.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn transpose8_avx(src: *const f32, stride: usize, dst: *mut f32, dst_stride: usize) {
-    use std::arch::x86_64::*;
-    // SAFETY: forwarded from this function's contract (unaligned loads and stores).
-    unsafe {
-        let r: [__m256; 8] = std::array::from_fn(|l| _mm256_loadu_ps(src.add(l * stride)));
-        let t = [
-            _mm256_unpacklo_ps(r[0], r[1]),
-            _mm256_unpackhi_ps(r[0], r[1]),
-            _mm256_unpacklo_ps(r[2], r[3]),
-            _mm256_unpackhi_ps(r[2], r[3]),
-            _mm256_unpacklo_ps(r[4], r[5]),
-            _mm256_unpackhi_ps(r[4], r[5]),
-            _mm256_unpacklo_ps(r[6], r[7]),
-            _mm256_unpackhi_ps(r[6], r[7]),
-        ];
-        let u = [
-            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
-            _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
-            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
-            _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
-            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
-            _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
-            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
-            _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
-        ];
-        for i in 0..4 {
-            _mm256_storeu_ps(dst.add(i * dst_stride), _mm256_permute2f128_ps::<0x20>(u[i], u[i + 4]));
-            _mm256_storeu_ps(dst.add((i + 4) * dst_stride), _mm256_permute2f128_ps::<0x31>(u[i], u[i + 4]));
         }
     }
 }

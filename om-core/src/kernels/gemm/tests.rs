@@ -1,7 +1,7 @@
 //! Every supported path × both modes × several thread counts against the plain canonical
 //! loop, bit for bit.
 
-use super::{gemm, gemm_mat, gemm_mat_bias, Bias, MatMut, MatRef};
+use super::{gemm, gemm_bias, Bias, MatMut, MatRef};
 use crate::compute::{KernelPath, Mode, Settings};
 
 /// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
@@ -77,7 +77,7 @@ impl Case {
         const SENTINEL: f32 = -7.25;
         let Case { m, k, n, lda, ldb, ldc } = self;
         let mut c = vec![SENTINEL; m * ldc + 5];
-        gemm(settings, m, k, n, a, lda, b, ldb, &mut c, ldc);
+        gemm(settings, MatRef::with_stride(a, m, k, lda), MatRef::with_stride(b, k, n, ldb), MatMut::with_stride(&mut c, m, n, ldc));
         let mut out = Vec::with_capacity(m * n);
         for (idx, &v) in c.iter().enumerate() {
             let (i, j) = (idx / ldc, idx % ldc);
@@ -174,7 +174,12 @@ fn empty_inner_dimension_gives_positive_zero() {
     for path in KernelPath::supported() {
         for mode in [Mode::Fast, Mode::Exact] {
             let mut c = vec![f32::NAN, -0.0, 5.0, -0.0, f32::INFINITY, 1.0];
-            gemm(settings(path, mode, 2), 2, 0, 2, &[], 0, &[], 2, &mut c, 3);
+            gemm(
+                settings(path, mode, 2),
+                MatRef::with_stride(&[], 2, 0, 0),
+                MatRef::with_stride(&[], 0, 2, 2),
+                MatMut::with_stride(&mut c, 2, 2, 3),
+            );
             let bits: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
             let want = [0.0f32, 0.0, 5.0, 0.0, 0.0, 1.0].map(f32::to_bits);
             assert_eq!(bits, want, "{path} {mode}");
@@ -185,8 +190,9 @@ fn empty_inner_dimension_gives_positive_zero() {
 #[test]
 fn empty_output_is_a_no_op() {
     let mut c = vec![3.0f32; 4];
-    gemm(settings(KernelPath::best(), Mode::Exact, 1), 0, 3, 2, &[], 3, &[0.0; 6], 2, &mut c, 2);
-    gemm(settings(KernelPath::best(), Mode::Exact, 1), 2, 3, 0, &[0.0; 6], 3, &[], 0, &mut c, 0);
+    let s = settings(KernelPath::best(), Mode::Exact, 1);
+    gemm(s, MatRef::with_stride(&[], 0, 3, 3), MatRef::row_major(&[0.0; 6], 3, 2), MatMut::with_stride(&mut c, 0, 2, 2));
+    gemm(s, MatRef::row_major(&[0.0; 6], 2, 3), MatRef::with_stride(&[], 3, 0, 0), MatMut::with_stride(&mut c, 2, 0, 0));
     assert_eq!(c, [3.0; 4]);
 }
 
@@ -255,7 +261,9 @@ fn layouts(rows: usize, cols: usize, seed: u64) -> Vec<(&'static str, Vec<f32>, 
 
 #[test]
 fn strided_and_transposed_operands_match_the_dense_product_bit_for_bit() {
-    for (ci, &(m, k, n)) in [(1, 1, 1), (5, 7, 3), (8, 128, 40), (30, 300, 37), (70, 20, 33), (49, 257, 18)].iter().enumerate() {
+    for (ci, &(m, k, n)) in
+        [(1, 1, 1), (5, 7, 3), (8, 128, 40), (16, 300, 1000), (30, 300, 37), (70, 20, 33), (49, 257, 18)].iter().enumerate()
+    {
         let seed = 100 * ci as u64;
         for (an, adata, [ars, acs]) in layouts(m, k, seed) {
             for (bn, bdata, [brs, bcs]) in layouts(k, n, seed + 10) {
@@ -271,13 +279,13 @@ fn strided_and_transposed_operands_match_the_dense_product_bit_for_bit() {
                         let want = if mode == Mode::Fast && path != KernelPath::Sse { &fused } else { &exact };
                         let what = || format!("{an}·{bn} {m}×{k}×{n} {path} {mode} t={threads}");
                         let mut c = vec![f32::NAN; m * n];
-                        gemm_mat(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n));
+                        gemm(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n));
                         assert_bits_eq(&c, want, what);
                         // The fused bias equals a separate add after the product.
-                        gemm_mat_bias(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n), Bias::PerCol(&bias_c));
+                        gemm_bias(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n), Bias::PerCol(&bias_c));
                         let added: Vec<f32> = want.iter().enumerate().map(|(i, &y)| y + bias_c[i % n]).collect();
                         assert_bits_eq(&c, &added, || format!("{} per-column bias", what()));
-                        gemm_mat_bias(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n), Bias::PerRow(&bias_r));
+                        gemm_bias(settings(path, mode, threads), a, b, MatMut::row_major(&mut c, m, n), Bias::PerRow(&bias_r));
                         let added: Vec<f32> = want.iter().enumerate().map(|(i, &y)| y + bias_r[i / n]).collect();
                         assert_bits_eq(&c, &added, || format!("{} per-row bias", what()));
                     }
@@ -315,7 +323,7 @@ fn views_outside_their_slice_are_refused() {
 fn bias_with_an_empty_inner_dimension_is_the_bias() {
     let mut c = vec![f32::NAN; 6];
     let bias = [1.0, -0.0, 2.5];
-    gemm_mat_bias(
+    gemm_bias(
         settings(KernelPath::best(), Mode::Exact, 1),
         MatRef::row_major(&[], 2, 0),
         MatRef::row_major(&[], 0, 3),
@@ -324,4 +332,26 @@ fn bias_with_an_empty_inner_dimension_is_the_bias() {
     );
     let want = [1.0f32, 0.0, 2.5, 1.0, 0.0, 2.5];
     assert_bits_eq(&c, &want, || "k = 0 with bias".into());
+}
+
+#[test]
+fn bias_and_transposed_operands_take_the_padded_scratch_path_unchanged() {
+    // C rows 2 KiB apart and ≥ 256 rows: computed into the padded scratch, then copied.
+    let (m, k, n, ldc) = (260, 37, 45, 512);
+    let a_t = values(k * m, 1); // A stored transposed: k × m row-major
+    let b = values(k * n, 2);
+    let bias = values(n, 3);
+    let a = MatRef::row_major(&a_t, k, m).t();
+    let ad = dense(&a);
+    for path in KernelPath::supported() {
+        for (mode, fused) in [(Mode::Exact, false), (Mode::Fast, path != KernelPath::Sse)] {
+            let want: Vec<f32> = reference(fused, m, k, n, &ad, k, &b, n).iter().enumerate().map(|(i, &y)| y + bias[i % n]).collect();
+            let mut c = vec![f32::NAN; m * ldc];
+            let out = MatMut::with_stride(&mut c, m, n, ldc);
+            gemm_bias(settings(path, mode, 2), a, MatRef::row_major(&b, k, n), out, Bias::PerCol(&bias));
+            let got: Vec<f32> = c.chunks(ldc).flat_map(|row| row[..n].to_vec()).collect();
+            assert_bits_eq(&got, &want, || format!("{path} {mode}"));
+            assert!(c.chunks(ldc).all(|row| row[n..].iter().all(|v| v.is_nan())), "{path} {mode}: wrote past a row");
+        }
+    }
 }

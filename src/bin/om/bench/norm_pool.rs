@@ -10,8 +10,8 @@
 //! stats), `maxpool_32x32x32x32`, `maxpool_32x64x16x16` (convnet), `maxpool_8x32x32x128`,
 //! `maxpool_8x64x16x64` (crnn_ctc), `layernorm_1024x256` (encoder, affine).
 
-use onemodel::{ops, Compute, Error, Mode, Result, Tensor};
-use std::time::Instant;
+use super::{calls_per_20ms, time_ms, Flags};
+use onemodel::{ops, Error, Result, Tensor};
 
 /// One benchmark case: its name and a forward pass from the prepared inputs.
 struct Case {
@@ -52,24 +52,13 @@ const CASES: &[Case] = &[
 
 /// Runs `om bench norm-pool ...`.
 pub fn run(args: &[String]) -> Result<()> {
-    let (mut threads, mut mode, mut reps, mut inner, mut only) = (1usize, Mode::Fast, 15usize, None::<usize>, None::<String>);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
-        let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
-        match flag.as_str() {
-            "--threads" => threads = v.parse().map_err(|_| bad())?,
-            "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
-            "--reps" => reps = v.parse::<usize>().map_err(|_| bad())?.max(1),
-            "--inner" => inner = Some(v.parse::<usize>().map_err(|_| bad())?.max(1)),
-            "--case" => only = Some(v.clone()),
-            _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
-        }
-    }
-    Compute::set_threads(threads)?;
-    Compute::set_mode(mode);
+    let flags = Flags::parse(args, &["--threads", "--mode", "--path", "--reps", "--inner", "--case"], &[])?;
+    let (settings, reps) = (flags.apply_settings()?, flags.usize_or("--reps", 15)?);
+    let inner = flags.get("--inner").map(|_| flags.usize_or("--inner", 1)).transpose()?;
+    let only = flags.get("--case");
+    let (threads, mode) = (settings.threads, settings.mode);
     let mut ran = 0;
-    for case in CASES.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+    for case in CASES.iter().filter(|c| only.is_none_or(|o| o == c.name)) {
         let ((fwd, fwd_min), (both, both_min)) = measure(case, reps, inner)?;
         println!(
             "norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4} fwd_min_ms={fwd_min:.4} fwdbwd_min_ms={both_min:.4}",
@@ -107,20 +96,12 @@ fn measure(case: &Case, reps: usize, fixed: Option<usize>) -> Result<((f64, f64)
         Ok(())
     };
     let time = |backward: bool| -> Result<(f64, f64)> {
-        let start = Instant::now();
-        step(backward)?;
-        let once = start.elapsed().as_secs_f64().max(1e-7);
-        let inner = fixed.unwrap_or(((0.02 / once) as usize).clamp(1, 1000));
-        let mut ms = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            let start = Instant::now();
-            for _ in 0..inner {
-                step(backward)?;
-            }
-            ms.push(start.elapsed().as_secs_f64() * 1e3 / inner as f64);
-        }
-        ms.sort_by(f64::total_cmp);
-        Ok((ms[ms.len() / 2], ms[0]))
+        let inner = match fixed {
+            Some(n) => n,
+            None => calls_per_20ms(1000, || step(backward))?,
+        };
+        let t = time_ms(0, reps, inner, || step(backward))?;
+        Ok((t.median(), t.min()))
     };
     Ok((time(false)?, time(true)?))
 }

@@ -47,6 +47,9 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     let model = model.ok_or_else(|| Error::argument("bench", "--model convnet|encoder|crnn_ctc is required"))?;
+    if !alloc_count::is_installed() {
+        return Err(Error::argument("bench", "heap figures need the counting allocator installed in the binary"));
+    }
     Compute::set_threads(threads)?;
     Compute::set_mode(mode);
     pool::set_cache_limit(limit);

@@ -11,28 +11,18 @@
 //!   heads joined again, backward from a fixed gradient.
 //!
 //! Options: `--threads T --mode fast|exact [--reps R]`; prints
-//! `BENCH threads=T mode=M median_ms=X min_ms=Y`.
+//! `BENCH threads=T mode=M median_ms=X min_ms=Y warm_pool_allocs=N` (N: buffers the pool
+//! had to get from the system during the timed repetitions, after three warm-up steps).
 
+use super::{time_ms, Flags};
+use onemodel::core::pool;
 use onemodel::ops::{self, RnnConfig, RnnWeights};
-use onemodel::{Compute, Error, Mode, Result, Tensor};
-use std::time::Instant;
+use onemodel::{Result, Tensor};
 
 /// Runs `om bench lstm|attention ...` (`what` is the benchmark's name).
 pub fn run(what: &str, args: &[String]) -> Result<()> {
-    let (mut threads, mut mode, mut reps) = (1usize, Mode::Fast, 20usize);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
-        let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
-        match flag.as_str() {
-            "--threads" => threads = v.parse().map_err(|_| bad())?,
-            "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
-            "--reps" => reps = v.parse::<usize>().map_err(|_| bad())?.max(1),
-            _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
-        }
-    }
-    Compute::set_threads(threads)?;
-    Compute::set_mode(mode);
+    let flags = Flags::parse(args, &["--threads", "--mode", "--path", "--reps"], &[])?;
+    let (settings, reps) = (flags.apply_settings()?, flags.usize_or("--reps", 20)?);
     let mut step: Box<dyn FnMut() -> Result<()>> = match what {
         "lstm" => lstm_step()?,
         _ => attention_step()?,
@@ -40,14 +30,17 @@ pub fn run(what: &str, args: &[String]) -> Result<()> {
     for _ in 0..3 {
         step()?;
     }
-    let mut ms = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let start = Instant::now();
-        step()?;
-        ms.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    ms.sort_by(f64::total_cmp);
-    println!("{what} threads={threads} mode={mode} median_ms={:.3} min_ms={:.3}", ms[ms.len() / 2], ms[0]);
+    let native = pool::stats().native_allocations;
+    let times = time_ms(0, reps, 1, &mut step)?;
+    // Native pool allocations during the timed (warm) steps: 0 when a step reuses the pool.
+    let warm_allocs = pool::stats().native_allocations - native;
+    println!(
+        "{what} threads={} mode={} median_ms={:.3} min_ms={:.3} warm_pool_allocs={warm_allocs}",
+        settings.threads,
+        settings.mode,
+        times.median(),
+        times.min()
+    );
     Ok(())
 }
 
