@@ -28,6 +28,7 @@ pub mod layout;
 pub mod pool;
 pub mod registry;
 pub mod rng;
+pub mod scope;
 pub mod storage;
 pub mod tensor;
 
@@ -35,7 +36,9 @@ pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
 pub use compute::{Compute, KernelPath, Mode};
 pub use dtype::DType;
 pub use error::{Error, Result};
+pub use kernels::alloc_count;
 pub use registry::Case;
+pub use scope::{ActivationScope, ScopeStats};
 pub use tensor::Tensor;
 
 /// Items the `#[op]` expansion refers to; not part of the public API.

@@ -36,6 +36,12 @@ pub struct PoolStats {
     pub outstanding_bytes: u64,
     /// Bytes kept in the pool, ready for reuse.
     pub pooled_bytes: u64,
+    /// Bytes ever handed out (size classes), cached or new.
+    pub requested_bytes: u64,
+    /// The most bytes ever outstanding at once.
+    pub peak_outstanding_bytes: u64,
+    /// Buffers given back to the system allocator (beyond the cache limit, or trimmed).
+    pub native_frees: u64,
 }
 
 static NATIVE: AtomicU64 = AtomicU64::new(0);
@@ -55,14 +61,15 @@ pub fn stats() -> PoolStats {
         native_allocations: NATIVE.load(Ordering::Relaxed),
         outstanding_bytes: OUTSTANDING.load(Ordering::Relaxed),
         pooled_bytes: POOLED.load(Ordering::Relaxed),
+        requested_bytes: REQUESTED.load(Ordering::Relaxed),
+        peak_outstanding_bytes: PEAK.load(Ordering::Relaxed),
+        native_frees: NATIVE_FREES.load(Ordering::Relaxed),
     }
 }
 
 /// Returns every pooled buffer to the system allocator.
 pub fn trim() {
-    let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
-    lists.clear();
-    POOLED.store(0, Ordering::Relaxed);
+    trim_to(0);
 }
 
 /// The limit when neither the environment nor `/proc/meminfo` gives one: 64 GiB.
@@ -151,6 +158,7 @@ impl Buffer {
             let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
             lists.get_mut(&class).and_then(|l| l.pop())
         };
+        let native = reused.is_none();
         let blocks = match reused {
             Some(b) => {
                 POOLED.fetch_sub(class_bytes, Ordering::Relaxed);
@@ -164,7 +172,8 @@ impl Buffer {
                 blocks
             }
         };
-        OUTSTANDING.fetch_add(class_bytes, Ordering::Relaxed);
+        let now = OUTSTANDING.fetch_add(class_bytes, Ordering::Relaxed) + class_bytes;
+        note_request(class_bytes, native, now);
         Ok(Buffer { blocks })
     }
 
@@ -223,7 +232,10 @@ impl Drop for Buffer {
         if class == 0 {
             return;
         }
-        POOLED.fetch_add(bytes, Ordering::Relaxed);
+        if !reserve_cache(bytes) {
+            NATIVE_FREES.fetch_add(1, Ordering::Relaxed);
+            return; // beyond the cache limit: `blocks` goes back to the system
+        }
         let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
         lists.entry(class).or_default().push(blocks);
     }
@@ -254,6 +266,102 @@ impl F64Scratch {
     pub fn values(&mut self) -> &mut [f64] {
         &mut self.buf.f64_mut()[..self.len]
     }
+}
+
+// ===== accounting and the cache limit (docs/memory.md) =====
+
+static REQUESTED: AtomicU64 = AtomicU64::new(0);
+static PEAK: AtomicU64 = AtomicU64::new(0);
+static NATIVE_FREES: AtomicU64 = AtomicU64::new(0);
+/// The limit set by [`set_cache_limit`], or [`AUTO`].
+static LIMIT: AtomicU64 = AtomicU64::new(AUTO);
+const AUTO: u64 = u64::MAX;
+/// The largest peak of the last [`RECENT_STEPS`] outermost scopes (0 until one ended).
+static RECENT_PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// The automatic cache limit never goes below this (16 MiB), so small programs that
+/// request many sizes in turn do not churn the system allocator.
+pub const CACHE_FLOOR_BYTES: u64 = 16 << 20;
+
+/// How many outermost [`ActivationScope`](crate::scope::ActivationScope)s (steps) the
+/// automatic cache limit remembers.
+pub const RECENT_STEPS: usize = 8;
+
+fn note_request(bytes: u64, native: bool, outstanding_now: u64) {
+    REQUESTED.fetch_add(bytes, Ordering::Relaxed);
+    PEAK.fetch_max(outstanding_now, Ordering::Relaxed);
+    crate::scope::on_pool_request(bytes, native, outstanding_now);
+}
+
+/// Reserves room for `bytes` more cached bytes; false if that would pass the limit.
+fn reserve_cache(bytes: u64) -> bool {
+    let limit = cache_limit();
+    POOLED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| (p + bytes <= limit).then_some(p + bytes)).is_ok()
+}
+
+/// Sets how many bytes the pool may keep cached: `Some(bytes)` fixes the limit, `None`
+/// restores the automatic one (see [`cache_limit`]). Buffers returned beyond the limit
+/// are freed; lowering it frees cached buffers now (largest first).
+pub fn set_cache_limit(limit: Option<u64>) {
+    LIMIT.store(limit.map_or(AUTO, |l| l.min(AUTO - 1)), Ordering::Relaxed);
+    enforce_limit();
+}
+
+/// The cache limit in force: the fixed one, or automatically twice the largest peak of
+/// outstanding bytes of the last [`RECENT_STEPS`] outermost activation scopes (of the
+/// whole process while no scope has ended), and at least [`CACHE_FLOOR_BYTES`]. Twice the
+/// peak leaves room for buffers of every size class a step uses (a warm step still
+/// allocates nothing), and lets go of a larger model's buffers a few steps after moving on.
+pub fn cache_limit() -> u64 {
+    match LIMIT.load(Ordering::Relaxed) {
+        AUTO => {
+            let recent = RECENT_PEAK.load(Ordering::Relaxed);
+            let peak = if recent > 0 { recent } else { PEAK.load(Ordering::Relaxed) };
+            peak.saturating_mul(2).max(CACHE_FLOOR_BYTES)
+        }
+        fixed => fixed,
+    }
+}
+
+/// Frees cached buffers, largest first, until at most `bytes` stay cached.
+pub fn trim_to(bytes: u64) {
+    let mut freed = Vec::new();
+    {
+        let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
+        let mut classes: Vec<usize> = lists.keys().copied().collect();
+        classes.sort_unstable_by(|a, b| b.cmp(a));
+        for class in classes {
+            let list = lists.entry(class).or_default();
+            while POOLED.load(Ordering::Relaxed) > bytes {
+                let Some(blocks) = list.pop() else { break };
+                POOLED.fetch_sub((class * BLOCK_BYTES) as u64, Ordering::Relaxed);
+                freed.push(blocks);
+            }
+        }
+        lists.retain(|_, l| !l.is_empty());
+    }
+    NATIVE_FREES.fetch_add(freed.len() as u64, Ordering::Relaxed);
+}
+
+fn enforce_limit() {
+    let limit = cache_limit();
+    if POOLED.load(Ordering::Relaxed) > limit {
+        trim_to(limit);
+    }
+}
+
+/// Records the peak outstanding bytes of a step (the end of an outermost scope) for the
+/// automatic cache limit, and frees what the new limit no longer allows.
+pub(crate) fn note_step_peak(peak: u64) {
+    static PEAKS: Mutex<([u64; RECENT_STEPS], usize)> = Mutex::new(([0; RECENT_STEPS], 0));
+    {
+        let mut ring = PEAKS.lock().unwrap_or_else(|e| e.into_inner());
+        let (values, next) = &mut *ring;
+        values[*next % RECENT_STEPS] = peak.max(1);
+        *next += 1;
+        RECENT_PEAK.store(values.iter().copied().max().unwrap_or(1), Ordering::Relaxed);
+    }
+    enforce_limit();
 }
 
 #[cfg(test)]

@@ -47,7 +47,9 @@ impl Tensor {
     // ----- construction -----
 
     pub(crate) fn from_storage(storage: Arc<Storage>, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
-        Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Arc::new(Mutex::new(Meta::default())) }))
+        let t = Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Arc::new(Mutex::new(Meta::default())) }));
+        crate::scope::track(&t);
+        t
     }
 
     /// A contiguous tensor of `shape` whose values `fill` writes (it receives exactly

@@ -3,14 +3,56 @@
 //! keeps one pending gradient per record summed in emission order, accumulates into leaves,
 //! sums broadcast gradients down to each input's shape, and releases records unless asked
 //! to retain them. Runs with recording off.
+//!
+//! The traversal's vectors, maps and the gradient sink are kept per thread and reused, so
+//! a warm step's backward pass does not allocate them again.
 
 use super::{Edge, GradSink, Meta, NoGradGuard, Node};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::basic;
 use crate::tensor::Tensor;
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+
+/// The engine's working set, reused across calls on one thread (cleared after each).
+#[derive(Default)]
+struct Scratch {
+    order: Vec<Arc<Node>>,
+    seen: HashSet<*const Node>,
+    stack: Vec<(Arc<Node>, usize)>,
+    index: HashMap<*const Node, usize>,
+    pending: Vec<Option<Tensor>>,
+    sink: GradSink,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Owns the thread's scratch during one pass (a nested pass gets an empty one) and gives it
+/// back emptied, keeping the capacity, however the pass ends.
+struct Borrowed(Scratch);
+
+impl Borrowed {
+    fn take() -> Borrowed {
+        Borrowed(SCRATCH.try_with(|s| std::mem::take(&mut *s.borrow_mut())).unwrap_or_default())
+    }
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        let mut s = std::mem::take(&mut self.0);
+        s.order.clear();
+        s.seen.clear();
+        s.stack.clear();
+        s.index.clear();
+        s.pending.clear();
+        s.sink.reset(&[]);
+        let _ = SCRATCH.try_with(|c| *c.borrow_mut() = s);
+    }
+}
 
 /// Back-propagates from `root` (see [`Tensor::backward_with`]).
 pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
@@ -45,15 +87,17 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         return accumulate_into_leaf(root.meta_arc(), seed);
     };
 
-    let order = post_order(&root_node);
+    let mut scratch = Borrowed::take();
+    let Scratch { order, seen, stack, index, pending, sink } = &mut scratch.0;
+    post_order(&root_node, order, seen, stack);
     // A released record anywhere in the graph fails the pass before any work is done.
-    for node in &order {
+    for node in order.iter() {
         if lock(&node.record).is_none() {
             return Err(Error::GraphReleased { op: node.name });
         }
     }
-    let index: HashMap<*const Node, usize> = order.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n), i)).collect();
-    let mut pending: Vec<Option<Tensor>> = vec![None; order.len()];
+    index.extend(order.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n), i)));
+    pending.resize(order.len(), None);
     pending[order.len() - 1] = Some(seed);
 
     for i in (0..order.len()).rev() {
@@ -65,12 +109,12 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
             }
             continue;
         };
-        let mut sink = GradSink::new(node.edges.iter().map(Option::is_some).collect());
+        sink.reset(&node.edges);
         {
             let mut slot = lock(&node.record);
             let record = slot.as_ref().ok_or(Error::GraphReleased { op: node.name })?;
             record.check_versions()?;
-            record.backward(&g, &mut sink)?;
+            record.backward(&g, sink)?;
             if !retain_graph {
                 slot.take();
             }
@@ -101,11 +145,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Iterative post-order DFS over node edges in input order; the root comes last.
-fn post_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
-    let mut order = Vec::new();
-    let mut seen: std::collections::HashSet<*const Node> = std::collections::HashSet::new();
-    let mut stack: Vec<(Arc<Node>, usize)> = vec![(root.clone(), 0)];
+/// Iterative post-order DFS over node edges in input order into `order` (empty on entry);
+/// the root comes last.
+fn post_order(root: &Arc<Node>, order: &mut Vec<Arc<Node>>, seen: &mut HashSet<*const Node>, stack: &mut Vec<(Arc<Node>, usize)>) {
+    stack.push((root.clone(), 0));
     seen.insert(Arc::as_ptr(root));
     while let Some((node, next)) = stack.last_mut() {
         let node = node.clone();
@@ -122,7 +165,6 @@ fn post_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
             order.push(node);
         }
     }
-    order
 }
 
 /// Checks an emitted gradient against its input's shape, summing a broadcast gradient
@@ -156,7 +198,10 @@ fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
         // buffer) is already a private copy: adopt it instead of copying it.
         None if grad.is_sole_contiguous_owner() => m.grad = Some(grad),
         None => m.grad = Some(basic::copy_contiguous(&grad)?),
-        Some(acc) => basic::add_assign(acc, &grad)?,
+        Some(acc) => return basic::add_assign(acc, &grad),
+    }
+    if let Some(g) = &m.grad {
+        crate::scope::untrack(g); // leaf gradients are never tied to a scope
     }
     Ok(())
 }

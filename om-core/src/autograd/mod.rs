@@ -108,15 +108,19 @@ pub trait Backward: Send + Sync {
 }
 
 /// Collects what a backward rule emits, one slot per input.
+#[derive(Default)]
 pub struct GradSink {
     needs: Vec<bool>,
     grads: Vec<Option<Tensor>>,
 }
 
 impl GradSink {
-    pub(crate) fn new(needs: Vec<bool>) -> GradSink {
-        let n = needs.len();
-        GradSink { needs, grads: vec![None; n] }
+    /// Prepares the sink for a record with these edges (reusing its vectors).
+    pub(crate) fn reset(&mut self, edges: &[Option<Edge>]) {
+        self.needs.clear();
+        self.needs.extend(edges.iter().map(Option::is_some));
+        self.grads.clear();
+        self.grads.resize(edges.len(), None);
     }
 
     /// Whether input `i` needs a gradient.
@@ -143,8 +147,14 @@ pub struct Saved {
 impl Saved {
     /// Saves `t` (a handle without autograd history, so the record never keeps its own
     /// output alive through a cycle).
+    /// A handle whose autograd state is still the default is shared as it is (no copy of
+    /// the handle is needed: it has no history to cut).
     pub fn new(name: &'static str, t: &Tensor) -> Saved {
-        Saved { name, tensor: t.detach(), version: t.version() }
+        let plain = {
+            let m = t.meta();
+            !m.requires_grad && m.grad.is_none() && m.grad_fn.is_none()
+        };
+        Saved { name, tensor: if plain { t.clone() } else { t.detach() }, version: t.version() }
     }
 
     /// The saved tensor.
@@ -177,7 +187,7 @@ pub fn check_grad_dtypes(op: &'static str, names: &[&'static str], inputs: &[Opt
 /// Attaches a record to a freshly computed output: the returned handle shares the output's
 /// storage and carries the graph node. `inputs` are the operator's tensor inputs in order.
 pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: &[Option<&Tensor>]) -> Tensor {
-    let edges = inputs
+    let edges: Vec<Option<Edge>> = inputs
         .iter()
         .map(|t| {
             let t = (*t)?;
@@ -191,11 +201,24 @@ pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: 
             }
         })
         .collect();
-    let input_shapes = inputs.iter().map(|t| t.map(|t| t.shape().to_vec()).unwrap_or_default()).collect();
+    // Shapes only where a gradient flows (the engine fits those); the rest stay empty.
+    let input_shapes =
+        inputs.iter().zip(&edges).map(|(t, e)| t.filter(|_| e.is_some()).map(|t| t.shape().to_vec()).unwrap_or_default()).collect();
     let node = Arc::new(Node { name: op, record: Mutex::new(Some(record)), edges, input_shapes });
-    let result = out.detach();
+    // A fresh output nobody else holds takes the node itself; otherwise (an operator that
+    // returned a handle it was given) a new handle on the same storage does.
+    let result = if is_unshared_plain(&out) { out } else { out.detach() };
     result.meta().grad_fn = Some(node);
     result
+}
+
+/// One handle, with autograd state of its own that is still the default.
+fn is_unshared_plain(t: &Tensor) -> bool {
+    if Arc::strong_count(&t.0) != 1 || Arc::strong_count(&t.0.meta) != 1 {
+        return false;
+    }
+    let m = t.meta();
+    !m.requires_grad && m.grad.is_none() && m.grad_fn.is_none()
 }
 
 /// Whether the operator should record: grad mode is on and some input needs a gradient.

@@ -8,6 +8,7 @@
 //! instruction set by `dispatch`. Because the lane operations are single IEEE operations
 //! (never a fused multiply-add), every instantiation gives the scalar bits.
 
+pub mod alloc_count;
 pub mod basic;
 pub mod chunks;
 pub mod conv;

@@ -22,12 +22,16 @@ use std::sync::{Mutex, OnceLock};
 pub fn for_each_chunk(threads: usize, chunks: usize, f: impl Fn(usize) + Sync + Send) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
-    let work = || loop {
-        let chunk = next.fetch_add(1, Ordering::Relaxed);
-        if chunk >= chunks {
-            break;
+    let scope = crate::scope::Inherited::capture(); // helpers account to the caller's scope
+    let work = || {
+        let _adopted = scope.adopt();
+        loop {
+            let chunk = next.fetch_add(1, Ordering::Relaxed);
+            if chunk >= chunks {
+                break;
+            }
+            f(chunk);
         }
-        f(chunk);
     };
     if threads <= 1 || chunks <= 1 {
         work();

@@ -26,7 +26,13 @@ commands:
   bench norm-pool  [--case NAME] [--inner I]   pooling and norms on the benchmark shapes
   bench lstm|attention   crnn_ctc's LSTM stack, the encoder's attention (fwd + bwd)
                every bench also takes --threads T --mode fast|exact --path P, and all but
-               step take --reps R";
+               step take --reps R
+  bench memory --model convnet|encoder|crnn_ctc [--then MODEL2] [--cache-limit auto|unlimited|B]
+               [--steps N] [--warmup W]   pool, heap and RSS figures of a warm step";
+
+/// Counts heap allocations for `om bench memory` and the activation scopes of `om train`.
+#[global_allocator]
+static ALLOC: onemodel::core::alloc_count::CountingAlloc = onemodel::core::alloc_count::CountingAlloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -5,7 +5,7 @@
 
 use crate::train::{plot, plot_path, progress_style, Digits, Options};
 use indicatif::{ProgressBar, ProgressDrawTarget};
-use onemodel::core::rng::Rng;
+use onemodel::core::{rng::Rng, ActivationScope};
 use onemodel::ops::models::{edit_distance, greedy_decode, Crnn};
 use onemodel::ops::nn::{self, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
@@ -125,6 +125,7 @@ pub fn run(o: &Options) -> Result<()> {
         let t0 = Instant::now();
         let (mut sum, mut seen) = (0.0f64, 0usize);
         for rows in &batches {
+            let _step = ActivationScope::new();
             let b = batch(&data, rows)?;
             let lp = model.forward(&b.x)?;
             let loss = ops::ctc_loss(&lp, &b.targets, &b.input_lengths, &b.target_lengths, 0, Reduction::Mean, false)?;

@@ -3,7 +3,7 @@
 //! seeded order, then reports the test accuracy, the wall time and a loss/accuracy curve.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use onemodel::core::{io, rng::Rng};
+use onemodel::core::{io, rng::Rng, ActivationScope};
 use onemodel::ops::models::DigitNet;
 use onemodel::ops::nn::{self, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
@@ -177,6 +177,7 @@ fn run_digits(o: &Options) -> Result<()> {
         let t0 = Instant::now();
         let (mut sum, mut seen) = (0.0f64, 0usize);
         for rows in &batches {
+            let _step = ActivationScope::new();
             let (x, y) = data.batch(rows)?;
             let loss = ops::cross_entropy(&model.forward(&x)?, &y, true, None)?;
             opt.zero_grad()?;

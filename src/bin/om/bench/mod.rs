@@ -8,6 +8,8 @@
 //! - `om bench norm-pool` ([`norm_pool`]): pooling and normalisation on the benchmark shapes.
 //! - `om bench lstm|attention` ([`layers`]): crnn_ctc's LSTM stack and the encoder's
 //!   attention (`tools/bench_layers_torch.py`).
+//! - `om bench memory` ([`memory`]): pool, heap and RSS figures of a warm benchmark step
+//!   inside an activation scope (`docs/memory.md`).
 //!
 //! Every benchmark reads its options through [`Flags`] (`--threads`, `--mode`, `--path` and
 //! `--reps` mean the same everywhere) and times through [`time_ms`].
@@ -19,6 +21,7 @@ use std::time::Instant;
 mod conv;
 mod gemm;
 mod layers;
+mod memory;
 mod norm_pool;
 mod step;
 
@@ -31,9 +34,11 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("conv") => conv::run(rest),
         Some("norm-pool") => norm_pool::run(rest),
         Some(what @ ("lstm" | "attention")) => layers::run(what, rest),
-        other => {
-            Err(Error::argument("bench", format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention")))
-        }
+        Some("memory") => memory::run(rest),
+        other => Err(Error::argument(
+            "bench",
+            format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention, memory"),
+        )),
     }
 }
 

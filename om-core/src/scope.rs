@@ -1,0 +1,339 @@
+//! [`ActivationScope`] (spec section 3 in Rust terms): a guard opened around a training step
+//! that accounts for the step's memory.
+//!
+//! While a scope is open on a thread, every buffer that thread requests from the [`pool`]
+//! (an operator's output, a copying `contiguous`/`reshape`, a kernel scratch, the engine's
+//! temporaries) is counted in it, and so are the requests the kernels' helper threads make
+//! on its behalf inside [`for_each_chunk`](crate::compute::for_each_chunk) (they adopt the
+//! caller's scope for the call). Every tensor handle created on the thread is remembered
+//! (weakly), so that [`ActivationScope::stats`] can report the ones still alive: the handles
+//! that keep a step's activations past the step. Leaf gradients written by `backward` are
+//! never tied to a scope (they are not reported). The log of weak handles keeps its
+//! capacity across steps (a warm step allocates nothing for it) and drops its dead entries
+//! instead of growing past a few thousand, so a scope held open around a whole training
+//! loop costs memory only for the tensors still alive.
+//!
+//! Returning memory needs nothing from the scope: in Rust a buffer goes back to the pool
+//! when its last handle drops, so at the end of a step everything not held by a live
+//! handle is already pooled. The scope makes that observable.
+//!
+//! Scopes nest: an inner scope's requests also count in every enclosing one (its stats
+//! are inclusive, like a profiler's). The outermost scope's end tells the pool its peak,
+//! which sets the automatic cache limit ([`pool::set_cache_limit`]).
+//!
+//! Heap figures come from [`CountingAlloc`](crate::alloc_count::CountingAlloc) when the
+//! program installed it (the calling thread's allocations only); otherwise they are `None`.
+//!
+//! ```
+//! use om_core::{ActivationScope, Tensor};
+//! let w = Tensor::randn(&[4], 1)?.requires_grad()?;
+//! let scope = ActivationScope::new();
+//! let y = w.clone();
+//! drop(y);
+//! let stats = scope.stats();
+//! assert_eq!(stats.live_tensors_created, 0);
+//! # Ok::<(), om_core::Error>(())
+//! ```
+
+use crate::alloc_count::{self, HeapCounts};
+use crate::pool;
+use crate::tensor::{Inner, Tensor};
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// What happened while a scope was open (see [`ActivationScope::stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ScopeStats {
+    /// Buffers requested from the pool.
+    pub pool_requests: u64,
+    /// Bytes requested from the pool (size classes, as the pool counts them).
+    pub pool_bytes_requested: u64,
+    /// Requests the pool could not serve from its cache (new system allocations).
+    pub pool_native_allocations: u64,
+    /// The highest process-wide outstanding pool bytes seen at this scope's requests
+    /// (at least the outstanding bytes when the scope opened).
+    pub peak_outstanding_bytes: u64,
+    /// Tensor handles created on this thread in the scope and still alive (leaf gradients
+    /// excepted); see [`ActivationScope::live_tensors`].
+    pub live_tensors_created: usize,
+    /// Heap allocations of this thread in the scope, if a counting allocator is installed.
+    pub heap_allocations: Option<u64>,
+    /// Bytes of those allocations.
+    pub heap_bytes: Option<u64>,
+}
+
+/// The counters of one open scope, shared with the helper threads that adopt it.
+struct Counters {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    native: AtomicU64,
+    peak: AtomicU64,
+    parent: Option<Arc<Counters>>,
+}
+
+thread_local! {
+    /// The innermost scope this thread accounts to (its own, or one adopted for a kernel call).
+    static CURRENT: RefCell<Option<Arc<Counters>>> = const { RefCell::new(None) };
+    /// Where each scope open on this thread (adoption does not count) starts in [`LOG`],
+    /// outermost first: tensors are logged while one is open.
+    static STARTS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// Tensors created while a scope is open; cleared (capacity kept) when the outermost
+    /// ends, and compacted (dead entries dropped) when it would grow past [`COMPACT_AT`].
+    static LOG: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The log is compacted instead of grown once it holds this many entries, so a scope kept
+/// open around a whole training loop costs memory for its live tensors only.
+const COMPACT_AT: usize = 4096;
+
+/// A guard accounting the memory of everything done on this thread until it is dropped.
+///
+/// ```
+/// use om_core::{ActivationScope, Tensor};
+/// let scope = ActivationScope::new();
+/// let kept = Tensor::zeros(&[256])?;
+/// let s = scope.stats();
+/// assert_eq!(s.pool_requests, 1);
+/// assert_eq!(s.live_tensors_created, 1);
+/// assert_eq!(scope.live_tensors()[0].shape(), &[256]);
+/// # drop(kept);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub struct ActivationScope {
+    counters: Arc<Counters>,
+    prev: Option<Arc<Counters>>,
+    /// This scope's index in [`STARTS`].
+    depth: usize,
+    heap_start: HeapCounts,
+    /// Scopes are per thread.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl ActivationScope {
+    /// Opens a scope on this thread (inside any scope already open).
+    pub fn new() -> ActivationScope {
+        let prev = CURRENT.with(|c| c.borrow().clone());
+        let counters = Arc::new(Counters {
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            native: AtomicU64::new(0),
+            peak: AtomicU64::new(pool::stats().outstanding_bytes),
+            parent: prev.clone(),
+        });
+        CURRENT.with(|c| *c.borrow_mut() = Some(counters.clone()));
+        let start = LOG.with(|l| l.borrow().len());
+        let depth = STARTS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.push(start);
+            s.len() - 1
+        });
+        ActivationScope { counters, prev, depth, heap_start: alloc_count::thread(), _not_send: PhantomData }
+    }
+
+    /// The figures so far (call it before the scope ends, while the step's handles that
+    /// should be gone are gone).
+    pub fn stats(&self) -> ScopeStats {
+        let heap = alloc_count::is_installed().then(|| alloc_count::thread().since(self.heap_start));
+        let c = &self.counters;
+        ScopeStats {
+            pool_requests: c.requests.load(Ordering::Relaxed),
+            pool_bytes_requested: c.bytes.load(Ordering::Relaxed),
+            pool_native_allocations: c.native.load(Ordering::Relaxed),
+            peak_outstanding_bytes: c.peak.load(Ordering::Relaxed),
+            live_tensors_created: LOG.with(|l| l.borrow()[self.log_start()..].iter().filter(|w| w.strong_count() > 0).count()),
+            heap_allocations: heap.map(|h| h.allocations),
+            heap_bytes: heap.map(|h| h.bytes),
+        }
+    }
+
+    /// Ends the scope and returns its figures.
+    pub fn finish(self) -> ScopeStats {
+        self.stats()
+    }
+
+    /// The tensors created in this scope that are still alive (new handles to them), to
+    /// find the one that keeps a step's activations: look at `shape()` and `grad_fn_name()`.
+    pub fn live_tensors(&self) -> Vec<Tensor> {
+        LOG.with(|l| l.borrow()[self.log_start()..].iter().filter_map(Weak::upgrade).map(Tensor).collect())
+    }
+
+    fn log_start(&self) -> usize {
+        STARTS.with(|s| s.borrow().get(self.depth).copied()).unwrap_or(0)
+    }
+}
+
+impl Default for ActivationScope {
+    fn default() -> Self {
+        ActivationScope::new()
+    }
+}
+
+impl Drop for ActivationScope {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = self.prev.take());
+        let open = STARTS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.truncate(self.depth);
+            s.len()
+        });
+        if open == 0 {
+            LOG.with(|l| l.borrow_mut().clear());
+            pool::note_step_peak(self.counters.peak.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// Called by the pool for every request made on this thread.
+pub(crate) fn on_pool_request(bytes: u64, native: bool, outstanding_now: u64) {
+    let _ = CURRENT.try_with(|c| {
+        let Ok(c) = c.try_borrow() else { return };
+        let mut level = c.as_deref();
+        while let Some(l) = level {
+            l.requests.fetch_add(1, Ordering::Relaxed);
+            l.bytes.fetch_add(bytes, Ordering::Relaxed);
+            if native {
+                l.native.fetch_add(1, Ordering::Relaxed);
+            }
+            l.peak.fetch_max(outstanding_now, Ordering::Relaxed);
+            level = l.parent.as_deref();
+        }
+    });
+}
+
+/// Called for every tensor handle created (one line in `Tensor::from_storage`).
+pub(crate) fn track(t: &Tensor) {
+    if is_open() {
+        LOG.with(|l| {
+            let mut l = l.borrow_mut();
+            if l.len() >= COMPACT_AT && l.len() == l.capacity() {
+                STARTS.with(|s| compact(&mut l, &mut s.borrow_mut()));
+            }
+            l.push(Arc::downgrade(&t.0));
+        });
+    }
+}
+
+fn is_open() -> bool {
+    STARTS.try_with(|s| !s.borrow().is_empty()).unwrap_or(false)
+}
+
+/// Drops the log's dead entries, moving each open scope's start to match.
+fn compact(log: &mut Vec<Weak<Inner>>, starts: &mut [usize]) {
+    let (mut kept, mut scope) = (0, 0);
+    for i in 0..log.len() {
+        while scope < starts.len() && starts[scope] <= i {
+            starts[scope] = kept;
+            scope += 1;
+        }
+        if log[i].strong_count() > 0 {
+            log.swap(kept, i);
+            kept += 1;
+        }
+    }
+    for s in &mut starts[scope..] {
+        *s = kept;
+    }
+    log.truncate(kept);
+}
+
+/// Forgets a tensor that became a leaf's gradient: leaf gradients are never tied to a scope.
+pub(crate) fn untrack(t: &Tensor) {
+    if !is_open() {
+        return;
+    }
+    let ptr = Arc::as_ptr(&t.0);
+    LOG.with(|l| {
+        let mut l = l.borrow_mut();
+        if let Some(i) = l.iter().rposition(|w| std::ptr::eq(w.as_ptr(), ptr)) {
+            l[i] = Weak::new();
+        }
+    });
+}
+
+/// The calling thread's scope, captured for the helper threads of one parallel call.
+pub(crate) struct Inherited(Option<Arc<Counters>>);
+
+impl Inherited {
+    /// The scope open on this thread, if any.
+    pub(crate) fn capture() -> Inherited {
+        Inherited(CURRENT.with(|c| c.borrow().clone()))
+    }
+
+    /// Makes this thread account to the captured scope until the guard drops.
+    pub(crate) fn adopt(&self) -> Adopted {
+        let Some(counters) = &self.0 else { return Adopted(None) };
+        Adopted(Some(CURRENT.with(|c| c.borrow_mut().replace(counters.clone()))))
+    }
+}
+
+/// Restores a helper thread's own scope (see [`Inherited::adopt`]).
+pub(crate) struct Adopted(Option<Option<Arc<Counters>>>);
+
+impl Drop for Adopted {
+    fn drop(&mut self) {
+        if let Some(prev) = self.0.take() {
+            CURRENT.with(|c| *c.borrow_mut() = prev);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_nest_and_restore() {
+        let outer = ActivationScope::new();
+        let a = Tensor::zeros(&[100]).unwrap();
+        {
+            let inner = ActivationScope::new();
+            let b = Tensor::zeros(&[50]).unwrap();
+            let s = inner.stats();
+            assert_eq!((s.pool_requests, s.live_tensors_created), (1, 1));
+            drop(b);
+            assert_eq!(inner.stats().live_tensors_created, 0);
+        }
+        let s = outer.stats();
+        assert_eq!(s.pool_requests, 2, "inner requests count in the outer scope");
+        assert_eq!(s.live_tensors_created, 1);
+        drop(a);
+        drop(outer);
+        assert!(!is_open());
+        assert!(CURRENT.with(|c| c.borrow().is_none()));
+        assert!(LOG.with(|l| l.borrow().is_empty()));
+    }
+
+    #[test]
+    fn a_long_scope_keeps_its_log_small() {
+        let outer = ActivationScope::new();
+        let kept_outer = Tensor::zeros(&[1]).unwrap();
+        let mut inner_kept = Vec::new();
+        for i in 0..3 * COMPACT_AT {
+            drop(Tensor::zeros(&[2]).unwrap());
+            if i == COMPACT_AT {
+                let inner = ActivationScope::new();
+                for j in 0..3 * COMPACT_AT {
+                    let t = Tensor::zeros(&[3]).unwrap();
+                    if j % 1000 == 0 {
+                        inner_kept.push(t);
+                    }
+                }
+                assert_eq!(inner.stats().live_tensors_created, inner_kept.len());
+                assert!(inner.live_tensors().iter().all(|t| t.shape() == [3]));
+            }
+        }
+        assert!(LOG.with(|l| l.borrow().len()) <= 2 * COMPACT_AT, "dead entries were dropped");
+        assert_eq!(outer.stats().live_tensors_created, 1 + inner_kept.len());
+        drop((kept_outer, inner_kept));
+        assert_eq!(outer.stats().live_tensors_created, 0);
+    }
+
+    #[test]
+    fn no_scope_logs_nothing() {
+        let t = Tensor::zeros(&[3]).unwrap();
+        assert!(LOG.with(|l| l.borrow().is_empty()));
+        drop(t);
+    }
+}

@@ -1,0 +1,163 @@
+//! `ActivationScope` (spec section 3): nesting, leaf gradients untouched, a leaked handle
+//! reported, and the scope's figures equal to the pool's counter deltas (on one thread and
+//! with the kernels' helper threads). The tests share the process-wide pool, so they take
+//! turns.
+
+use om_core::alloc_count::CountingAlloc;
+use om_core::compute::Compute;
+use om_core::{pool, ActivationScope, Result, Tensor};
+use om_ops as ops;
+use om_ops::nn::{Conv2d, Conv2dOptions, Module};
+use std::sync::Mutex;
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Net {
+    conv: Conv2d,
+    x: Tensor,
+}
+
+impl Net {
+    fn new() -> Result<Net> {
+        Ok(Net { conv: Conv2d::with_options(2, 8, [3, 3], Conv2dOptions::padding(1), 1)?, x: Tensor::randn(&[4, 2, 12, 12], 5)? })
+    }
+
+    /// Forward to the activation after the relu, and the loss.
+    fn forward(&self) -> Result<(Tensor, Tensor)> {
+        let h = ops::relu(&self.conv.forward(&self.x)?)?;
+        let loss = ops::sum(&ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?, None, false)?;
+        Ok((h, loss))
+    }
+
+    fn step(&self) -> Result<()> {
+        for p in self.conv.parameter_tensors() {
+            p.clear_grad();
+        }
+        self.forward()?.1.backward()
+    }
+}
+
+#[test]
+fn scopes_nest_and_inner_figures_count_in_the_outer_scope() -> Result<()> {
+    let _turn = turn();
+    let net = Net::new()?;
+    net.step()?;
+    let outer = ActivationScope::new();
+    let kept = Tensor::zeros(&[10])?;
+    let inner_stats = {
+        let inner = ActivationScope::new();
+        net.step()?;
+        inner.finish()
+    };
+    let outer_stats = outer.finish();
+    assert!(inner_stats.pool_requests > 0);
+    assert_eq!(outer_stats.pool_requests, inner_stats.pool_requests + 1);
+    assert_eq!(outer_stats.pool_bytes_requested, inner_stats.pool_bytes_requested + 64);
+    assert_eq!(inner_stats.live_tensors_created, 0);
+    assert_eq!(outer_stats.live_tensors_created, 1, "the zeros made in the outer scope are alive");
+    assert!(outer_stats.peak_outstanding_bytes >= inner_stats.peak_outstanding_bytes);
+    assert!(inner_stats.heap_allocations.is_some(), "this binary installs the counting allocator");
+    drop(kept);
+    Ok(())
+}
+
+#[test]
+fn leaf_gradients_are_not_tied_to_the_scope() -> Result<()> {
+    let _turn = turn();
+    let net = Net::new()?;
+    let stats = {
+        let scope = ActivationScope::new();
+        net.step()?;
+        scope.finish()
+    };
+    assert_eq!(stats.live_tensors_created, 0, "leaf gradients created in the scope are not reported");
+    for p in net.conv.parameter_tensors() {
+        let g = p.grad().expect("the gradient outlives the scope");
+        assert_eq!(g.shape(), p.shape());
+        assert!(g.to_vec().iter().any(|&v| v != 0.0));
+    }
+    // The same gradients as a step without a scope.
+    let with_scope: Vec<Vec<f32>> = net.conv.parameter_tensors().iter().map(|p| p.grad().unwrap().to_vec()).collect();
+    net.step()?;
+    let without: Vec<Vec<f32>> = net.conv.parameter_tensors().iter().map(|p| p.grad().unwrap().to_vec()).collect();
+    assert_eq!(with_scope, without);
+    Ok(())
+}
+
+#[test]
+fn a_leaked_activation_is_reported_and_everything_else_returns_to_the_pool() -> Result<()> {
+    let _turn = turn();
+    let net = Net::new()?;
+    let mut leaked = Vec::new();
+    let mut step = |leak: bool| -> Result<_> {
+        let scope = ActivationScope::new();
+        for p in net.conv.parameter_tensors() {
+            p.clear_grad();
+        }
+        let (h, loss) = net.forward()?;
+        loss.backward()?;
+        drop(loss);
+        if leak {
+            leaked.push(h);
+        } else {
+            drop(h);
+        }
+        let live: Vec<_> = scope.live_tensors().iter().map(|t| (t.shape().to_vec(), t.grad_fn_name())).collect();
+        Ok((scope.finish(), live))
+    };
+    step(false)?;
+    let before = pool::stats();
+    let (clean, live) = step(false)?;
+    let after = pool::stats();
+    assert_eq!(clean.live_tensors_created, 0, "{live:?}");
+    assert_eq!(after.outstanding_bytes, before.outstanding_bytes, "a scoped step gives every buffer back");
+    let (leaky, live) = step(true)?;
+    assert_eq!(leaky.live_tensors_created, 1);
+    assert_eq!(live, vec![(vec![4, 8, 12, 12], Some("relu"))], "the leaked handle is named by its shape and operator");
+    assert!(pool::stats().outstanding_bytes > after.outstanding_bytes, "the leaked activation holds its buffer");
+    drop(leaked);
+    assert_eq!(pool::stats().outstanding_bytes, after.outstanding_bytes);
+    Ok(())
+}
+
+#[test]
+fn scope_figures_equal_the_pool_counter_deltas() -> Result<()> {
+    let _turn = turn();
+    let net = Net::new()?;
+    let mut requested = Vec::new();
+    for threads in [1, 3] {
+        Compute::set_threads(threads)?;
+        pool::trim(); // the first step allocates natively again
+        for warm in [false, true] {
+            let before = pool::stats();
+            let scope = ActivationScope::new();
+            net.step()?;
+            let s = scope.finish();
+            let after = pool::stats();
+            assert_eq!(s.pool_native_allocations, after.native_allocations - before.native_allocations, "threads {threads}");
+            assert_eq!(s.pool_bytes_requested, after.requested_bytes - before.requested_bytes, "threads {threads}");
+            assert!(s.peak_outstanding_bytes <= after.peak_outstanding_bytes);
+            assert!(s.peak_outstanding_bytes >= before.outstanding_bytes.max(after.outstanding_bytes));
+            if warm {
+                // With helpers, how many per-image scratches are live at once depends on
+                // which helpers join in time, so only one thread is warm after one step.
+                if threads == 1 {
+                    assert_eq!(s.pool_native_allocations, 0, "a warm step allocates nothing");
+                }
+                requested.push(s.pool_bytes_requested);
+            } else {
+                assert!(s.pool_native_allocations > 0, "after a trim the pool allocates (threads {threads})");
+            }
+        }
+    }
+    Compute::set_threads(1)?;
+    assert_eq!(requested[0], requested[1], "helper threads account to the caller's scope");
+    Ok(())
+}
