@@ -34,7 +34,11 @@ fn unary_cases(f: impl Fn(&Tensor) -> Result<Tensor> + Copy + Send + Sync + 'sta
 /// The standard cases of a binary map: equal shapes, broadcasting both ways, a transposed
 /// operand and a strided (every other column) operand. `a` is drawn by `input_a`, `b` by
 /// `input_b`.
-fn binary_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>, input_a: fn(&[usize], u64) -> Tensor, input_b: fn(&[usize], u64) -> Tensor) -> Vec<Case> {
+fn binary_cases(
+    f: fn(&Tensor, &Tensor) -> Result<Tensor>,
+    input_a: fn(&[usize], u64) -> Tensor,
+    input_b: fn(&[usize], u64) -> Tensor,
+) -> Vec<Case> {
     vec![
         Case::new("same_shape", vec![input_a(&[2, 3], 1), input_b(&[2, 3], 2)], move |x| f(&x[0], &x[1])),
         Case::new("broadcast_row", vec![input_a(&[3, 4], 3), input_b(&[4], 4)], move |x| f(&x[0], &x[1])),
@@ -162,7 +166,9 @@ pub mod pow_scalar {
         let mut cases = Vec::new();
         for (p, tag) in [(2.0f32, "square"), (3.0, "cube"), (0.5, "half"), (-1.5, "negative")] {
             // Bases in [0.5, 2): positive for the fractional powers and away from 0.
-            cases.push(Case::new(format!("{tag}_contiguous"), vec![Case::input(&[3, 4], 0.5, 2.0, 1)], move |x| super::pow_scalar(&x[0], p)));
+            cases.push(Case::new(format!("{tag}_contiguous"), vec![Case::input(&[3, 4], 0.5, 2.0, 1)], move |x| {
+                super::pow_scalar(&x[0], p)
+            }));
             cases.push(Case::new(format!("{tag}_transposed"), vec![Case::input(&[4, 3], 0.5, 2.0, 2)], move |x| {
                 super::pow_scalar(&crate::transpose(&x[0], 0, 1)?, p)
             }));
@@ -209,7 +215,9 @@ pub mod abs {
 
 /// Element-wise `min(max(x, min), max)`, either bound optional (not both absent); NaN
 /// stays NaN, and `min > max` gives `max` everywhere (as PyTorch). Backward: `g` where
-/// `min ≤ x ≤ max` (bounds inclusive, PyTorch's rule at the kinks), else 0.
+/// `min < x < max`, else 0: PyTorch 2.15 with scalar bounds passes no gradient at an input
+/// exactly on a bound (bounds exclusive; pinned by the oracle test), and none at all when
+/// `min > max`.
 #[op(saved = [x], attrs = [min: Option<f32>, max: Option<f32>])]
 pub mod clamp {
     use super::*;
@@ -234,7 +242,7 @@ pub mod clamp {
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let (lo, hi) = (r.min.unwrap_or(f32::NEG_INFINITY), r.max.unwrap_or(f32::INFINITY));
-        d.x(binary(NAME, g, r.x(), move |g, x| if lo <= x && x <= hi { g } else { 0.0 })?);
+        d.x(binary(NAME, g, r.x(), move |g, x| if lo < x && x < hi { g } else { 0.0 })?);
         Ok(())
     }
 
@@ -485,5 +493,98 @@ pub mod where_ {
                 super::where_(&m, &crate::transpose(&x[0], 0, 1)?, &x[1])
             }),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::Tensor;
+
+    fn load() -> Oracle {
+        Oracle::load_file("math", "tools/oracle_math.py")
+    }
+
+    /// Checks a unary map's output and gradient against `<name>_y` and `<name>_gx`.
+    fn check_unary(o: &Oracle, name: &str, f: impl Fn(&Tensor) -> Tensor) {
+        let x = o.get(&format!("{name}_x"));
+        let y = f(&x);
+        assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+        o.check_grads(name, &y, &[("x", &x)]);
+    }
+
+    #[test]
+    fn unary_maps_match_pytorch() {
+        let o = load();
+        both_modes(|| {
+            check_unary(&o, "exp", |x| crate::exp(x).unwrap());
+            check_unary(&o, "log", |x| crate::log(x).unwrap());
+            check_unary(&o, "sqrt", |x| crate::sqrt(x).unwrap());
+            check_unary(&o, "rsqrt", |x| crate::rsqrt(x).unwrap());
+            check_unary(&o, "abs", |x| crate::abs(x).unwrap());
+            check_unary(&o, "leaky_relu", |x| crate::leaky_relu(x, 0.1).unwrap());
+            check_unary(&o, "silu", |x| crate::silu(x).unwrap());
+            check_unary(&o, "softplus", |x| crate::softplus(x, 2.0, 3.0).unwrap());
+            check_unary(&o, "pow_frac", |x| crate::pow_scalar(x, 2.5).unwrap());
+            check_unary(&o, "pow_cube", |x| crate::pow_scalar(x, 3.0).unwrap());
+            check_unary(&o, "pow_zero", |x| crate::pow_scalar(x, 0.0).unwrap());
+            check_unary(&o, "pow_neg", |x| crate::pow_scalar(x, -1.5).unwrap());
+        });
+    }
+
+    #[test]
+    fn kinks_follow_pytorch() {
+        let o = load();
+        both_modes(|| {
+            check_unary(&o, "clamp_both", |x| crate::clamp(x, Some(-0.5), Some(0.5)).unwrap());
+            check_unary(&o, "clamp_min", |x| crate::clamp(x, Some(-0.5), None).unwrap());
+            check_unary(&o, "clamp_max", |x| crate::clamp(x, None, Some(0.5)).unwrap());
+            check_unary(&o, "clamp_crossed", |x| crate::clamp(x, Some(0.5), Some(-0.5)).unwrap());
+        });
+        // Pinned choices: abs has gradient 0 at 0; clamp passes none on a bound; x⁰ has
+        // gradient 0 at x = 0.
+        let x = Tensor::from_vec(vec![0.0, -0.5, 0.5, 0.25], &[4]).unwrap().requires_grad().unwrap();
+        let sum = |y: Tensor| crate::sum(&y, None, false).unwrap().backward().unwrap();
+        sum(crate::abs(&x).unwrap());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![0.0, -1.0, 1.0, 1.0]);
+        x.clear_grad();
+        sum(crate::clamp(&x, Some(-0.5), Some(0.5)).unwrap());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+        x.clear_grad();
+        sum(crate::pow_scalar(&x, 0.0).unwrap());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![0.0; 4]);
+        assert!(crate::clamp(&x, None, None).is_err());
+    }
+
+    #[test]
+    fn maximum_minimum_split_ties_like_pytorch() {
+        let o = load();
+        both_modes(|| {
+            for name in ["maximum", "minimum"] {
+                let (a, b) = (o.get(&format!("{name}_a")), o.get(&format!("{name}_b")));
+                let f = if name == "maximum" { crate::maximum } else { crate::minimum };
+                let y = f(&a, &b).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                o.check_grads(name, &y, &[("a", &a), ("b", &b)]);
+            }
+        });
+        // A tie gives g/2 to each side (PyTorch 2.x).
+        let a = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap().requires_grad().unwrap();
+        let b = Tensor::from_vec(vec![1.0, 3.0], &[2]).unwrap().requires_grad().unwrap();
+        crate::sum(&crate::maximum(&a, &b).unwrap(), None, false).unwrap().backward().unwrap();
+        assert_eq!((a.grad().unwrap().to_vec(), b.grad().unwrap().to_vec()), (vec![0.5, 0.0], vec![0.5, 1.0]));
+    }
+
+    #[test]
+    fn where_matches_pytorch() {
+        let o = load();
+        both_modes(|| {
+            let (c, a, b) = (o.get("where_cond"), o.get("where_a"), o.get("where_b"));
+            let y = crate::where_(&c, &a, &b).unwrap();
+            assert_close("where_y", &y, &o.get("where_y"));
+            o.check_grads("where", &y, &[("a", &a), ("b", &b)]);
+            let cf = crate::cast(&c, om_core::DType::F32).unwrap();
+            assert_close("where_y (f32 mask)", &crate::where_(&cf, &a, &b).unwrap(), &o.get("where_y"));
+        });
     }
 }
