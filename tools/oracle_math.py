@@ -1,8 +1,8 @@
 """Oracle for the element-wise math operators of om-ops/src/math.rs (PyTorch CPU, black box).
 
 Builds seeded numpy inputs, runs torch.exp, log, sqrt, rsqrt, abs, clamp, maximum,
-minimum, F.leaky_relu, F.silu, F.softplus, torch.where and pow with a scalar exponent,
-and writes inputs, outputs and the gradients of `sum(y * r)` (r seeded) to
+minimum, F.leaky_relu, F.silu, F.softplus, torch.where, pow with a scalar exponent and
+Python's arithmetic operators with a float operand, and writes inputs, outputs and the gradients of `sum(y * r)` (r seeded) to
 testdata/ops/math.safetensors. Inputs include PyTorch's odd cases: abs and leaky_relu at
 exactly 0, clamp inputs exactly on its bounds, maximum/minimum ties, softplus beyond its
 threshold, pow with exponent 0 at a zero base. The `#[cfg(test)]` module of
@@ -96,6 +96,16 @@ unary("pow_frac", positive, lambda x: x**2.5)
 unary("pow_cube", signed, lambda x: x**3.0)
 unary("pow_zero", with_zeros, lambda x: x**0.0)  # gradient 0 even at x = 0
 unary("pow_neg", positive, lambda x: x**-1.5)
+
+# ----- scalar operands (Python's operators on a tensor and a float) -----
+unary("add_scalar", signed, lambda x: x + 1.5)
+unary("radd_scalar", signed, lambda x: 1.5 + x)
+unary("sub_scalar", signed, lambda x: x - 0.75)
+unary("rsub_scalar", signed, lambda x: 2.0 - x)
+unary("mul_scalar", signed, lambda x: x * -2.5)
+unary("rmul_scalar", signed, lambda x: -2.5 * x)
+unary("div_scalar", signed, lambda x: x / 3.0)
+unary("rdiv_scalar", positive, lambda x: 2.0 / x)
 
 save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})
 print(f"wrote {OUT}: {len(out)} tensors")

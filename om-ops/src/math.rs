@@ -1,5 +1,7 @@
 //! Element-wise math: `exp`, `log`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
-//! `leaky_relu`, `silu`, `softplus`, `where_` and `pow_scalar`, each with PyTorch's
+//! `leaky_relu`, `silu`, `softplus`, `where_`, `pow_scalar`, and the scalar operands
+//! behind `&x + 1.0`, `&x - 1.0`, `1.0 - &x`, `&x * 2.0`, `&x / 2.0` and `2.0 / &x`
+//! (registered with `om_core::arith` in `methods.rs`), each with PyTorch's
 //! forward value and gradient (including its choices at kinks and ties, stated per
 //! operator and pinned by the oracle test below).
 //!
@@ -18,8 +20,27 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] =
-    &["exp", "log", "sqrt", "rsqrt", "abs", "clamp", "maximum", "minimum", "leaky_relu", "silu", "softplus", "where_", "pow_scalar"];
+pub const NAMES: &[&str] = &[
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "clamp",
+    "maximum",
+    "minimum",
+    "leaky_relu",
+    "silu",
+    "softplus",
+    "where_",
+    "pow_scalar",
+    "add_scalar",
+    "sub_scalar",
+    "rsub_scalar",
+    "mul_scalar",
+    "div_scalar",
+    "rdiv_scalar",
+];
 
 /// The standard cases of a unary map: contiguous, transposed and strided inputs drawn by
 /// `input(shape, seed)`.
@@ -496,6 +517,127 @@ pub mod where_ {
     }
 }
 
+// ===== scalar operands =====
+
+/// `x + s` for a scalar `s` (`&x + s`, `s + &x`). Backward: `g`.
+#[op(attrs = [s: f32])]
+pub mod add_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v + s)
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::add_scalar(x, 1.5), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `x − s` for a scalar `s` (`&x - s`). Backward: `g`.
+#[op(attrs = [s: f32])]
+pub mod sub_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v - s)
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::sub_scalar(x, 0.75), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `s − x` for a scalar `s` (`s - &x`). Backward: `−g`.
+#[op(attrs = [s: f32])]
+pub mod rsub_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| s - v)
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(crate::neg(g)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::rsub_scalar(x, 2.0), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `x·s` for a scalar `s` (`&x * s`, `s * &x`). Backward: `g·s`.
+#[op(attrs = [s: f32])]
+pub mod mul_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v * s)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = r.s;
+        d.x(unary(NAME, g, move |g| g * s)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::mul_scalar(x, -2.5), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `x / s` for a scalar `s` (`&x / s`; `s = 0` gives ±∞ or NaN, as IEEE division).
+/// Backward: `g / s`.
+#[op(attrs = [s: f32])]
+pub mod div_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v / s)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = r.s;
+        d.x(unary(NAME, g, move |g| g / s)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::div_scalar(x, 3.0), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `s / x` for a scalar `s` (`s / &x`). Backward: `−g·s / x²`.
+#[op(saved = [x], attrs = [s: f32])]
+pub mod rdiv_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| s / v)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = r.s;
+        d.x(binary(NAME, g, r.x(), move |g, x| -(g * s) / (x * x))?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs keep 0.5 away from the pole at 0.
+        unary_cases(|x| super::rdiv_scalar(x, 2.0), |s, seed| Case::input_away_from_zero(s, 0.5, 2.0, seed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
@@ -573,6 +715,26 @@ mod tests {
         let b = Tensor::from_vec(vec![1.0, 3.0], &[2]).unwrap().requires_grad().unwrap();
         crate::sum(&crate::maximum(&a, &b).unwrap(), None, false).unwrap().backward().unwrap();
         assert_eq!((a.grad().unwrap().to_vec(), b.grad().unwrap().to_vec()), (vec![0.5, 0.0], vec![0.5, 1.0]));
+    }
+
+    #[test]
+    fn scalar_operands_match_pytorch() {
+        let o = load();
+        both_modes(|| {
+            check_unary(&o, "add_scalar", |x| (x + 1.5).unwrap());
+            check_unary(&o, "radd_scalar", |x| (1.5 + x).unwrap());
+            check_unary(&o, "sub_scalar", |x| (x - 0.75).unwrap());
+            check_unary(&o, "rsub_scalar", |x| (2.0 - x).unwrap());
+            check_unary(&o, "mul_scalar", |x| (x * -2.5).unwrap());
+            check_unary(&o, "rmul_scalar", |x| (-2.5 * x).unwrap());
+            check_unary(&o, "div_scalar", |x| (x / 3.0).unwrap());
+            check_unary(&o, "rdiv_scalar", |x| (2.0 / x).unwrap());
+        });
+        // The operators record as the named scalar operators.
+        let x = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap().requires_grad().unwrap();
+        assert_eq!((&x * 2.0).unwrap().grad_fn_name(), Some("mul_scalar"));
+        assert_eq!((2.0 - &x).unwrap().grad_fn_name(), Some("rsub_scalar"));
+        assert_eq!((x.clone() / 4.0).unwrap().grad_fn_name(), Some("div_scalar"));
     }
 
     #[test]
