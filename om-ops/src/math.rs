@@ -449,8 +449,9 @@ pub mod softplus {
 // ===== selection =====
 
 /// `a` where `cond` is nonzero, else `b`, all three broadcast together. `cond` is an `i32`
-/// or `f32` mask (any nonzero value, NaN included, selects `a`) and gets no gradient.
-/// Backward: `g` masked to `a`'s positions and to `b`'s positions (sum-to).
+/// or `f32` mask (any nonzero value, NaN included, selects `a`). Backward: `g` masked to
+/// `a`'s positions and to `b`'s positions (sum-to); the selection is piecewise constant in
+/// `cond`, so an `f32` mask that requires a gradient gets zeros.
 #[op(saved = [cond])]
 pub mod where_ {
     use super::*;
@@ -488,6 +489,9 @@ pub mod where_ {
         }
         if d.needs_b() {
             d.b(binary(NAME, g, &mask, |g, m| if m != 0.0 { 0.0 } else { g })?);
+        }
+        if d.needs_cond() {
+            d.cond(unary(NAME, &mask, |_| 0.0)?);
         }
         Ok(())
     }
@@ -748,5 +752,12 @@ mod tests {
             let cf = crate::cast(&c, om_core::DType::F32).unwrap();
             assert_close("where_y (f32 mask)", &crate::where_(&cf, &a, &b).unwrap(), &o.get("where_y"));
         });
+        // An f32 mask that requires a gradient gets zeros (the selection is flat in cond).
+        let m = Tensor::from_vec(vec![1.0, 0.0], &[2]).unwrap().requires_grad().unwrap();
+        let a = Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap().requires_grad().unwrap();
+        let y = crate::where_(&m, &a, &Tensor::zeros(&[1]).unwrap()).unwrap();
+        crate::sum(&y, None, false).unwrap().backward().unwrap();
+        assert_eq!((m.grad().unwrap().to_vec(), a.grad().unwrap().to_vec()), (vec![0.0, 0.0], vec![1.0, 0.0]));
+        assert!(crate::where_(&m, &a, &Tensor::zeros(&[3]).unwrap()).is_err());
     }
 }
