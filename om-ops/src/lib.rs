@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
 pub mod loss;
+pub mod math;
 pub mod methods;
 pub mod models;
 pub mod nn;
@@ -32,6 +33,10 @@ pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluFo
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
 pub use loss::{cross_entropy, nll_loss};
+pub use math::{
+    abs, add_scalar, clamp, div_scalar, exp, leaky_relu, log, maximum, minimum, mul_scalar, pow_scalar, rdiv_scalar, rsqrt, rsub_scalar,
+    silu, softplus, sqrt, sub_scalar, where_,
+};
 pub use methods::TensorOps;
 pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
@@ -54,6 +59,7 @@ pub fn declared_names() -> Vec<&'static str> {
         linalg::NAMES,
         lookup::NAMES,
         loss::NAMES,
+        math::NAMES,
         norm::NAMES,
         pool::NAMES,
         probability::NAMES,

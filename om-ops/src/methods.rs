@@ -1,6 +1,6 @@
 //! Method syntax for the operators (`x.matmul(&w)?.relu()?`) and the registration that
-//! makes `&a + &b`, `&a - &b`, `&a * &b`, `&a / &b` and `-&a` call the operators of this
-//! crate (see `om_core::arith`). Every method is the operator of the same name.
+//! makes `&a + &b`, `&a - &b`, `&a * &b`, `&a / &b`, `-&a` and their scalar forms
+//! (`&a * 2.0`, `1.0 - &a`, ..) call the operators of this crate (see `om_core::arith`). Every method is the operator of the same name.
 //!
 //! ```
 //! use om_ops::{Tensor, TensorOps};
@@ -20,6 +20,17 @@ om_core::__private::inventory::submit! {
     om_core::arith::Arith { add: crate::add, sub: crate::sub, mul: crate::mul, div: crate::div, neg: crate::neg }
 }
 
+om_core::__private::inventory::submit! {
+    om_core::arith::ScalarArith {
+        add: crate::add_scalar,
+        sub: crate::sub_scalar,
+        rsub: crate::rsub_scalar,
+        mul: crate::mul_scalar,
+        div: crate::div_scalar,
+        rdiv: crate::rdiv_scalar,
+    }
+}
+
 /// The operators as methods on [`Tensor`]; bring it into scope with
 /// `use onemodel::prelude::*` or `use om_ops::TensorOps`.
 pub trait TensorOps {
@@ -33,6 +44,14 @@ pub trait TensorOps {
     fn div(&self, other: &Tensor) -> Result<Tensor>;
     /// [`crate::neg()`]
     fn neg(&self) -> Result<Tensor>;
+    /// [`crate::add_scalar()`]
+    fn add_scalar(&self, s: f32) -> Result<Tensor>;
+    /// [`crate::sub_scalar()`]
+    fn sub_scalar(&self, s: f32) -> Result<Tensor>;
+    /// [`crate::mul_scalar()`]
+    fn mul_scalar(&self, s: f32) -> Result<Tensor>;
+    /// [`crate::div_scalar()`]
+    fn div_scalar(&self, s: f32) -> Result<Tensor>;
     /// [`crate::relu()`]
     fn relu(&self) -> Result<Tensor>;
     /// [`crate::sigmoid()`]
@@ -92,6 +111,18 @@ impl TensorOps for Tensor {
     }
     fn neg(&self) -> Result<Tensor> {
         crate::neg(self)
+    }
+    fn add_scalar(&self, s: f32) -> Result<Tensor> {
+        crate::add_scalar(self, s)
+    }
+    fn sub_scalar(&self, s: f32) -> Result<Tensor> {
+        crate::sub_scalar(self, s)
+    }
+    fn mul_scalar(&self, s: f32) -> Result<Tensor> {
+        crate::mul_scalar(self, s)
+    }
+    fn div_scalar(&self, s: f32) -> Result<Tensor> {
+        crate::div_scalar(self, s)
     }
     fn relu(&self) -> Result<Tensor> {
         crate::relu(self)

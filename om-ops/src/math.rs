@@ -1,0 +1,763 @@
+//! Element-wise math: `exp`, `log`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
+//! `leaky_relu`, `silu`, `softplus`, `where_`, `pow_scalar`, and the scalar operands
+//! behind `&x + 1.0`, `&x - 1.0`, `1.0 - &x`, `&x * 2.0`, `&x / 2.0` and `2.0 / &x`
+//! (registered with `om_core::arith` in `methods.rs`), each with PyTorch's
+//! forward value and gradient (including its choices at kinks and ties, stated per
+//! operator and pinned by the oracle test below).
+//!
+//! `exp` and `log` run on the lane kernels; the others are scalar closures
+//! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
+//! count. Transcendentals inside closures use the fixed polynomials of
+//! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
+//! only `pow_scalar` calls std's `powf`, for which no fixed version exists (the same on
+//! every path of one machine, not guaranteed across platforms).
+
+use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
+use om_core::kernels::lanes::{Binary, Unary};
+use om_core::kernels::math;
+use om_core::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
+use om_core::{Case, DType, Error, Result, Tensor};
+use om_macros::op;
+
+/// Operators declared in this file.
+pub const NAMES: &[&str] = &[
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "clamp",
+    "maximum",
+    "minimum",
+    "leaky_relu",
+    "silu",
+    "softplus",
+    "where_",
+    "pow_scalar",
+    "add_scalar",
+    "sub_scalar",
+    "rsub_scalar",
+    "mul_scalar",
+    "div_scalar",
+    "rdiv_scalar",
+];
+
+/// The standard cases of a unary map: contiguous, transposed and strided inputs drawn by
+/// `input(shape, seed)`.
+fn unary_cases(f: impl Fn(&Tensor) -> Result<Tensor> + Copy + Send + Sync + 'static, input: fn(&[usize], u64) -> Tensor) -> Vec<Case> {
+    vec![
+        Case::new("contiguous", vec![input(&[3, 4], 1)], move |x| f(&x[0])),
+        Case::new("transposed", vec![input(&[4, 3], 2)], move |x| f(&crate::transpose(&x[0], 0, 1)?)),
+        Case::new("strided", vec![input(&[3, 8], 3)], move |x| f(&crate::slice(&x[0], 1, 1, 8, 3)?)),
+    ]
+}
+
+/// The standard cases of a binary map: equal shapes, broadcasting both ways, a transposed
+/// operand and a strided (every other column) operand. `a` is drawn by `input_a`, `b` by
+/// `input_b`.
+fn binary_cases(
+    f: fn(&Tensor, &Tensor) -> Result<Tensor>,
+    input_a: fn(&[usize], u64) -> Tensor,
+    input_b: fn(&[usize], u64) -> Tensor,
+) -> Vec<Case> {
+    vec![
+        Case::new("same_shape", vec![input_a(&[2, 3], 1), input_b(&[2, 3], 2)], move |x| f(&x[0], &x[1])),
+        Case::new("broadcast_row", vec![input_a(&[3, 4], 3), input_b(&[4], 4)], move |x| f(&x[0], &x[1])),
+        Case::new("broadcast_both", vec![input_a(&[2, 1, 3], 5), input_b(&[4, 1], 6)], move |x| f(&x[0], &x[1])),
+        Case::new("transposed", vec![input_a(&[3, 2], 7), input_b(&[2, 3], 8)], move |x| f(&crate::transpose(&x[0], 0, 1)?, &x[1])),
+        Case::new("strided", vec![input_a(&[2, 6], 9), input_b(&[2, 3], 10)], move |x| f(&crate::slice(&x[0], 1, 0, 6, 2)?, &x[1])),
+    ]
+}
+
+/// Operands of `maximum`/`minimum` kept 0.05 apart (no tie within the finite-difference
+/// step): `a` with `0.1 ≤ |a| < 1`, `b` in `[−0.05, 0.05)`, so each side wins somewhere.
+fn separated_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Vec<Case> {
+    binary_cases(f, |s, seed| Case::input_away_from_zero(s, 0.1, 1.0, seed), |s, seed| Case::input(s, -0.05, 0.05, seed))
+}
+
+// ===== exponential and powers =====
+
+/// Element-wise `eˣ` (lane kernel; exact mode's fixed polynomial). Backward: `g·y` with
+/// `y` the output.
+#[op(saved = [out])]
+pub mod exp {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary_op(NAME, x, Unary::Exp)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary_op(NAME, g, r.out(), Binary::Mul)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(super::exp, |s, seed| Case::input(s, -2.0, 2.0, seed))
+    }
+}
+
+/// Element-wise natural logarithm `ln x` (lane kernel; exact mode's fixed polynomial;
+/// `ln 0 = −∞`, negative inputs give NaN). Backward: `g / x`.
+#[op(saved = [x])]
+pub mod log {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary_op(NAME, x, Unary::Log)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary_op(NAME, g, r.x(), Binary::Div)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs in [0.5, 3): away from the pole at 0.
+        unary_cases(super::log, |s, seed| Case::input(s, 0.5, 3.0, seed))
+    }
+}
+
+/// Element-wise `√x` (IEEE square root; negative inputs give NaN). Backward: `g / (2y)`
+/// with `y` the output (PyTorch's formula; `+∞` at 0).
+#[op(saved = [out])]
+pub mod sqrt {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary(NAME, x, f32::sqrt)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary(NAME, g, r.out(), |g, y| g / (2.0 * y))?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs in [0.5, 3): away from the infinite slope at 0.
+        unary_cases(super::sqrt, |s, seed| Case::input(s, 0.5, 3.0, seed))
+    }
+}
+
+/// Element-wise `1/√x`. Backward: `−½·g·y³` with `y` the output (PyTorch's formula).
+#[op(saved = [out])]
+pub mod rsqrt {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary(NAME, x, |v| 1.0 / v.sqrt())
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary(NAME, g, r.out(), |g, y| -0.5 * g * (y * y * y))?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs in [0.5, 3): away from the pole at 0.
+        unary_cases(super::rsqrt, |s, seed| Case::input(s, 0.5, 3.0, seed))
+    }
+}
+
+/// Element-wise `xᵖ` for a scalar exponent `p` (std's `powf`: no fixed version exists, see
+/// the module doc). Backward: `g·p·xᵖ⁻¹`, and `0` when `p = 0` (PyTorch's rule, so
+/// `x⁰` has gradient 0 even at `x = 0`).
+#[op(saved = [x], attrs = [p: f32])]
+pub mod pow_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, p: f32) -> Result<Tensor> {
+        if p.is_nan() {
+            return Err(Error::argument(NAME, "the exponent p is NaN"));
+        }
+        unary(NAME, x, |v| v.powf(p))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let p = r.p;
+        if p == 0.0 {
+            d.x(unary(NAME, g, |_| 0.0)?);
+        } else {
+            d.x(binary(NAME, g, r.x(), move |g, x| g * p * x.powf(p - 1.0))?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut cases = Vec::new();
+        for (p, tag) in [(2.0f32, "square"), (3.0, "cube"), (0.5, "half"), (-1.5, "negative")] {
+            // Bases in [0.5, 2): positive for the fractional powers and away from 0.
+            cases.push(Case::new(format!("{tag}_contiguous"), vec![Case::input(&[3, 4], 0.5, 2.0, 1)], move |x| {
+                super::pow_scalar(&x[0], p)
+            }));
+            cases.push(Case::new(format!("{tag}_transposed"), vec![Case::input(&[4, 3], 0.5, 2.0, 2)], move |x| {
+                super::pow_scalar(&crate::transpose(&x[0], 0, 1)?, p)
+            }));
+        }
+        cases.push(Case::new("cube_negative_base_strided", vec![Case::input(&[3, 8], -2.0, -0.5, 3)], |x| {
+            super::pow_scalar(&crate::slice(&x[0], 1, 1, 8, 3)?, 3.0)
+        }));
+        cases
+    }
+}
+
+// ===== kinks =====
+
+/// Element-wise `|x|`. Backward: `g·sign(x)` with `sign(0) = 0` (PyTorch: the gradient at
+/// the kink is 0).
+#[op(saved = [x])]
+pub mod abs {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary(NAME, x, f32::abs)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary(NAME, g, r.x(), |g, x| {
+            if x > 0.0 {
+                g
+            } else if x < 0.0 {
+                -g
+            } else if x == 0.0 {
+                0.0
+            } else {
+                f32::NAN
+            }
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs keep 0.1 away from the kink at 0.
+        unary_cases(super::abs, |s, seed| Case::input_away_from_zero(s, 0.1, 1.0, seed))
+    }
+}
+
+/// Element-wise `min(max(x, min), max)`, either bound optional (not both absent); NaN
+/// stays NaN, and `min > max` gives `max` everywhere (as PyTorch). Backward: `g` where
+/// `min < x < max`, else 0: PyTorch 2.15 with scalar bounds passes no gradient at an input
+/// exactly on a bound (bounds exclusive; pinned by the oracle test), and none at all when
+/// `min > max`.
+#[op(saved = [x], attrs = [min: Option<f32>, max: Option<f32>])]
+pub mod clamp {
+    use super::*;
+
+    pub fn forward(x: &Tensor, min: Option<f32>, max: Option<f32>) -> Result<Tensor> {
+        if min.is_none() && max.is_none() {
+            return Err(Error::argument(NAME, "at least one of min and max must be given"));
+        }
+        if min.is_some_and(f32::is_nan) || max.is_some_and(f32::is_nan) {
+            return Err(Error::argument(NAME, "a bound is NaN"));
+        }
+        let (lo, hi) = (min.unwrap_or(f32::NEG_INFINITY), max.unwrap_or(f32::INFINITY));
+        unary(NAME, x, move |v| {
+            let v = if v < lo { lo } else { v };
+            if v > hi {
+                hi
+            } else {
+                v
+            }
+        })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (lo, hi) = (r.min.unwrap_or(f32::NEG_INFINITY), r.max.unwrap_or(f32::INFINITY));
+        d.x(binary(NAME, g, r.x(), move |g, x| if lo < x && x < hi { g } else { 0.0 })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs in [-2, 2), bounds at ±0.55: no input of these seeds lies within the
+        // finite-difference step of a bound (a failing gradcheck would say so).
+        let mut cases = Vec::new();
+        for (min, max, tag) in [(Some(-0.55f32), Some(0.55f32), "both"), (Some(-0.55), None, "min"), (None, Some(0.55), "max")] {
+            for mut c in unary_cases(move |x| super::clamp(x, min, max), |s, seed| Case::input(s, -2.0, 2.0, seed)) {
+                c.name = format!("{tag}_{}", c.name);
+                cases.push(c);
+            }
+        }
+        cases
+    }
+}
+
+/// The share of the gradient that `a` gets in `maximum(a, b)`: 1 where `a > b`, ½ on a tie,
+/// 0 where `a < b`, and 1 when either is NaN (PyTorch 2.x masks only strict comparisons).
+fn winner_share(a: f32, b: f32) -> f32 {
+    if a < b {
+        0.0
+    } else if a == b {
+        0.5
+    } else {
+        1.0
+    }
+}
+
+/// The gradients of `maximum`/`minimum`: `g·s` to `a` and `g·s'` to `b`, with the shares
+/// `s = share(a, b)` and `s' = share(b, a)`.
+fn split_grads(name: &'static str, g: &Tensor, a: &Tensor, b: &Tensor, share: fn(f32, f32) -> f32) -> Result<(Tensor, Tensor)> {
+    let sa = binary(name, a, b, share)?;
+    let sb = binary(name, b, a, share)?;
+    Ok((binary(name, g, &sa, |g, s| g * s)?, binary(name, g, &sb, |g, s| g * s)?))
+}
+
+/// Element-wise larger of `a` and `b` with broadcasting; NaN if either is NaN. Backward
+/// (PyTorch 2.x's tie rule): `g` to the larger input, `g/2` to each on a tie (sum-to).
+#[op(saved = [a, b])]
+pub mod maximum {
+    use super::*;
+
+    pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        binary(NAME, a, b, |a, b| if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (ga, gb) = split_grads(NAME, g, r.a(), r.b(), winner_share)?;
+        d.a(ga);
+        d.b(gb);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // The tie rule is pinned by the oracle test.
+        separated_cases(super::maximum)
+    }
+}
+
+/// Element-wise smaller of `a` and `b` with broadcasting; NaN if either is NaN. Backward
+/// (PyTorch 2.x's tie rule): `g` to the smaller input, `g/2` to each on a tie (sum-to).
+#[op(saved = [a, b])]
+pub mod minimum {
+    use super::*;
+
+    pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        binary(NAME, a, b, |a, b| if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (ga, gb) = split_grads(NAME, g, r.a(), r.b(), |a, b| winner_share(b, a))?;
+        d.a(ga);
+        d.b(gb);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        separated_cases(super::minimum)
+    }
+}
+
+// ===== activations =====
+
+/// Leaky ReLU: `x` where `x > 0`, else `slope·x`. Backward: `g` where `x > 0`, else
+/// `slope·g` (PyTorch: the kink at 0 takes the negative side's slope).
+#[op(saved = [x], attrs = [slope: f32])]
+pub mod leaky_relu {
+    use super::*;
+
+    pub fn forward(x: &Tensor, slope: f32) -> Result<Tensor> {
+        if !slope.is_finite() {
+            return Err(Error::argument(NAME, format!("the slope must be finite, got {slope}")));
+        }
+        unary(NAME, x, move |v| if v > 0.0 { v } else { v * slope })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let slope = r.slope;
+        d.x(binary(NAME, g, r.x(), move |g, x| if x > 0.0 { g } else { g * slope })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs keep 0.1 away from the kink at 0.
+        unary_cases(|x| super::leaky_relu(x, 0.2), |s, seed| Case::input_away_from_zero(s, 0.1, 1.0, seed))
+    }
+}
+
+/// SiLU (swish) `x·σ(x)`. Backward: `g·σ(x)·(1 + x·(1 − σ(x)))`, recomputed from `x`.
+#[op(saved = [x])]
+pub mod silu {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary(NAME, x, |v| v * math::sigmoid(v))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary(NAME, g, r.x(), |g, x| {
+            let s = math::sigmoid(x);
+            g * (s * (1.0 + x * (1.0 - s)))
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(super::silu, |s, seed| Case::input(s, -3.0, 3.0, seed))
+    }
+}
+
+/// `ln(1 + u)` accurate for small `u`, from the fixed `log` (Goldberg's trick: the
+/// rounding of `1 + u` is corrected by `u / ((1 + u) − 1)`).
+fn log1p(u: f32) -> f32 {
+    let w = 1.0 + u;
+    if w == 1.0 {
+        u
+    } else if w == f32::INFINITY {
+        w
+    } else {
+        math::log(w) * (u / (w - 1.0))
+    }
+}
+
+/// Softplus `ln(1 + e^(βx))/β`, and `x` itself where `βx > threshold` (PyTorch's
+/// linear region). Backward: `g·z/(z + 1)` with `z = e^(βx)`, and `g` in the linear region.
+#[op(saved = [x], attrs = [beta: f32, threshold: f32])]
+pub mod softplus {
+    use super::*;
+
+    pub fn forward(x: &Tensor, beta: f32, threshold: f32) -> Result<Tensor> {
+        if !beta.is_finite() || beta == 0.0 {
+            return Err(Error::argument(NAME, format!("beta must be finite and nonzero, got {beta}")));
+        }
+        if threshold.is_nan() {
+            return Err(Error::argument(NAME, "the threshold is NaN"));
+        }
+        unary(NAME, x, move |v| if v * beta > threshold { v } else { log1p(math::exp(v * beta)) / beta })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (beta, threshold) = (r.beta, r.threshold);
+        d.x(binary(NAME, g, r.x(), move |g, x| {
+            if x * beta > threshold {
+                g
+            } else {
+                let z = math::exp(x * beta);
+                g * z / (z + 1.0)
+            }
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // beta 1 and 2 with threshold 20: the inputs stay in the log branch (the switch to
+        // the linear branch is a small jump, pinned by the oracle test instead).
+        let mut cases = unary_cases(|x| super::softplus(x, 1.0, 20.0), |s, seed| Case::input(s, -3.0, 3.0, seed));
+        cases.push(Case::new("beta2_contiguous", vec![Case::input(&[3, 4], -3.0, 1.5, 4)], |x| super::softplus(&x[0], 2.0, 20.0)));
+        cases
+    }
+}
+
+// ===== selection =====
+
+/// `a` where `cond` is nonzero, else `b`, all three broadcast together. `cond` is an `i32`
+/// or `f32` mask (any nonzero value, NaN included, selects `a`). Backward: `g` masked to
+/// `a`'s positions and to `b`'s positions (sum-to); the selection is piecewise constant in
+/// `cond`, so an `f32` mask that requires a gradient gets zeros.
+#[op(saved = [cond])]
+pub mod where_ {
+    use super::*;
+
+    pub fn forward(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        a.expect_f32(NAME, "a")?;
+        b.expect_f32(NAME, "b")?;
+        let mask = mask_f32(cond)?;
+        let shape = broadcast_shapes(NAME, &broadcast_shapes(NAME, cond.shape(), a.shape())?, b.shape())?;
+        let os = contiguous_strides(&shape);
+        let sc = broadcast_strides(mask.shape(), mask.strides(), &shape);
+        let sa = broadcast_strides(a.shape(), a.strides(), &shape);
+        let sb = broadcast_strides(b.shape(), b.strides(), &shape);
+        mask.with_storage_f32(|xc| {
+            a.with_storage_f32(|xa| {
+                b.with_storage_f32(|xb| {
+                    Tensor::build_f32(&shape, |out| {
+                        let offsets = [0, mask.offset(), a.offset(), b.offset()];
+                        for_each_row(&shape, [&os, &sc, &sa, &sb], offsets, |[o, c0, i0, j0], len, [so, sc, si, sj]| {
+                            for t in 0..len {
+                                out[o + t * so] = if xc[c0 + t * sc] != 0.0 { xa[i0 + t * si] } else { xb[j0 + t * sj] };
+                            }
+                        });
+                        Ok(())
+                    })
+                })
+            })
+        })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let mask = mask_f32(r.cond())?;
+        if d.needs_a() {
+            d.a(binary(NAME, g, &mask, |g, m| if m != 0.0 { g } else { 0.0 })?);
+        }
+        if d.needs_b() {
+            d.b(binary(NAME, g, &mask, |g, m| if m != 0.0 { 0.0 } else { g })?);
+        }
+        if d.needs_cond() {
+            d.cond(unary(NAME, &mask, |_| 0.0)?);
+        }
+        Ok(())
+    }
+
+    /// `cond` as an `f32` tensor (an `i32` mask is cast; its layout is kept otherwise).
+    fn mask_f32(cond: &Tensor) -> Result<Tensor> {
+        match cond.dtype() {
+            DType::F32 => Ok(cond.clone()),
+            DType::I32 => crate::cast(cond, DType::F32),
+        }
+    }
+
+    fn cases() -> Vec<Case> {
+        let cond = || Tensor::from_vec_i32(vec![1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1], &[3, 4]).unwrap();
+        vec![
+            Case::new("same_shape", vec![Case::input(&[3, 4], -1.0, 1.0, 1), Case::input(&[3, 4], -1.0, 1.0, 2)], move |x| {
+                super::where_(&cond(), &x[0], &x[1])
+            }),
+            Case::new("broadcast", vec![Case::input(&[4], -1.0, 1.0, 3), Case::input(&[3, 1], -1.0, 1.0, 4)], move |x| {
+                super::where_(&cond(), &x[0], &x[1])
+            }),
+            Case::new("f32_mask_transposed", vec![Case::input(&[4, 3], -1.0, 1.0, 5), Case::input(&[3, 4], -1.0, 1.0, 6)], |x| {
+                let m = Tensor::from_vec(vec![0.0, 1.0, 0.0, 2.0], &[4])?;
+                super::where_(&m, &crate::transpose(&x[0], 0, 1)?, &x[1])
+            }),
+        ]
+    }
+}
+
+// ===== scalar operands =====
+
+/// `x + s` for a scalar `s` (`&x + s`, `s + &x`). Backward: `g`.
+#[op(attrs = [s: f32])]
+pub mod add_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v + s)
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::add_scalar(x, 1.5), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `x − s` for a scalar `s` (`&x - s`). Backward: `g`.
+#[op(attrs = [s: f32])]
+pub mod sub_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v - s)
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(g.clone());
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::sub_scalar(x, 0.75), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `s − x` for a scalar `s` (`s - &x`). Backward: `−g`.
+#[op(attrs = [s: f32])]
+pub mod rsub_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| s - v)
+    }
+
+    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(crate::neg(g)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::rsub_scalar(x, 2.0), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `x·s` for a scalar `s` (`&x * s`, `s * &x`). Backward: `g·s`.
+#[op(attrs = [s: f32])]
+pub mod mul_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v * s)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = r.s;
+        d.x(unary(NAME, g, move |g| g * s)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::mul_scalar(x, -2.5), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `x / s` for a scalar `s` (`&x / s`; `s = 0` gives ±∞ or NaN, as IEEE division).
+/// Backward: `g / s`.
+#[op(attrs = [s: f32])]
+pub mod div_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| v / s)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = r.s;
+        d.x(unary(NAME, g, move |g| g / s)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(|x| super::div_scalar(x, 3.0), |s, seed| Case::input(s, -1.0, 1.0, seed))
+    }
+}
+
+/// `s / x` for a scalar `s` (`s / &x`). Backward: `−g·s / x²`.
+#[op(saved = [x], attrs = [s: f32])]
+pub mod rdiv_scalar {
+    use super::*;
+
+    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
+        unary(NAME, x, move |v| s / v)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = r.s;
+        d.x(binary(NAME, g, r.x(), move |g, x| -(g * s) / (x * x))?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Inputs keep 0.5 away from the pole at 0.
+        unary_cases(|x| super::rdiv_scalar(x, 2.0), |s, seed| Case::input_away_from_zero(s, 0.5, 2.0, seed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::Tensor;
+
+    fn load() -> Oracle {
+        Oracle::load_file("math", "tools/oracle_math.py")
+    }
+
+    /// Checks a unary map's output and gradient against `<name>_y` and `<name>_gx`.
+    fn check_unary(o: &Oracle, name: &str, f: impl Fn(&Tensor) -> Tensor) {
+        let x = o.get(&format!("{name}_x"));
+        let y = f(&x);
+        assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+        o.check_grads(name, &y, &[("x", &x)]);
+    }
+
+    #[test]
+    fn unary_maps_match_pytorch() {
+        let o = load();
+        both_modes(|| {
+            check_unary(&o, "exp", |x| crate::exp(x).unwrap());
+            check_unary(&o, "log", |x| crate::log(x).unwrap());
+            check_unary(&o, "sqrt", |x| crate::sqrt(x).unwrap());
+            check_unary(&o, "rsqrt", |x| crate::rsqrt(x).unwrap());
+            check_unary(&o, "abs", |x| crate::abs(x).unwrap());
+            check_unary(&o, "leaky_relu", |x| crate::leaky_relu(x, 0.1).unwrap());
+            check_unary(&o, "silu", |x| crate::silu(x).unwrap());
+            check_unary(&o, "softplus", |x| crate::softplus(x, 2.0, 3.0).unwrap());
+            check_unary(&o, "pow_frac", |x| crate::pow_scalar(x, 2.5).unwrap());
+            check_unary(&o, "pow_cube", |x| crate::pow_scalar(x, 3.0).unwrap());
+            check_unary(&o, "pow_zero", |x| crate::pow_scalar(x, 0.0).unwrap());
+            check_unary(&o, "pow_neg", |x| crate::pow_scalar(x, -1.5).unwrap());
+        });
+    }
+
+    #[test]
+    fn kinks_follow_pytorch() {
+        let o = load();
+        both_modes(|| {
+            check_unary(&o, "clamp_both", |x| crate::clamp(x, Some(-0.5), Some(0.5)).unwrap());
+            check_unary(&o, "clamp_min", |x| crate::clamp(x, Some(-0.5), None).unwrap());
+            check_unary(&o, "clamp_max", |x| crate::clamp(x, None, Some(0.5)).unwrap());
+            check_unary(&o, "clamp_crossed", |x| crate::clamp(x, Some(0.5), Some(-0.5)).unwrap());
+        });
+        // Pinned choices: abs has gradient 0 at 0; clamp passes none on a bound; x⁰ has
+        // gradient 0 at x = 0.
+        let x = Tensor::from_vec(vec![0.0, -0.5, 0.5, 0.25], &[4]).unwrap().requires_grad().unwrap();
+        let sum = |y: Tensor| crate::sum(&y, None, false).unwrap().backward().unwrap();
+        sum(crate::abs(&x).unwrap());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![0.0, -1.0, 1.0, 1.0]);
+        x.clear_grad();
+        sum(crate::clamp(&x, Some(-0.5), Some(0.5)).unwrap());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+        x.clear_grad();
+        sum(crate::pow_scalar(&x, 0.0).unwrap());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![0.0; 4]);
+        assert!(crate::clamp(&x, None, None).is_err());
+    }
+
+    #[test]
+    fn maximum_minimum_split_ties_like_pytorch() {
+        let o = load();
+        both_modes(|| {
+            for name in ["maximum", "minimum"] {
+                let (a, b) = (o.get(&format!("{name}_a")), o.get(&format!("{name}_b")));
+                let f = if name == "maximum" { crate::maximum } else { crate::minimum };
+                let y = f(&a, &b).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                o.check_grads(name, &y, &[("a", &a), ("b", &b)]);
+            }
+        });
+        // A tie gives g/2 to each side (PyTorch 2.x).
+        let a = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap().requires_grad().unwrap();
+        let b = Tensor::from_vec(vec![1.0, 3.0], &[2]).unwrap().requires_grad().unwrap();
+        crate::sum(&crate::maximum(&a, &b).unwrap(), None, false).unwrap().backward().unwrap();
+        assert_eq!((a.grad().unwrap().to_vec(), b.grad().unwrap().to_vec()), (vec![0.5, 0.0], vec![0.5, 1.0]));
+    }
+
+    #[test]
+    fn scalar_operands_match_pytorch() {
+        let o = load();
+        both_modes(|| {
+            check_unary(&o, "add_scalar", |x| (x + 1.5).unwrap());
+            check_unary(&o, "radd_scalar", |x| (1.5 + x).unwrap());
+            check_unary(&o, "sub_scalar", |x| (x - 0.75).unwrap());
+            check_unary(&o, "rsub_scalar", |x| (2.0 - x).unwrap());
+            check_unary(&o, "mul_scalar", |x| (x * -2.5).unwrap());
+            check_unary(&o, "rmul_scalar", |x| (-2.5 * x).unwrap());
+            check_unary(&o, "div_scalar", |x| (x / 3.0).unwrap());
+            check_unary(&o, "rdiv_scalar", |x| (2.0 / x).unwrap());
+        });
+        // The operators record as the named scalar operators.
+        let x = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap().requires_grad().unwrap();
+        assert_eq!((&x * 2.0).unwrap().grad_fn_name(), Some("mul_scalar"));
+        assert_eq!((2.0 - &x).unwrap().grad_fn_name(), Some("rsub_scalar"));
+        assert_eq!((x.clone() / 4.0).unwrap().grad_fn_name(), Some("div_scalar"));
+    }
+
+    #[test]
+    fn where_matches_pytorch() {
+        let o = load();
+        both_modes(|| {
+            let (c, a, b) = (o.get("where_cond"), o.get("where_a"), o.get("where_b"));
+            let y = crate::where_(&c, &a, &b).unwrap();
+            assert_close("where_y", &y, &o.get("where_y"));
+            o.check_grads("where", &y, &[("a", &a), ("b", &b)]);
+            let cf = crate::cast(&c, om_core::DType::F32).unwrap();
+            assert_close("where_y (f32 mask)", &crate::where_(&cf, &a, &b).unwrap(), &o.get("where_y"));
+        });
+        // An f32 mask that requires a gradient gets zeros (the selection is flat in cond).
+        let m = Tensor::from_vec(vec![1.0, 0.0], &[2]).unwrap().requires_grad().unwrap();
+        let a = Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap().requires_grad().unwrap();
+        let y = crate::where_(&m, &a, &Tensor::zeros(&[1]).unwrap()).unwrap();
+        crate::sum(&y, None, false).unwrap().backward().unwrap();
+        assert_eq!((m.grad().unwrap().to_vec(), a.grad().unwrap().to_vec()), (vec![0.0, 0.0], vec![1.0, 0.0]));
+        assert!(crate::where_(&m, &a, &Tensor::zeros(&[3]).unwrap()).is_err());
+    }
+}
