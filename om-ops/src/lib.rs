@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
 pub mod loss;
+pub mod losses;
 pub mod methods;
 pub mod models;
 pub mod nn;
@@ -32,6 +33,7 @@ pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluFo
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
 pub use loss::{cross_entropy, nll_loss};
+pub use losses::{binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, mse_loss, smooth_l1_loss};
 pub use methods::TensorOps;
 pub use norm::{batch_norm2d, layer_norm};
 pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
@@ -54,6 +56,7 @@ pub fn declared_names() -> Vec<&'static str> {
         linalg::NAMES,
         lookup::NAMES,
         loss::NAMES,
+        losses::NAMES,
         norm::NAMES,
         pool::NAMES,
         probability::NAMES,
