@@ -95,6 +95,8 @@ pair("kl", F.kl_div, leaf(xin), leaf(tp))
 xin = torch.log_softmax(f32(rng.standard_normal((3, 5))), -1)
 tl = torch.log_softmax(f32(rng.standard_normal((3, 5))), -1)
 pair("kllog", F.kl_div, leaf(xin), leaf(tl), log_target=True)
+xin = torch.log_softmax(f32(rng.standard_normal((3, 5))), -1)
+pair("kl_bc", F.kl_div, leaf(xin), leaf(torch.softmax(f32(rng.standard_normal(5)), -1)))
 
 save_file(out, OUT)
 print(f"wrote {len(out)} tensors to {OUT} (torch {torch.__version__})")
