@@ -5,7 +5,7 @@
 //!
 //! Each is one primitive: forward maps the element pairs with a scalar closure (the same
 //! code on every path, so exact mode is bit-identical across paths and threads) and reduces
-//! with [`crate::sum`] / [`crate::mean`] (f64 in element order, rounded once). Backward is
+//! with [`crate::sum()`] / [`crate::mean()`] (f64 in element order, rounded once). Backward is
 //! `g · ∂loss/∂x` per element, with `g/n` for a mean over `n` elements (the product taken
 //! in f64); a gradient of the broadcast shape is summed down to each input by the engine.
 //! Logarithms and exponentials use the fixed `om_core::kernels::math` functions.
@@ -20,15 +20,8 @@ use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &[
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-    "huber_loss",
-    "binary_cross_entropy",
-    "binary_cross_entropy_with_logits",
-    "kl_div",
-];
+pub const NAMES: &[&str] =
+    &["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"];
 
 /// Applies the reduction to the element-wise losses.
 fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
@@ -88,7 +81,9 @@ where
 {
     vec![
         Case::new(format!("{prefix}mean"), vec![input(&[3, 4], 1), target(&[3, 4], 2)], move |x| f(&x[0], &x[1], Reduction::Mean)),
-        Case::new(format!("{prefix}sum_broadcast_target"), vec![input(&[2, 3, 4], 3), target(&[4], 4)], move |x| f(&x[0], &x[1], Reduction::Sum)),
+        Case::new(format!("{prefix}sum_broadcast_target"), vec![input(&[2, 3, 4], 3), target(&[4], 4)], move |x| {
+            f(&x[0], &x[1], Reduction::Sum)
+        }),
         Case::new(format!("{prefix}none_transposed"), vec![input(&[4, 3], 5), target(&[3, 4], 6)], move |x| {
             f(&crate::transpose(&x[0], 0, 1)?, &x[1], Reduction::None)
         }),
@@ -461,8 +456,8 @@ pub mod binary_cross_entropy_with_logits {
 /// together), PyTorch's pointwise form: `t·log t − t·x` (taken as `−t·x` where `t = 0`),
 /// or with `log_target` (`t` holds log-probabilities) `e^t·(t − x)`; then the reduction
 /// (`Mean` averages over all elements; PyTorch's `'batchmean'` is `Sum` / batch size).
-/// Backward: `∂/∂x = −t·g` (`−e^t·g`); `∂/∂t = (log t + t/t − x)·g` as PyTorch's
-/// `xlogy` rule gives it (NaN where `t = 0`), or `e^t·(t − x + 1)·g` with `log_target`.
+/// Backward: `∂/∂x = −t·g` (`−e^t·g`); `∂/∂t = (log t + 1 − x)·g`, NaN where `t = 0` as
+/// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`.
 #[op(saved = [input, target], attrs = [reduction: Reduction, log_target: bool])]
 pub mod kl_div {
     use super::*;
@@ -497,7 +492,8 @@ pub mod kl_div {
             let deriv = if r.log_target {
                 binary(NAME, x, t, |x, t| math::exp(t) * (t - x + 1.0))?
             } else {
-                binary(NAME, x, t, |x, t| if t == 0.0 { 0.0 } else { math::log(t) } + t / t - x)?
+                // PyTorch's xlogy rule: log t + t/t − x, NaN (0/0) where t = 0.
+                binary(NAME, x, t, |x, t| if t == 0.0 { f32::NAN } else { math::log(t) + 1.0 - x })?
             };
             d.target(chain(NAME, &deriv, g, r.reduction)?);
         }
@@ -589,6 +585,19 @@ mod tests {
             check(&o, "kllog", |x, t, r| crate::kl_div(x, t, r, true));
             check(&o, "kl_bc", |x, t, r| crate::kl_div(x, t, r, false));
         });
+    }
+
+    #[test]
+    fn kl_div_target_gradient_is_nan_at_zero_target_as_in_pytorch() {
+        // PyTorch 2.15: F.kl_div(x, t) with t = 0 gives loss 0 and target gradient NaN.
+        let x = Tensor::from_vec(vec![-1.0, -0.5], &[2]).unwrap().requires_grad().unwrap();
+        let t = Tensor::from_vec(vec![0.0, 0.5], &[2]).unwrap().requires_grad().unwrap();
+        let y = crate::kl_div(&x, &t, Reduction::None, false).unwrap();
+        assert_eq!(y.to_vec()[0], 0.0);
+        crate::sum(&y, None, false).unwrap().backward().unwrap();
+        let gt = t.grad().unwrap().to_vec();
+        assert!(gt[0].is_nan() && gt[1].is_finite());
+        assert_eq!(x.grad().unwrap().to_vec(), vec![0.0, -0.5]);
     }
 
     #[test]
