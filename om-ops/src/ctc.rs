@@ -10,14 +10,15 @@ use om_macros::op;
 /// Operators declared in this file.
 pub const NAMES: &[&str] = &["ctc_loss"];
 
-/// How per-sequence losses are combined.
+/// How per-element (per-sequence) losses are combined, for every loss of om-ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
-    /// One loss per sequence, shape `[B]`.
+    /// The losses themselves: one per element (per sequence, shape `[B]`, for `ctc_loss`).
     None,
     /// The sum of the losses, a scalar.
     Sum,
-    /// Each loss divided by `max(1, target length)`, then averaged over the batch (a scalar).
+    /// The mean of the losses, a scalar; for `ctc_loss` each loss is first divided by
+    /// `max(1, target length)`, as in PyTorch.
     Mean,
 }
 

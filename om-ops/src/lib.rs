@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod linalg;
 pub mod lookup;
 pub mod loss;
+pub mod losses;
 pub mod math;
 pub mod methods;
 pub mod models;
@@ -33,6 +34,7 @@ pub use elementwise::{add, div, gelu, mul, neg, relu, sigmoid, sub, tanh, GeluFo
 pub use linalg::{linear, matmul};
 pub use lookup::embedding;
 pub use loss::{cross_entropy, nll_loss};
+pub use losses::{binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, mse_loss, smooth_l1_loss};
 pub use math::{
     abs, add_scalar, clamp, div_scalar, exp, leaky_relu, log, maximum, minimum, mul_scalar, pow_scalar, rdiv_scalar, rsqrt, rsub_scalar,
     silu, softplus, sqrt, sub_scalar, where_,
@@ -60,6 +62,7 @@ pub fn declared_names() -> Vec<&'static str> {
         lookup::NAMES,
         loss::NAMES,
         math::NAMES,
+        losses::NAMES,
         norm::NAMES,
         pool::NAMES,
         probability::NAMES,
