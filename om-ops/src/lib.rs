@@ -19,6 +19,7 @@ pub mod pool;
 pub mod probability;
 pub mod recurrent;
 pub mod reduce;
+pub mod reductions;
 pub mod spatial;
 pub mod transformer;
 pub mod views;
@@ -38,6 +39,7 @@ pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use probability::{log_softmax, softmax};
 pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
+pub use reductions::{amax, amin, argmax, argmin, max_dim, min_dim, take_along_axis};
 pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
 pub use transformer::attention;
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
@@ -59,6 +61,7 @@ pub fn declared_names() -> Vec<&'static str> {
         probability::NAMES,
         recurrent::NAMES,
         reduce::NAMES,
+        reductions::NAMES,
         spatial::NAMES,
         transformer::NAMES,
         views::NAMES,

@@ -1,0 +1,495 @@
+//! Selecting reductions over one axis: `argmax`/`argmin` (Int32 winners, never recorded),
+//! `take_along_axis` (the recorded gather that carries the gradient to the winner),
+//! `max_dim`/`min_dim` (compositions returning values and indices) and `amax`/`amin`
+//! (gradient shared evenly among ties). PyTorch's CPU semantics: the first maximum
+//! (minimum) along the axis wins a tie, and the first NaN wins over every number.
+//! Only comparisons and one division: bit-identical on every path in both modes.
+
+use om_core::layout::normalize_axis;
+use om_core::{Case, DType, Error, Result, Tensor};
+use om_macros::op;
+
+/// Operators declared in this file.
+pub const NAMES: &[&str] = &["argmax", "argmin", "take_along_axis", "max_dim", "min_dim", "amax", "amin"];
+
+/// Which extreme a selecting reduction looks for.
+#[derive(Clone, Copy)]
+enum Extreme {
+    Max,
+    Min,
+}
+
+impl Extreme {
+    /// Whether `v` replaces the current winner `best`: strictly better, or NaN (PyTorch's
+    /// `!(v <= best)` for max, `!(v >= best)` for min; a NaN winner stops the scan).
+    fn beats(self, v: f32, best: f32) -> bool {
+        match self {
+            Extreme::Max => !(v <= best),
+            Extreme::Min => !(v >= best),
+        }
+    }
+}
+
+/// The reduction geometry `(outer, len, inner, out_shape)` of `shape` over `axis` (`None`:
+/// all elements, as one row).
+fn geometry(op: &'static str, shape: &[usize], axis: Option<isize>, keep_dim: bool) -> Result<(usize, usize, usize, Vec<usize>)> {
+    match axis {
+        None => Ok((1, shape.iter().product(), 1, if keep_dim { vec![1; shape.len()] } else { vec![] })),
+        Some(a) => {
+            let a = normalize_axis(op, a, shape.len(), false)?;
+            let mut out = shape.to_vec();
+            if keep_dim {
+                out[a] = 1;
+            } else {
+                out.remove(a);
+            }
+            Ok((shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product(), out))
+        }
+    }
+}
+
+/// Index of the winner of each row `xs[o, .., i]` (`len` elements `inner` apart).
+fn winners(xs: &[f32], outer: usize, len: usize, inner: usize, e: Extreme, mut each: impl FnMut(usize, usize)) {
+    for o in 0..outer {
+        for i in 0..inner {
+            let row = o * len * inner + i;
+            let (mut best, mut at) = (xs[row], 0);
+            if !best.is_nan() {
+                for j in 1..len {
+                    let v = xs[row + j * inner];
+                    if e.beats(v, best) {
+                        (best, at) = (v, j);
+                        if v.is_nan() {
+                            break;
+                        }
+                    }
+                }
+            }
+            each(o * inner + i, at);
+        }
+    }
+}
+
+/// Checks `x` is f32 with a non-empty reduced extent and returns the geometry.
+fn checked_geometry(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<(usize, usize, usize, Vec<usize>)> {
+    x.expect_f32(op, "x")?;
+    let g = geometry(op, x.shape(), axis, keep_dim)?;
+    if g.1 == 0 {
+        return Err(Error::shape(op, &[x.shape()], "the reduced extent is empty: there is no extreme to select"));
+    }
+    Ok(g)
+}
+
+/// `argmax`/`argmin`: the winner's position along `axis` (flat row-major index for `None`).
+fn arg_extreme(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, e: Extreme) -> Result<Tensor> {
+    let (outer, len, inner, out_shape) = checked_geometry(op, x, axis, keep_dim)?;
+    if i32::try_from(len).is_err() {
+        return Err(Error::argument(op, format!("a reduced extent of {len} is too large for i32 indices")));
+    }
+    x.try_with_f32(|xs| {
+        Tensor::build_i32(&out_shape, |out| {
+            winners(xs, outer, len, inner, e, |k, at| out[k] = at as i32);
+            Ok(())
+        })
+    })?
+}
+
+/// Int32 results are never recorded, so this rule is unreachable; it refuses clearly.
+fn no_gradient(op: &'static str) -> Result<()> {
+    Err(Error::argument(op, "the result is an Int32 index and has no gradient"))
+}
+
+/// A case through an index result: `x · f32(argmax(x))`, piecewise linear in `x` (the
+/// indices are constants away from ties); the inputs are distinct with gaps of 0.05.
+fn index_case(name: &'static str, shape: &[usize], seed: u64, f: fn(&Tensor) -> Result<Tensor>) -> Case {
+    Case::new(name, vec![distinct_input(shape, seed)], move |x| crate::mul(&x[0], &crate::cast(&f(&x[0])?, DType::F32)?))
+}
+
+/// Values with gaps of at least 0.05 in a pseudo-random order, so that every row has one
+/// clear extreme and central differences with the default step stay valid.
+fn distinct_input(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut v: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.05).collect();
+    let mut rng = om_core::rng::Rng::new(seed);
+    for i in (1..n).rev() {
+        v.swap(i, rng.below(i + 1));
+    }
+    Tensor::from_vec(v, shape).and_then(|t| t.requires_grad()).unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
+}
+
+// ===== winners =====
+
+/// Position of the largest element along `axis` (of all elements, flattened row-major, for
+/// `None`), as Int32. Ties: the first occurrence; NaN: the first NaN (PyTorch CPU).
+/// No gradient: the result is not recorded.
+#[op(attrs = [axis: Option<isize>, keep_dim: bool])]
+pub mod argmax {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+        arg_extreme(NAME, x, axis, keep_dim, Extreme::Max)
+    }
+
+    fn backward(_r: &Record, _g: &Tensor, _d: &mut Grads) -> Result<()> {
+        no_gradient(NAME)
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            index_case("axis1", &[3, 5], 1, |x| super::argmax(x, Some(1), false)),
+            index_case("all_keep_dim", &[2, 3], 2, |x| super::argmax(x, None, true)),
+        ]
+    }
+}
+
+/// Position of the smallest element along `axis` (flattened for `None`), as Int32. Ties:
+/// the first occurrence; NaN: the first NaN (PyTorch CPU). No gradient.
+#[op(attrs = [axis: Option<isize>, keep_dim: bool])]
+pub mod argmin {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+        arg_extreme(NAME, x, axis, keep_dim, Extreme::Min)
+    }
+
+    fn backward(_r: &Record, _g: &Tensor, _d: &mut Grads) -> Result<()> {
+        no_gradient(NAME)
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            index_case("axis0_keep_dim", &[4, 3], 3, |x| super::argmin(x, Some(0), true)),
+            index_case("all", &[2, 3], 4, |x| super::argmin(x, None, false)),
+        ]
+    }
+}
+
+// ===== gather =====
+
+/// `y[.., j, ..] = x[.., indices[.., j, ..], ..]` along `axis` (PyTorch's `take_along_dim`
+/// / `gather`, without broadcasting): `indices` is Int32 with `x`'s rank and shape except
+/// along `axis`. Backward: `g` scatter-added into zeros of `x`'s shape at the indices
+/// (repeated indices sum in f64 in element order).
+#[op(saved = [indices], attrs = [axis: isize])]
+pub mod take_along_axis {
+    use super::*;
+
+    pub fn forward(x: &Tensor, indices: &Tensor, axis: isize) -> Result<Tensor> {
+        x.expect_f32(NAME, "x")?;
+        if indices.dtype() != DType::I32 {
+            return Err(Error::DType { op: NAME, arg: "indices", expected: DType::I32, got: indices.dtype() });
+        }
+        let (xs, is) = (x.shape(), indices.shape());
+        let a = normalize_axis(NAME, axis, xs.len(), false)?;
+        let same = xs.len() == is.len() && xs.iter().zip(is).enumerate().all(|(d, (p, q))| d == a || p == q);
+        if !same {
+            return Err(Error::shape(NAME, &[xs, is], format!("`indices` must have the shape of `x` except along axis {a}")));
+        }
+        let (outer, len, inner) = (xs[..a].iter().product::<usize>(), xs[a], xs[a + 1..].iter().product::<usize>());
+        let k = is[a];
+        x.try_with_f32(|xv| {
+            indices.try_with_i32(|iv| {
+                Tensor::build_f32(is, |out| {
+                    for o in 0..outer {
+                        for j in 0..k {
+                            for i in 0..inner {
+                                let at = (o * k + j) * inner + i;
+                                let src = usize::try_from(iv[at]).ok().filter(|&s| s < len).ok_or_else(|| {
+                                    Error::argument(NAME, format!("index {} is out of range for an axis of length {len}", iv[at]))
+                                })?;
+                                out[at] = xv[(o * len + src) * inner + i];
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+        })??
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let xs = &r.input_shapes[0];
+        let is = r.indices().shape();
+        let a = normalize_axis(NAME, r.axis, xs.len(), false)?;
+        let (outer, len, inner) = (xs[..a].iter().product::<usize>(), xs[a], xs[a + 1..].iter().product::<usize>());
+        let k = is[a];
+        let mut acc = vec![0.0f64; xs.iter().product()];
+        g.try_with_f32(|gv| {
+            r.indices().try_with_i32(|iv| {
+                for o in 0..outer {
+                    for j in 0..k {
+                        for i in 0..inner {
+                            let at = (o * k + j) * inner + i;
+                            acc[(o * len + iv[at] as usize) * inner + i] += gv[at] as f64;
+                        }
+                    }
+                }
+            })
+        })??;
+        d.x(Tensor::build_f32(xs, |dx| {
+            dx.iter_mut().zip(&acc).for_each(|(d, &s)| *d = s as f32);
+            Ok(())
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let idx = |v: Vec<i32>, shape: &[usize]| Tensor::from_vec_i32(v, shape).unwrap_or_else(|e| panic!("{e}"));
+        let (i1, i2) = (idx(vec![2, 0, 0, 1, 3, 3], &[2, 3]), idx(vec![1, 0, 2, 2, 0, 1, 1, 1], &[2, 4]));
+        vec![
+            Case::new("axis1_repeated", vec![Case::input(&[2, 4], -1.0, 1.0, 1)], move |x| super::take_along_axis(&x[0], &i1, 1)),
+            Case::new("transposed_axis0", vec![Case::input(&[4, 3], -1.0, 1.0, 2)], move |x| {
+                super::take_along_axis(&crate::transpose(&x[0], 0, 1)?, &i2, 0)
+            }),
+        ]
+    }
+}
+
+/// Largest element along `axis` and its position (Int32): `(take_along_axis(x, i, axis),
+/// i)` with `i = argmax(x, axis)`, squeezed unless `keep_dim`. Ties: the first occurrence;
+/// NaN propagates (the first NaN wins), as PyTorch's `max(x, dim)` on CPU.
+/// Backward: `g` to the winner, zero elsewhere.
+#[op(composition)]
+pub mod max_dim {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
+        select_dim(NAME, x, axis, keep_dim, crate::argmax)
+    }
+
+    fn cases() -> Vec<Case> {
+        select_cases(super::max_dim)
+    }
+}
+
+/// Smallest element along `axis` and its position (Int32), as [`max_dim`] with the order
+/// reversed (first occurrence on ties, NaN propagates). Backward: `g` to the winner.
+#[op(composition)]
+pub mod min_dim {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
+        select_dim(NAME, x, axis, keep_dim, crate::argmin)
+    }
+
+    fn cases() -> Vec<Case> {
+        select_cases(super::min_dim)
+    }
+}
+
+type ArgFn = fn(&Tensor, Option<isize>, bool) -> Result<Tensor>;
+
+/// Values and indices of `max_dim`/`min_dim`.
+fn select_dim(op: &'static str, x: &Tensor, axis: isize, keep_dim: bool, arg: ArgFn) -> Result<(Tensor, Tensor)> {
+    checked_geometry(op, x, Some(axis), keep_dim)?;
+    let idx = arg(x, Some(axis), true)?;
+    let values = crate::take_along_axis(x, &idx, axis)?;
+    if keep_dim {
+        return Ok((values, idx));
+    }
+    let a = normalize_axis(op, axis, x.shape().len(), false)? as isize;
+    Ok((crate::squeeze(&values, Some(a))?, crate::squeeze(&idx, Some(a))?))
+}
+
+fn select_cases(f: fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>) -> Vec<Case> {
+    vec![
+        Case::new("axis_last", vec![distinct_input(&[3, 5], 1)], move |x| Ok(f(&x[0], -1, false)?.0)),
+        Case::new("axis0_keep_dim", vec![distinct_input(&[4, 2, 3], 2)], move |x| Ok(f(&x[0], 0, true)?.0)),
+        Case::new("transposed", vec![distinct_input(&[4, 3], 3)], move |x| Ok(f(&crate::transpose(&x[0], 0, 1)?, 1, false)?.0)),
+        Case::new("strided", vec![distinct_input(&[3, 8], 4)], move |x| Ok(f(&crate::slice(&x[0], 1, 1, 8, 2)?, 0, false)?.0)),
+    ]
+}
+
+// ===== extremes with shared ties =====
+
+/// `amax`/`amin` forward: the extreme of each row (NaN propagates).
+fn extreme_values(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, e: Extreme) -> Result<Tensor> {
+    let (outer, len, inner, out_shape) = checked_geometry(op, x, axis, keep_dim)?;
+    x.try_with_f32(|xs| {
+        Tensor::build_f32(&out_shape, |out| {
+            winners(xs, outer, len, inner, e, |k, at| out[k] = xs[(k / inner * len + at) * inner + k % inner]);
+            Ok(())
+        })
+    })?
+}
+
+/// `amax`/`amin` backward, PyTorch's formula `(g / count) · mask` with `mask = (x == y)`
+/// and `count` the number of ties in the row (a NaN row has `count = 0`, so its gradient is
+/// NaN where `g ≠ 0`, as in PyTorch).
+fn shared_grad(op: &'static str, x: &Tensor, y: &Tensor, g: &Tensor, axis: Option<isize>) -> Result<Tensor> {
+    let (outer, len, inner, _) = geometry(op, x.shape(), axis, false)?;
+    x.try_with_f32(|xs| {
+        y.try_with_f32(|ys| {
+            g.try_with_f32(|gs| {
+                Tensor::build_f32(x.shape(), |dx| {
+                    for o in 0..outer {
+                        for i in 0..inner {
+                            let (k, row) = (o * inner + i, o * len * inner + i);
+                            let count = (0..len).filter(|&j| xs[row + j * inner] == ys[k]).count() as f32;
+                            let share = gs[k] / count;
+                            for j in 0..len {
+                                let mask = if xs[row + j * inner] == ys[k] { 1.0 } else { 0.0 };
+                                dx[row + j * inner] = share * mask;
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+        })
+    })???
+}
+
+/// Cases for `amax`/`amin`; `tied` has exact ties (the shared gradient is still smooth along
+/// the checked directions only when ties move together, so it is checked with the oracle).
+fn extreme_cases(f: ArgFn) -> Vec<Case> {
+    vec![
+        Case::new("all", vec![distinct_input(&[3, 4], 1)], move |x| f(&x[0], None, false)),
+        Case::new("axis0_keep_dim", vec![distinct_input(&[4, 3], 2)], move |x| f(&x[0], Some(0), true)),
+        Case::new("axis_last", vec![distinct_input(&[2, 3, 5], 3)], move |x| f(&x[0], Some(-1), false)),
+        Case::new("transposed", vec![distinct_input(&[5, 3], 4)], move |x| f(&crate::transpose(&x[0], 0, 1)?, Some(1), false)),
+    ]
+}
+
+/// Largest element over `axis` (all elements for `None`); NaN propagates.
+/// Backward: `g` shared evenly among the tied maxima, `(g / count) · (x == y)` (PyTorch).
+#[op(saved = [x, out], attrs = [axis: Option<isize>, keep_dim: bool])]
+pub mod amax {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+        extreme_values(NAME, x, axis, keep_dim, Extreme::Max)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        extreme_cases(super::amax)
+    }
+}
+
+/// Smallest element over `axis` (all elements for `None`); NaN propagates.
+/// Backward: `g` shared evenly among the tied minima, `(g / count) · (x == y)` (PyTorch).
+#[op(saved = [x, out], attrs = [axis: Option<isize>, keep_dim: bool])]
+pub mod amin {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+        extreme_values(NAME, x, axis, keep_dim, Extreme::Min)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        extreme_cases(super::amin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::{assert_close, both_modes, Oracle};
+
+    fn oracle() -> Oracle {
+        Oracle::load_file("reductions", "tools/oracle_reductions.py")
+    }
+
+    /// The cases of `op` in the file with their `(axis, keep_dim)` (`None` for all axes).
+    fn cases(o: &Oracle, op: &str) -> Vec<(String, Option<isize>, bool)> {
+        let names: Vec<String> = o
+            .names()
+            .filter_map(|k| k.strip_suffix("_params"))
+            .filter(|k| k.strip_prefix(op).is_some_and(|rest| rest.starts_with("_p") || rest.starts_with("_t") || rest.starts_with("_n")))
+            .map(str::to_string)
+            .collect();
+        assert!(names.len() >= 9, "the oracle file holds the `{op}` cases");
+        names
+            .into_iter()
+            .map(|n| {
+                let p = o.get(&format!("{n}_params")).to_vec_i32();
+                (n, (p[0] != -99).then_some(p[0] as isize), p[1] != 0)
+            })
+            .collect()
+    }
+
+    /// NaN positions must agree exactly (the scaled error ignores NaN).
+    fn same_nans(name: &str, ours: &Tensor, want: &Tensor) {
+        let nan = |t: &Tensor| t.to_vec().iter().map(|v| v.is_nan()).collect::<Vec<_>>();
+        assert_eq!(nan(ours), nan(want), "{name}: NaN positions differ from PyTorch");
+    }
+
+    fn check_values(o: &Oracle, name: &str, x: &Tensor, y: &Tensor) {
+        let want = o.get(&format!("{name}_y"));
+        same_nans(&format!("{name}_y"), y, &want);
+        assert_close(&format!("{name}_y"), y, &want);
+        o.check_grads(name, y, &[("x", x)]);
+        let (g, want) = (x.grad().expect("a gradient"), o.get(&format!("{name}_gx")));
+        same_nans(&format!("{name}_gx"), &g, &want);
+    }
+
+    #[test]
+    fn max_min_dim_match_pytorch() {
+        let o = oracle();
+        both_modes(|| {
+            for (op, f) in [("max_dim", max_dim as fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>), ("min_dim", min_dim)] {
+                for (name, axis, keep) in cases(&o, op) {
+                    let x = o.get(&format!("{name}_x"));
+                    let (y, i) = f(&x, axis.expect("an axis"), keep).unwrap();
+                    assert_eq!(i.to_vec_i32(), o.get(&format!("{name}_i")).to_vec_i32(), "{name}: indices");
+                    assert_eq!(i.shape(), y.shape());
+                    check_values(&o, &name, &x, &y);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn argmax_argmin_match_pytorch() {
+        let o = oracle();
+        for (op, f) in [("argmax", argmax as ArgFn), ("argmin", argmin)] {
+            for (name, axis, keep) in cases(&o, op) {
+                let x = o.get(&format!("{name}_x"));
+                let i = f(&x, axis, keep).unwrap();
+                let want = o.get(&format!("{name}_i"));
+                assert_eq!(i.dtype(), DType::I32);
+                assert!(!i.needs_grad(), "{name}: an index result is not recorded");
+                assert_eq!((i.shape(), i.to_vec_i32()), (want.shape(), want.to_vec_i32()), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn amax_amin_match_pytorch() {
+        let o = oracle();
+        both_modes(|| {
+            for (op, f) in [("amax", amax as ArgFn), ("amin", amin)] {
+                for (name, axis, keep) in cases(&o, op) {
+                    let x = o.get(&format!("{name}_x"));
+                    let y = f(&x, axis, keep).unwrap();
+                    check_values(&o, &name, &x, &y);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn bad_arguments_are_errors_naming_the_op() {
+        let x = Tensor::zeros(&[2, 3]).unwrap();
+        let empty = Tensor::zeros(&[2, 0]).unwrap();
+        assert_eq!(max_dim(&x, 2, false).unwrap_err().op(), "max_dim");
+        assert_eq!(min_dim(&empty, -1, true).unwrap_err().op(), "min_dim");
+        assert_eq!(argmin(&empty, Some(1), false).unwrap_err().op(), "argmin");
+        assert_eq!(amax(&empty, None, false).unwrap_err().op(), "amax");
+        let bad = Tensor::from_vec_i32(vec![0, 3, 1], &[1, 3]).unwrap();
+        assert_eq!(take_along_axis(&x, &bad, 1).unwrap_err().op(), "take_along_axis");
+        let wrong_shape = Tensor::from_vec_i32(vec![0, 1], &[1, 2]).unwrap();
+        assert_eq!(take_along_axis(&x, &wrong_shape, 1).unwrap_err().op(), "take_along_axis");
+        assert_eq!(take_along_axis(&x, &x, 1).unwrap_err().op(), "take_along_axis");
+    }
+}
