@@ -69,6 +69,41 @@ for op, fn in ops.items():
             shape = (4, 7) if n % 2 == 0 else (3, 5, 6)
             case(f"{op}_{kind}_{n}", fn, shape, axis, keep, kind)
 
+# logsumexp (`inf` inputs hold ±inf entries and a row of -inf) and var/std (params =
+# [axis, keep_dim, unbiased]).
+smooth = {
+    "logsumexp": lambda x, a, k: torch.logsumexp(x, tuple(range(x.dim())) if a == ALL else a, k),
+}
+for n, (axis, keep, shape, scale) in enumerate([(1, False, (4, 7), 1.0), (0, True, (3, 5, 6), 1.0), (-1, False, (4, 7), 30.0), (ALL, False, (3, 4), 1.0), (ALL, True, (2, 3, 2), 1.0)]):
+    x = (data(shape, "plain") * scale).requires_grad_(True)
+    out[f"logsumexp_plain_{n}_x"] = x.detach().clone()
+    out[f"logsumexp_plain_{n}_params"] = torch.tensor([axis, int(keep)], dtype=torch.int32)
+    y = smooth["logsumexp"](x, axis, keep)
+    r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+    out[f"logsumexp_plain_{n}_r"] = r
+    out[f"logsumexp_plain_{n}_y"] = y.detach().contiguous()
+    out[f"logsumexp_plain_{n}_gx"] = torch.autograd.grad((y * r).sum(), [x])[0].contiguous()
+xi = data((3, 4), "plain")
+xi[0, 1] = float("inf")
+xi[1, :] = float("-inf")
+xi[2, 2] = float("-inf")
+out["logsumexp_inf_x"] = xi
+out["logsumexp_inf_y"] = torch.logsumexp(xi, 1)
+
+for op, fn in (("var", torch.var), ("std", torch.std)):
+    for n, (axis, keep, unbiased, shape) in enumerate(
+        [(1, False, True, (4, 7)), (0, True, False, (3, 5, 6)), (-1, False, False, (4, 7)), (ALL, False, True, (3, 4)), (ALL, True, False, (2, 3, 2)), (1, False, False, (5, 1))]
+    ):
+        name = f"{op}_plain_{n}"
+        x = (data(shape, "plain") * 3.0 + 100.0).requires_grad_(True)
+        out[f"{name}_x"] = x.detach().clone()
+        out[f"{name}_params"] = torch.tensor([axis, int(keep), int(unbiased)], dtype=torch.int32)
+        y = fn(x, dim=None if axis == ALL else axis, correction=int(unbiased), keepdim=keep)
+        r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        out[f"{name}_r"] = r
+        out[f"{name}_y"] = y.detach().contiguous()
+        out[f"{name}_gx"] = torch.autograd.grad((y * r).sum(), [x])[0].contiguous()
+
 os.makedirs(os.path.dirname(OUT), exist_ok=True)
 save_file(out, OUT)
 print(f"wrote {len(out)} tensors to {OUT}")

@@ -10,7 +10,7 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &["argmax", "argmin", "take_along_axis", "max_dim", "min_dim", "amax", "amin"];
+pub const NAMES: &[&str] = &["argmax", "argmin", "take_along_axis", "max_dim", "min_dim", "amax", "amin", "logsumexp", "var", "std_dev"];
 
 /// Which extreme a selecting reduction looks for.
 #[derive(Clone, Copy)]
@@ -136,7 +136,7 @@ pub mod argmax {
 
     fn cases() -> Vec<Case> {
         vec![
-            index_case("axis1", &[3, 5], 1, |x| super::argmax(x, Some(1), false)),
+            index_case("axis1_keep_dim", &[3, 5], 1, |x| super::argmax(x, Some(1), true)),
             index_case("all_keep_dim", &[2, 3], 2, |x| super::argmax(x, None, true)),
         ]
     }
@@ -391,6 +391,199 @@ pub mod amin {
     }
 }
 
+// ===== smooth and moment reductions =====
+
+/// Calls `each(k, row)` for every reduced row, `row` the indices of its `len` elements.
+fn for_rows(outer: usize, len: usize, inner: usize, mut each: impl FnMut(usize, &mut dyn Iterator<Item = usize>)) {
+    for o in 0..outer {
+        for i in 0..inner {
+            let row = o * len * inner + i;
+            each(o * inner + i, &mut (0..len).map(move |j| row + j * inner));
+        }
+    }
+}
+
+/// The shift of a stable log-sum-exp: the row maximum, or 0 when it is infinite (as
+/// PyTorch does, so that a row of −∞ gives −∞ and one +∞ gives +∞, not NaN).
+fn lse_shift(xs: &[f32], row: impl Iterator<Item = usize>) -> f32 {
+    let m = row.map(|r| xs[r]).fold(f32::NEG_INFINITY, |m, v| if Extreme::Max.beats(v, m) { v } else { m });
+    if m.is_infinite() {
+        0.0
+    } else {
+        m
+    }
+}
+
+/// `log Σ exp(x)` over `axis` (all elements for `None`), shifted by the row maximum `m`:
+/// `m + log Σ exp(x − m)`, the exponentials summed in f64 in element order; `exp`/`log` are
+/// `om_core::kernels::math`'s (the same bits on every path and in both modes).
+/// Backward: `g · exp(x − y)` (the softmax of the row).
+#[op(saved = [x, out], attrs = [axis: Option<isize>, keep_dim: bool])]
+pub mod logsumexp {
+    use super::*;
+    use om_core::kernels::math::{exp, log};
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+        x.expect_f32(NAME, "x")?;
+        let (outer, len, inner, out_shape) = geometry(NAME, x.shape(), axis, keep_dim)?;
+        x.try_with_f32(|xs| {
+            Tensor::build_f32(&out_shape, |out| {
+                for_rows(outer, len, inner, |k, row| {
+                    let rows: Vec<usize> = row.collect();
+                    let m = lse_shift(xs, rows.iter().copied());
+                    let s: f64 = rows.iter().map(|&r| exp(xs[r] - m) as f64).sum();
+                    out[k] = log(s as f32) + m;
+                });
+                Ok(())
+            })
+        })?
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let x = r.x();
+        let (outer, len, inner, _) = geometry(NAME, x.shape(), r.axis, false)?;
+        let dx = x.try_with_f32(|xs| {
+            r.out().try_with_f32(|ys| {
+                g.try_with_f32(|gs| {
+                    Tensor::build_f32(x.shape(), |dx| {
+                        for_rows(outer, len, inner, |k, row| row.for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
+                        Ok(())
+                    })
+                })
+            })
+        })????;
+        d.x(dx);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case::new("all", vec![Case::input(&[3, 4], -2.0, 2.0, 1)], |x| super::logsumexp(&x[0], None, false)),
+            Case::new("axis1", vec![Case::input(&[3, 5], -2.0, 2.0, 2)], |x| super::logsumexp(&x[0], Some(1), false)),
+            Case::new("axis0_keep_dim", vec![Case::input(&[4, 2, 3], -2.0, 2.0, 3)], |x| super::logsumexp(&x[0], Some(0), true)),
+            Case::new("transposed", vec![Case::input(&[4, 3], -2.0, 2.0, 4)], |x| {
+                super::logsumexp(&crate::transpose(&x[0], 0, 1)?, Some(-1), false)
+            }),
+            Case::new("expanded", vec![Case::input(&[3, 1], -2.0, 2.0, 5)], |x| {
+                super::logsumexp(&crate::expand(&x[0], vec![3, 4])?, Some(1), false)
+            }),
+        ]
+    }
+}
+
+/// Row means and centred sums of squares, two-pass in f64: `(mean, Σ (x − mean)², n)`.
+fn moments(xs: &[f32], row: &[usize]) -> (f64, f64) {
+    let n = row.len() as f64;
+    let mean = row.iter().map(|&r| xs[r] as f64).sum::<f64>() / n;
+    (mean, row.iter().map(|&r| (xs[r] as f64 - mean).powi(2)).sum())
+}
+
+/// The divisor of `var`/`std`: `n − 1` when `unbiased` (Bessel), else `n`.
+fn divisor(n: usize, unbiased: bool) -> f64 {
+    n as f64 - f64::from(u8::from(unbiased))
+}
+
+/// Variance or standard deviation of each row (f64 two-pass), and its backward.
+fn moment_forward(op: &'static str, x: &Tensor, axis: Option<isize>, unbiased: bool, keep_dim: bool, root: bool) -> Result<Tensor> {
+    x.expect_f32(op, "x")?;
+    let (outer, len, inner, out_shape) = geometry(op, x.shape(), axis, keep_dim)?;
+    if len == 0 {
+        return Err(Error::shape(op, &[x.shape()], "the variance of zero elements is undefined"));
+    }
+    x.try_with_f32(|xs| {
+        Tensor::build_f32(&out_shape, |out| {
+            for_rows(outer, len, inner, |k, row| {
+                let rows: Vec<usize> = row.collect();
+                let v = moments(xs, &rows).1 / divisor(len, unbiased);
+                out[k] = if root { v.sqrt() } else { v } as f32;
+            });
+            Ok(())
+        })
+    })?
+}
+
+/// `dx = g · 2(x − mean) / d` for `var`; for `std` (`y = √var`): `g · (x − mean) / (d · y)`.
+fn moment_backward(op: &'static str, x: &Tensor, y: Option<&Tensor>, g: &Tensor, axis: Option<isize>, unbiased: bool) -> Result<Tensor> {
+    let (outer, len, inner, _) = geometry(op, x.shape(), axis, false)?;
+    let d = divisor(len, unbiased);
+    let ys = y.map(|y| y.try_with_f32(|v| v.to_vec())).transpose()?;
+    x.try_with_f32(|xs| {
+        g.try_with_f32(|gs| {
+            Tensor::build_f32(x.shape(), |dx| {
+                for_rows(outer, len, inner, |k, row| {
+                    let rows: Vec<usize> = row.collect();
+                    let mean = moments(xs, &rows).0;
+                    let scale = match &ys {
+                        None => 2.0 * gs[k] as f64 / d,
+                        // PyTorch masks the gradient where the deviation is 0 (constant rows).
+                        Some(ys) if ys[k] == 0.0 => 0.0,
+                        Some(ys) => gs[k] as f64 / (d * ys[k] as f64),
+                    };
+                    rows.iter().for_each(|&r| dx[r] = ((xs[r] as f64 - mean) * scale) as f32);
+                });
+                Ok(())
+            })
+        })
+    })??
+}
+
+fn moment_cases(f: fn(&Tensor, Option<isize>, bool, bool) -> Result<Tensor>) -> Vec<Case> {
+    vec![
+        Case::new("all_unbiased", vec![Case::input(&[3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], None, true, false)),
+        Case::new("axis1_biased", vec![Case::input(&[3, 5], -1.0, 1.0, 2)], move |x| f(&x[0], Some(1), false, false)),
+        Case::new("axis0_keep_dim", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 3)], move |x| f(&x[0], Some(0), true, true)),
+        Case::new("transposed", vec![Case::input(&[4, 3], -1.0, 1.0, 4)], move |x| {
+            f(&crate::transpose(&x[0], 0, 1)?, Some(-1), true, false)
+        }),
+        Case::new("strided", vec![Case::input(&[3, 8], -1.0, 1.0, 5)], move |x| {
+            f(&crate::slice(&x[0], 1, 1, 8, 2)?, Some(0), false, false)
+        }),
+    ]
+}
+
+/// Variance over `axis` (all elements for `None`): `Σ (x − mean)² / (n − 1)` when
+/// `unbiased`, `/ n` otherwise (PyTorch's `correction` 1 or 0); two passes in f64, one
+/// rounding. One element with `unbiased` gives NaN, as in PyTorch.
+/// Backward: `g · 2(x − mean) / (n − 1 or n)`.
+#[op(saved = [x], attrs = [axis: Option<isize>, unbiased: bool, keep_dim: bool])]
+pub mod var {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, unbiased: bool, keep_dim: bool) -> Result<Tensor> {
+        moment_forward(NAME, x, axis, unbiased, keep_dim, false)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(moment_backward(NAME, r.x(), None, g, r.axis, r.unbiased)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        moment_cases(super::var)
+    }
+}
+
+/// Standard deviation over `axis`: `√var` (see [`var`]; the root taken in f64). PyTorch's
+/// `std`, named `std_dev` so that it never shadows the `std` crate in a glob import.
+/// Backward: `g · (x − mean) / ((n − 1 or n) · y)`, and 0 where `y = 0` (PyTorch's mask).
+#[op(saved = [x, out], attrs = [axis: Option<isize>, unbiased: bool, keep_dim: bool])]
+pub mod std_dev {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axis: Option<isize>, unbiased: bool, keep_dim: bool) -> Result<Tensor> {
+        moment_forward(NAME, x, axis, unbiased, keep_dim, true)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, r.axis, r.unbiased)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        moment_cases(super::std_dev)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,13 +595,17 @@ mod tests {
 
     /// The cases of `op` in the file with their `(axis, keep_dim)` (`None` for all axes).
     fn cases(o: &Oracle, op: &str) -> Vec<(String, Option<isize>, bool)> {
+        cases_at_least(o, op, 9)
+    }
+
+    fn cases_at_least(o: &Oracle, op: &str, min: usize) -> Vec<(String, Option<isize>, bool)> {
         let names: Vec<String> = o
             .names()
             .filter_map(|k| k.strip_suffix("_params"))
             .filter(|k| k.strip_prefix(op).is_some_and(|rest| rest.starts_with("_p") || rest.starts_with("_t") || rest.starts_with("_n")))
             .map(str::to_string)
             .collect();
-        assert!(names.len() >= 9, "the oracle file holds the `{op}` cases");
+        assert!(names.len() >= min, "the oracle file holds the `{op}` cases");
         names
             .into_iter()
             .map(|n| {
@@ -479,7 +676,38 @@ mod tests {
     }
 
     #[test]
+    fn logsumexp_matches_pytorch() {
+        let o = oracle();
+        both_modes(|| {
+            for (name, axis, keep) in cases_at_least(&o, "logsumexp", 5) {
+                let x = o.get(&format!("{name}_x"));
+                check_values(&o, &name, &x, &logsumexp(&x, axis, keep).unwrap());
+            }
+            let (x, want) = (o.get("logsumexp_inf_x"), o.get("logsumexp_inf_y"));
+            let y = logsumexp(&x, Some(1), false).unwrap();
+            assert_eq!(y.to_vec()[..2], want.to_vec()[..2], "an infinite row keeps its infinity");
+            assert_close("logsumexp_inf_y", &y, &want);
+        });
+    }
+
+    #[test]
+    fn var_std_match_pytorch() {
+        let o = oracle();
+        both_modes(|| {
+            for (op, f) in [("var", var as fn(&Tensor, Option<isize>, bool, bool) -> Result<Tensor>), ("std", std_dev)] {
+                for (name, axis, keep) in cases_at_least(&o, op, 6) {
+                    let unbiased = o.get(&format!("{name}_params")).to_vec_i32()[2] != 0;
+                    let x = o.get(&format!("{name}_x"));
+                    check_values(&o, &name, &x, &f(&x, axis, unbiased, keep).unwrap());
+                }
+            }
+        });
+    }
+
+    #[test]
     fn bad_arguments_are_errors_naming_the_op() {
+        assert_eq!(var(&Tensor::zeros(&[0]).unwrap(), None, true, false).unwrap_err().op(), "var");
+        assert_eq!(std_dev(&Tensor::zeros(&[2]).unwrap(), Some(1), true, false).unwrap_err().op(), "std_dev");
         let x = Tensor::zeros(&[2, 3]).unwrap();
         let empty = Tensor::zeros(&[2, 0]).unwrap();
         assert_eq!(max_dim(&x, 2, false).unwrap_err().op(), "max_dim");
