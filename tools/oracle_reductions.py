@@ -5,7 +5,8 @@ Writes testdata/ops/reductions.safetensors. For each case `<name>`: the input `<
 int32 attributes `<name>_params` = [axis (or -99 for all), keep_dim], the forward values
 `<name>_y` (and Int32 `<name>_i` for max/min with dim and argmax/argmin), a seeded weight
 `<name>_r` and the gradient `<name>_gx` of `sum(y * r)`. Case names start with the op:
-max_dim_*, min_dim_*, argmax_*, argmin_*, amax_*, amin_*. Inputs with `ties` hold exact
+max_dim_*, min_dim_*, argmax_*, argmin_*, amax_*, amin_*, logsumexp_*,
+var_*, std_*, sum_axes_*, mean_axes_* (var/std and *_axes params are laid out below). Inputs with `ties` hold exact
 repeated extremes, `nan` hold NaNs (PyTorch's tie and NaN rules are pinned by these).
 The `#[cfg(test)]` module of om-ops/src/reductions.rs reads it (fast and exact mode).
 
@@ -99,6 +100,19 @@ for op, fn in (("var", torch.var), ("std", torch.std)):
         out[f"{name}_x"] = x.detach().clone()
         out[f"{name}_params"] = torch.tensor([axis, int(keep), int(unbiased)], dtype=torch.int32)
         y = fn(x, dim=None if axis == ALL else axis, correction=int(unbiased), keepdim=keep)
+        r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        out[f"{name}_r"] = r
+        out[f"{name}_y"] = y.detach().contiguous()
+        out[f"{name}_gx"] = torch.autograd.grad((y * r).sum(), [x])[0].contiguous()
+
+# sum/mean over several axes: params = [keep_dim, axes...].
+for op, fn in (("sum_axes", torch.sum), ("mean_axes", torch.mean)):
+    for n, (axes, keep, shape) in enumerate([((0, 2), False, (3, 4, 5)), ((-1, -2), True, (2, 3, 4, 5)), ((1,), False, (4, 6)), ((2, 0, 3), False, (2, 3, 4, 5))]):
+        name = f"{op}_{n}"
+        x = data(shape, "plain").requires_grad_(True)
+        out[f"{name}_x"] = x.detach().clone()
+        out[f"{name}_params"] = torch.tensor([int(keep), *axes], dtype=torch.int32)
+        y = fn(x, dim=axes, keepdim=keep)
         r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
         out[f"{name}_r"] = r
         out[f"{name}_y"] = y.detach().contiguous()

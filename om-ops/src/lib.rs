@@ -39,7 +39,7 @@ pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use probability::{log_softmax, softmax};
 pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
-pub use reductions::{amax, amin, argmax, argmin, logsumexp, max_dim, min_dim, std_dev, take_along_axis, var};
+pub use reductions::{amax, amin, argmax, argmin, logsumexp, max_dim, mean_axes, min_dim, std_dev, sum_axes, take_along_axis, var};
 pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
 pub use transformer::attention;
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};

@@ -1,7 +1,8 @@
 //! Selecting reductions over one axis: `argmax`/`argmin` (Int32 winners, never recorded),
 //! `take_along_axis` (the recorded gather that carries the gradient to the winner),
 //! `max_dim`/`min_dim` (compositions returning values and indices) and `amax`/`amin`
-//! (gradient shared evenly among ties). PyTorch's CPU semantics: the first maximum
+//! (gradient shared evenly among ties), then `logsumexp`, `var`/`std_dev` and the
+//! multi-axis `sum_axes`/`mean_axes`. PyTorch's CPU semantics: the first maximum
 //! (minimum) along the axis wins a tie, and the first NaN wins over every number.
 //! Only comparisons and one division: bit-identical on every path in both modes.
 
@@ -10,7 +11,8 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Operators declared in this file.
-pub const NAMES: &[&str] = &["argmax", "argmin", "take_along_axis", "max_dim", "min_dim", "amax", "amin", "logsumexp", "var", "std_dev"];
+pub const NAMES: &[&str] =
+    &["argmax", "argmin", "take_along_axis", "max_dim", "min_dim", "amax", "amin", "logsumexp", "var", "std_dev", "sum_axes", "mean_axes"];
 
 /// Which extreme a selecting reduction looks for.
 #[derive(Clone, Copy)]
@@ -584,6 +586,113 @@ pub mod std_dev {
     }
 }
 
+// ===== sums over several axes =====
+
+/// Validated axes of a multi-axis reduction, as a sorted set of distinct non-negative axes.
+fn axis_set(op: &'static str, shape: &[usize], axes: &[isize]) -> Result<Vec<usize>> {
+    if axes.is_empty() {
+        return Err(Error::argument(op, "name at least one axis (sum(x, None, ..) reduces all of them)"));
+    }
+    let mut set = axes.iter().map(|&a| normalize_axis(op, a, shape.len(), false)).collect::<Result<Vec<_>>>()?;
+    set.sort_unstable();
+    if set.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::argument(op, format!("axis listed twice in {axes:?}")));
+    }
+    Ok(set)
+}
+
+/// `x` with the `axes` moved last (kept axes in order first), reduced in one f64 sum per
+/// output over the moved axes in row-major order, scaled by `1/count` for a mean.
+fn sum_over(op: &'static str, x: &Tensor, axes: &[isize], keep_dim: bool, mean: bool) -> Result<Tensor> {
+    x.expect_f32(op, "x")?;
+    let shape = x.shape();
+    let set = axis_set(op, shape, axes)?;
+    let kept: Vec<usize> = (0..shape.len()).filter(|a| !set.contains(a)).collect();
+    let len: usize = set.iter().map(|&a| shape[a]).product();
+    if mean && len == 0 {
+        return Err(Error::shape(op, &[shape], "mean over zero elements is undefined"));
+    }
+    let out_shape: Vec<usize> =
+        (0..shape.len()).filter_map(|a| if set.contains(&a) { keep_dim.then_some(1) } else { Some(shape[a]) }).collect();
+    let order: Vec<isize> = kept.iter().chain(&set).map(|&a| a as isize).collect();
+    let moved = crate::permute(x, order)?;
+    let scale = if mean { 1.0 / len as f64 } else { 1.0 };
+    moved.try_with_f32(|xs| {
+        Tensor::build_f32(&out_shape, |out| {
+            om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out);
+            Ok(())
+        })
+    })?
+}
+
+/// `g` (reduced over `axes`) broadcast back to `shape`, divided by the count for a mean.
+fn sum_over_backward(op: &'static str, g: &Tensor, shape: &[usize], axes: &[isize], mean: bool) -> Result<Tensor> {
+    let set = axis_set(op, shape, axes)?;
+    let kept_shape: Vec<isize> = (0..shape.len()).map(|a| if set.contains(&a) { 1 } else { shape[a] as isize }).collect();
+    let g = if mean {
+        let n = set.iter().map(|&a| shape[a]).product::<usize>() as f32;
+        om_core::kernels::elementwise::unary(op, g, |v| v / n)?
+    } else {
+        g.clone()
+    };
+    crate::expand(&crate::reshape(&g, kept_shape)?, shape.iter().map(|&d| d as isize).collect())
+}
+
+fn sum_over_cases(f: fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>) -> Vec<Case> {
+    vec![
+        Case::new("axes_0_2", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], vec![0, 2], false)),
+        Case::new("axes_last_two_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 2)], move |x| f(&x[0], vec![-1, -2], true)),
+        Case::new("one_axis", vec![Case::input(&[3, 4], -1.0, 1.0, 3)], move |x| f(&x[0], vec![1], false)),
+        Case::new("transposed", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 4)], move |x| {
+            f(&crate::transpose(&x[0], 0, 2)?, vec![0, 1], false)
+        }),
+        Case::new("expanded", vec![Case::input(&[3, 1, 2], -1.0, 1.0, 5)], move |x| {
+            f(&crate::expand(&x[0], vec![3, 4, 2])?, vec![1, 2], true)
+        }),
+    ]
+}
+
+/// Sum over several axes at once (distinct, at least one; any order, negative allowed),
+/// optionally keeping them as size 1: one f64 sum per output in row-major order of the
+/// reduced axes, rounded once. Backward: `g` broadcast to the input's shape.
+#[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
+pub mod sum_axes {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axes: Vec<isize>, keep_dim: bool) -> Result<Tensor> {
+        sum_over(NAME, x, &axes, keep_dim, false)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(sum_over_backward(NAME, g, &r.input_shapes[0], &r.axes, false)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        sum_over_cases(super::sum_axes)
+    }
+}
+
+/// Mean over several axes at once: [`sum_axes`] scaled by `1/count` in f64 before rounding.
+/// Backward: `g / count` broadcast to the input's shape.
+#[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
+pub mod mean_axes {
+    use super::*;
+
+    pub fn forward(x: &Tensor, axes: Vec<isize>, keep_dim: bool) -> Result<Tensor> {
+        sum_over(NAME, x, &axes, keep_dim, true)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(sum_over_backward(NAME, g, &r.input_shapes[0], &r.axes, true)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        sum_over_cases(super::mean_axes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -702,6 +811,26 @@ mod tests {
                 }
             }
         });
+    }
+
+    #[test]
+    fn sum_mean_axes_match_pytorch() {
+        let o = oracle();
+        both_modes(|| {
+            for (op, f) in [("sum_axes", sum_axes as fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>), ("mean_axes", mean_axes)] {
+                for n in 0..4 {
+                    let name = format!("{op}_{n}");
+                    let p = o.get(&format!("{name}_params")).to_vec_i32();
+                    let x = o.get(&format!("{name}_x"));
+                    let y = f(&x, p[1..].iter().map(|&a| a as isize).collect(), p[0] != 0).unwrap();
+                    check_values(&o, &name, &x, &y);
+                }
+            }
+        });
+        let x = Tensor::zeros(&[2, 3]).unwrap();
+        assert_eq!(sum_axes(&x, vec![], false).unwrap_err().op(), "sum_axes");
+        assert_eq!(mean_axes(&x, vec![1, -1], false).unwrap_err().op(), "mean_axes");
+        assert_eq!(sum_axes(&x, vec![2], false).unwrap_err().op(), "sum_axes");
     }
 
     #[test]
