@@ -22,13 +22,14 @@ enum Extreme {
 }
 
 impl Extreme {
-    /// Whether `v` replaces the current winner `best`: strictly better, or NaN (PyTorch's
-    /// `!(v <= best)` for max, `!(v >= best)` for min; a NaN winner stops the scan).
+    /// Whether `v` replaces the current (non-NaN) winner `best`: strictly better, or NaN
+    /// (PyTorch's `!(v <= best)` for max, `!(v >= best)` for min; a NaN winner stays).
     fn beats(self, v: f32, best: f32) -> bool {
-        match self {
-            Extreme::Max => !(v <= best),
-            Extreme::Min => !(v >= best),
-        }
+        v.is_nan()
+            || match self {
+                Extreme::Max => v > best,
+                Extreme::Min => v < best,
+            }
     }
 }
 
@@ -408,7 +409,7 @@ fn for_rows(outer: usize, len: usize, inner: usize, mut each: impl FnMut(usize, 
 /// The shift of a stable log-sum-exp: the row maximum, or 0 when it is infinite (as
 /// PyTorch does, so that a row of −∞ gives −∞ and one +∞ gives +∞, not NaN).
 fn lse_shift(xs: &[f32], row: impl Iterator<Item = usize>) -> f32 {
-    let m = row.map(|r| xs[r]).fold(f32::NEG_INFINITY, |m, v| if Extreme::Max.beats(v, m) { v } else { m });
+    let m = row.map(|r| xs[r]).fold(f32::NEG_INFINITY, |m, v| if !m.is_nan() && Extreme::Max.beats(v, m) { v } else { m });
     if m.is_infinite() {
         0.0
     } else {
@@ -614,6 +615,11 @@ fn sum_over(op: &'static str, x: &Tensor, axes: &[isize], keep_dim: bool, mean: 
     }
     let out_shape: Vec<usize> =
         (0..shape.len()).filter_map(|a| if set.contains(&a) { keep_dim.then_some(1) } else { Some(shape[a]) }).collect();
+    if let [a] = set[..] {
+        // One axis: `sum`/`mean` themselves, which sum a large expanded view in place.
+        let a = Some(a as isize);
+        return if mean { crate::mean(x, a, keep_dim) } else { crate::sum(x, a, keep_dim) };
+    }
     let order: Vec<isize> = kept.iter().chain(&set).map(|&a| a as isize).collect();
     let moved = crate::permute(x, order)?;
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
@@ -654,7 +660,8 @@ fn sum_over_cases(f: fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>) -> Vec<Cas
 
 /// Sum over several axes at once (distinct, at least one; any order, negative allowed),
 /// optionally keeping them as size 1: one f64 sum per output in row-major order of the
-/// reduced axes, rounded once. Backward: `g` broadcast to the input's shape.
+/// reduced axes, rounded once (one axis is [`sum`](crate::sum) itself; several gather the
+/// view first). Backward: `g` broadcast to the input's shape.
 #[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
 pub mod sum_axes {
     use super::*;
