@@ -4,7 +4,8 @@
 //! (gradient shared evenly among ties), then `logsumexp`, `var`/`std_dev` and the
 //! multi-axis `sum_axes`/`mean_axes`. PyTorch's CPU semantics: the first maximum
 //! (minimum) along the axis wins a tie, and the first NaN wins over every number.
-//! Only comparisons and one division: bit-identical on every path in both modes.
+//! Exact mode needs nothing special: every loop here is scalar code (the same on every
+//! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
 
 use om_core::layout::normalize_axis;
 use om_core::{Case, DType, Error, Result, Tensor};
@@ -265,7 +266,7 @@ pub mod max_dim {
     }
 }
 
-/// Smallest element along `axis` and its position (Int32), as [`max_dim`] with the order
+/// Smallest element along `axis` and its position (Int32), as [`max_dim()`] with the order
 /// reversed (first occurrence on ties, NaN propagates). Backward: `g` to the winner.
 #[op(composition)]
 pub mod min_dim {
@@ -566,7 +567,7 @@ pub mod var {
     }
 }
 
-/// Standard deviation over `axis`: `√var` (see [`var`]; the root taken in f64). PyTorch's
+/// Standard deviation over `axis`: `√var` (see [`var()`]; the root taken in f64). PyTorch's
 /// `std`, named `std_dev` so that it never shadows the `std` crate in a glob import.
 /// Backward: `g · (x − mean) / ((n − 1 or n) · y)`, and 0 where `y = 0` (PyTorch's mask).
 #[op(saved = [x, out], attrs = [axis: Option<isize>, unbiased: bool, keep_dim: bool])]
@@ -660,7 +661,7 @@ fn sum_over_cases(f: fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>) -> Vec<Cas
 
 /// Sum over several axes at once (distinct, at least one; any order, negative allowed),
 /// optionally keeping them as size 1: one f64 sum per output in row-major order of the
-/// reduced axes, rounded once (one axis is [`sum`](crate::sum) itself; several gather the
+/// reduced axes, rounded once (one axis is [`sum`](crate::sum()) itself; several gather the
 /// view first). Backward: `g` broadcast to the input's shape.
 #[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
 pub mod sum_axes {
@@ -680,7 +681,7 @@ pub mod sum_axes {
     }
 }
 
-/// Mean over several axes at once: [`sum_axes`] scaled by `1/count` in f64 before rounding.
+/// Mean over several axes at once: [`sum_axes()`] scaled by `1/count` in f64 before rounding.
 /// Backward: `g / count` broadcast to the input's shape.
 #[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
 pub mod mean_axes {
@@ -803,6 +804,8 @@ mod tests {
             let y = logsumexp(&x, Some(1), false).unwrap();
             assert_eq!(y.to_vec()[..2], want.to_vec()[..2], "an infinite row keeps its infinity");
             assert_close("logsumexp_inf_y", &y, &want);
+            let nan = Tensor::from_vec(vec![1.0, f32::NAN, 2.0], &[3]).unwrap();
+            assert!(logsumexp(&nan, None, false).unwrap().to_vec()[0].is_nan(), "NaN propagates");
         });
     }
 
