@@ -21,6 +21,7 @@ pub mod pool;
 pub mod probability;
 pub mod recurrent;
 pub mod reduce;
+pub mod reductions;
 pub mod spatial;
 pub mod transformer;
 pub mod views;
@@ -45,6 +46,7 @@ pub use pool::{avg_pool2d, global_avg_pool2d, max_pool2d};
 pub use probability::{log_softmax, softmax};
 pub use recurrent::{gru, gru_layer, lstm, lstm_layer, RnnConfig, RnnOutput, RnnWeights};
 pub use reduce::{mean, sum};
+pub use reductions::{amax, amin, argmax, argmin, logsumexp, max_dim, mean_axes, min_dim, std_dev, sum_axes, take_along_axis, var};
 pub use spatial::{conv_transpose2d, resize2d, ResizeMode};
 pub use transformer::attention;
 pub use views::{cast, concat, contiguous, expand, flip, permute, reshape, select, slice, squeeze, transpose, unsqueeze};
@@ -68,6 +70,7 @@ pub fn declared_names() -> Vec<&'static str> {
         probability::NAMES,
         recurrent::NAMES,
         reduce::NAMES,
+        reductions::NAMES,
         spatial::NAMES,
         transformer::NAMES,
         views::NAMES,
