@@ -60,6 +60,20 @@ pub trait TensorOps {
     fn tanh(&self) -> Result<Tensor>;
     /// [`crate::gelu()`] (erf form)
     fn gelu(&self) -> Result<Tensor>;
+    /// [`crate::exp()`]
+    fn exp(&self) -> Result<Tensor>;
+    /// [`crate::log()`]
+    fn log(&self) -> Result<Tensor>;
+    /// [`crate::sqrt()`]
+    fn sqrt(&self) -> Result<Tensor>;
+    /// [`crate::abs()`]
+    fn abs(&self) -> Result<Tensor>;
+    /// [`crate::clamp()`] (either bound optional)
+    fn clamp(&self, min: Option<f32>, max: Option<f32>) -> Result<Tensor>;
+    /// [`crate::argmax()`] along `axis` (`None`: over every element), Int32
+    fn argmax(&self, axis: Option<isize>, keep_dim: bool) -> Result<Tensor>;
+    /// [`crate::max_dim()`]: the maxima along `axis` and their Int32 indices
+    fn max_dim(&self, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)>;
     /// [`crate::matmul()`]
     fn matmul(&self, other: &Tensor) -> Result<Tensor>;
     /// [`crate::sum()`] over every element
@@ -136,6 +150,27 @@ impl TensorOps for Tensor {
     fn gelu(&self) -> Result<Tensor> {
         crate::gelu(self, GeluForm::Erf)
     }
+    fn exp(&self) -> Result<Tensor> {
+        crate::exp(self)
+    }
+    fn log(&self) -> Result<Tensor> {
+        crate::log(self)
+    }
+    fn sqrt(&self) -> Result<Tensor> {
+        crate::sqrt(self)
+    }
+    fn abs(&self) -> Result<Tensor> {
+        crate::abs(self)
+    }
+    fn clamp(&self, min: Option<f32>, max: Option<f32>) -> Result<Tensor> {
+        crate::clamp(self, min, max)
+    }
+    fn argmax(&self, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+        crate::argmax(self, axis, keep_dim)
+    }
+    fn max_dim(&self, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
+        crate::max_dim(self, axis, keep_dim)
+    }
     fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         crate::matmul(self, other)
     }
@@ -204,5 +239,20 @@ mod tests {
         // d/da (a·b + a) = b + 1
         assert_eq!(a.grad().unwrap().to_vec(), vec![4.0, 6.0]);
         assert!((&a / &Tensor::ones(&[3]).unwrap()).is_err());
+    }
+
+    #[test]
+    fn math_and_reduction_methods_are_the_functions() {
+        let x = Tensor::from_vec(vec![0.5, -2.0, 4.0, 1.0, 3.0, -1.0], &[2, 3]).unwrap().requires_grad().unwrap();
+        let bits = |t: Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let ax = x.abs().unwrap();
+        assert_eq!(ax.grad_fn_name(), Some("abs"));
+        assert_eq!(bits(ax.exp().unwrap()), bits(crate::exp(&crate::abs(&x).unwrap()).unwrap()));
+        assert_eq!(bits(ax.log().unwrap()), bits(crate::log(&ax).unwrap()));
+        assert_eq!(bits(ax.sqrt().unwrap()), bits(crate::sqrt(&ax).unwrap()));
+        assert_eq!(bits(x.clamp(Some(-1.0), None).unwrap()), bits(crate::clamp(&x, Some(-1.0), None).unwrap()));
+        assert_eq!(x.argmax(Some(1), false).unwrap().to_vec_i32(), vec![2, 1]);
+        let (values, indices) = x.max_dim(1, false).unwrap();
+        assert_eq!((values.to_vec(), indices.to_vec_i32()), (vec![4.0, 3.0], vec![2, 1]));
     }
 }
