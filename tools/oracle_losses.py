@@ -10,38 +10,16 @@ clamped at -100, the input gradient divided by max(x(1-x), 1e-12)).
 
 Usage: /tmp/torch/bin/python tools/oracle_losses.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "losses.safetensors")
-rng = np.random.default_rng(20261201)
-out = {}
+O = Oracle("losses", seed=20261201)
+rng, out = O.rng, O.out
+f32, leaf, grads, store = O.f32, O.leaf, O.grads, O.store
 REDUCTIONS = ["none", "sum", "mean"]
-
-
-def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32))
-
-
-def leaf(a):
-    return f32(a).requires_grad_(True)
-
-
-def grads(name, y, inputs):
-    r = f32(rng.standard_normal(y.shape))
-    out[name + "_r"] = r
-    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
-    for (n, _), g in zip(inputs, gs):
-        out[f"{name}_g{n}"] = g.detach().contiguous()
-
-
-def store(prefix, **tensors):
-    for k, v in tensors.items():
-        out[f"{prefix}_{k}"] = v.detach().contiguous()
 
 
 def pair(prefix, fn, x, t, **kw):
@@ -98,5 +76,5 @@ pair("kllog", F.kl_div, leaf(xin), leaf(tl), log_target=True)
 xin = torch.log_softmax(f32(rng.standard_normal((3, 5))), -1)
 pair("kl_bc", F.kl_div, leaf(xin), leaf(torch.softmax(f32(rng.standard_normal(5)), -1)))
 
-save_file(out, OUT)
-print(f"wrote {len(out)} tensors to {OUT} (torch {torch.__version__})")
+O.save()
+print(f"wrote {len(out)} tensors to {O.path} (torch {torch.__version__})")

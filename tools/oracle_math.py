@@ -10,37 +10,15 @@ om-ops/src/math.rs reads it.
 
 Usage: /tmp/torch/bin/python tools/oracle_math.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "math.safetensors")
-rng = np.random.default_rng(20261201)
-out = {}
-
-
-def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32))
-
-
-def leaf(a):
-    return f32(a).requires_grad_(True)
-
-
-def grads(name, y, inputs):
-    r = f32(rng.standard_normal(y.shape))
-    out[name + "_r"] = r
-    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
-    for (n, _), g in zip(inputs, gs):
-        out[f"{name}_g{n}"] = g.detach().contiguous()
-
-
-def store(prefix, **tensors):
-    for k, v in tensors.items():
-        out[f"{prefix}_{k}"] = v.detach().contiguous()
+O = Oracle("math", seed=20261201)
+rng, out = O.rng, O.out
+f32, leaf, grads, store = O.f32, O.leaf, O.grads, O.store
 
 
 def unary(name, x, f):
@@ -107,5 +85,5 @@ unary("rmul_scalar", signed, lambda x: -2.5 * x)
 unary("div_scalar", signed, lambda x: x / 3.0)
 unary("rdiv_scalar", positive, lambda x: 2.0 / x)
 
-save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})
-print(f"wrote {OUT}: {len(out)} tensors")
+O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})
+print(f"wrote {O.path}: {len(out)} tensors")

@@ -10,37 +10,15 @@ om-ops/src/{linalg,probability,transformer}.rs read it.
 
 Usage: /tmp/torch/bin/python tools/oracle_misc.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "misc.safetensors")
-rng = np.random.default_rng(20261129)
-out = {}
-
-
-def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32))
-
-
-def leaf(a):
-    return f32(a).requires_grad_(True)
-
-
-def grads(name, y, inputs):
-    r = f32(rng.standard_normal(y.shape))
-    out[name + "_r"] = r
-    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
-    for (n, _), g in zip(inputs, gs):
-        out[f"{name}_g{n}"] = g.detach().contiguous()
-
-
-def store(prefix, **tensors):
-    for k, v in tensors.items():
-        out[f"{prefix}_{k}"] = v.detach().contiguous()
+O = Oracle("misc", seed=20261129)
+rng, out = O.rng, O.out
+f32, leaf, grads, store = O.f32, O.leaf, O.grads, O.store
 
 
 # ----- linear: [2, 3, 5] x [4, 5]^T + [4] -----
@@ -88,5 +66,5 @@ grads("att", y, [("q", q), ("k", k), ("v", v)])
 y = F.scaled_dot_product_attention(q, k, v, scale=1.0 / np.sqrt(8.0))
 out["att_nomask_y"] = y.detach().contiguous()
 
-save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_misc.py"})
-print(f"wrote {OUT}: {len(out)} tensors")
+O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_misc.py"})
+print(f"wrote {O.path}: {len(out)} tensors")
