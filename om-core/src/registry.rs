@@ -101,6 +101,19 @@ impl Case {
             .collect();
         Tensor::from_vec(v, shape).and_then(|t| t.requires_grad()).unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
     }
+
+    /// A checked input of distinct values at least 0.05 apart in a pseudo-random order, so
+    /// every window or row has one clear extreme and central differences with the default
+    /// step stay valid (pooling, max/min reductions).
+    pub fn distinct_input(shape: &[usize], seed: u64) -> Tensor {
+        let n = crate::layout::numel(shape);
+        let mut v: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.05).collect();
+        let mut rng = crate::rng::Rng::new(seed);
+        for i in (1..n).rev() {
+            v.swap(i, rng.below(i + 1));
+        }
+        Tensor::from_vec(v, shape).and_then(|t| t.requires_grad()).unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
+    }
 }
 
 /// The registered operators sorted by name, or the names registered more than once.

@@ -64,18 +64,6 @@ fn geometry(
     })
 }
 
-/// Values with gaps of at least 0.05 in a pseudo-random order, so that every window has
-/// one clear maximum and central differences with the default step stay valid.
-fn distinct_input(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut v: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.05).collect();
-    let mut rng = om_core::rng::Rng::new(seed);
-    for i in (1..n).rev() {
-        v.swap(i, rng.below(i + 1));
-    }
-    Tensor::from_vec(v, shape).and_then(|t| t.requires_grad()).unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
-}
-
 /// Max over each window (padding acts as −∞; a dilated window skips `dilation − 1`
 /// elements). Ties keep the first maximum in window scan order and NaN wins, as PyTorch's
 /// CPU kernel does. Backward: `g` scatter-added at the saved winner's index.
@@ -129,14 +117,16 @@ pub mod max_pool2d {
 
     fn cases() -> Vec<Case> {
         vec![
-            Case::new("k3_s2_pad1", vec![distinct_input(&[2, 2, 7, 7], 1)], |x| super::max_pool2d(&x[0], [3, 3], [2, 2], [1, 1], [1, 1])),
-            Case::new("overlapping_k3_s1", vec![distinct_input(&[1, 2, 5, 5], 2)], |x| {
+            Case::new("k3_s2_pad1", vec![Case::distinct_input(&[2, 2, 7, 7], 1)], |x| {
+                super::max_pool2d(&x[0], [3, 3], [2, 2], [1, 1], [1, 1])
+            }),
+            Case::new("overlapping_k3_s1", vec![Case::distinct_input(&[1, 2, 5, 5], 2)], |x| {
                 super::max_pool2d(&x[0], [3, 3], [1, 1], [0, 0], [1, 1])
             }),
-            Case::new("k2x3_s1x2_pad_dilation", vec![distinct_input(&[1, 3, 6, 7], 3)], |x| {
+            Case::new("k2x3_s1x2_pad_dilation", vec![Case::distinct_input(&[1, 3, 6, 7], 3)], |x| {
                 super::max_pool2d(&x[0], [2, 3], [1, 2], [1, 1], [2, 1])
             }),
-            Case::new("nhwc_permuted_input", vec![distinct_input(&[2, 6, 5, 2], 4)], |x| {
+            Case::new("nhwc_permuted_input", vec![Case::distinct_input(&[2, 6, 5, 2], 4)], |x| {
                 super::max_pool2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, [2, 2], [2, 1], [0, 1], [1, 1])
             }),
         ]

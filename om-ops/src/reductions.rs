@@ -106,19 +106,7 @@ fn no_gradient(op: &'static str) -> Result<()> {
 /// A case through an index result: `x · f32(argmax(x))`, piecewise linear in `x` (the
 /// indices are constants away from ties); the inputs are distinct with gaps of 0.05.
 fn index_case(name: &'static str, shape: &[usize], seed: u64, f: fn(&Tensor) -> Result<Tensor>) -> Case {
-    Case::new(name, vec![distinct_input(shape, seed)], move |x| crate::mul(&x[0], &crate::cast(&f(&x[0])?, DType::F32)?))
-}
-
-/// Values with gaps of at least 0.05 in a pseudo-random order, so that every row has one
-/// clear extreme and central differences with the default step stay valid.
-fn distinct_input(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut v: Vec<f32> = (0..n).map(|i| (i as f32 - n as f32 / 2.0) * 0.05).collect();
-    let mut rng = om_core::rng::Rng::new(seed);
-    for i in (1..n).rev() {
-        v.swap(i, rng.below(i + 1));
-    }
-    Tensor::from_vec(v, shape).and_then(|t| t.requires_grad()).unwrap_or_else(|e| panic!("building a gradcheck input: {e}"))
+    Case::new(name, vec![Case::distinct_input(shape, seed)], move |x| crate::mul(&x[0], &crate::cast(&f(&x[0])?, DType::F32)?))
 }
 
 // ===== winners =====
@@ -297,10 +285,10 @@ fn select_dim(op: &'static str, x: &Tensor, axis: isize, keep_dim: bool, arg: Ar
 
 fn select_cases(f: fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>) -> Vec<Case> {
     vec![
-        Case::new("axis_last", vec![distinct_input(&[3, 5], 1)], move |x| Ok(f(&x[0], -1, false)?.0)),
-        Case::new("axis0_keep_dim", vec![distinct_input(&[4, 2, 3], 2)], move |x| Ok(f(&x[0], 0, true)?.0)),
-        Case::new("transposed", vec![distinct_input(&[4, 3], 3)], move |x| Ok(f(&crate::transpose(&x[0], 0, 1)?, 1, false)?.0)),
-        Case::new("strided", vec![distinct_input(&[3, 8], 4)], move |x| Ok(f(&crate::slice(&x[0], 1, 1, 8, 2)?, 0, false)?.0)),
+        Case::new("axis_last", vec![Case::distinct_input(&[3, 5], 1)], move |x| Ok(f(&x[0], -1, false)?.0)),
+        Case::new("axis0_keep_dim", vec![Case::distinct_input(&[4, 2, 3], 2)], move |x| Ok(f(&x[0], 0, true)?.0)),
+        Case::new("transposed", vec![Case::distinct_input(&[4, 3], 3)], move |x| Ok(f(&crate::transpose(&x[0], 0, 1)?, 1, false)?.0)),
+        Case::new("strided", vec![Case::distinct_input(&[3, 8], 4)], move |x| Ok(f(&crate::slice(&x[0], 1, 1, 8, 2)?, 0, false)?.0)),
     ]
 }
 
@@ -348,10 +336,10 @@ fn shared_grad(op: &'static str, x: &Tensor, y: &Tensor, g: &Tensor, axis: Optio
 /// the checked directions only when ties move together, so it is checked with the oracle).
 fn extreme_cases(f: ArgFn) -> Vec<Case> {
     vec![
-        Case::new("all", vec![distinct_input(&[3, 4], 1)], move |x| f(&x[0], None, false)),
-        Case::new("axis0_keep_dim", vec![distinct_input(&[4, 3], 2)], move |x| f(&x[0], Some(0), true)),
-        Case::new("axis_last", vec![distinct_input(&[2, 3, 5], 3)], move |x| f(&x[0], Some(-1), false)),
-        Case::new("transposed", vec![distinct_input(&[5, 3], 4)], move |x| f(&crate::transpose(&x[0], 0, 1)?, Some(1), false)),
+        Case::new("all", vec![Case::distinct_input(&[3, 4], 1)], move |x| f(&x[0], None, false)),
+        Case::new("axis0_keep_dim", vec![Case::distinct_input(&[4, 3], 2)], move |x| f(&x[0], Some(0), true)),
+        Case::new("axis_last", vec![Case::distinct_input(&[2, 3, 5], 3)], move |x| f(&x[0], Some(-1), false)),
+        Case::new("transposed", vec![Case::distinct_input(&[5, 3], 4)], move |x| f(&crate::transpose(&x[0], 0, 1)?, Some(1), false)),
     ]
 }
 
