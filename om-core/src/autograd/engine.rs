@@ -4,6 +4,14 @@
 //! sums broadcast gradients down to each input's shape, and releases records unless asked
 //! to retain them. Runs with recording off.
 //!
+//! A pass that fails (a released record, found before any work; a saved tensor changed in
+//! place, found when its record runs; an error inside a rule, such as a refused allocation)
+//! leaves every leaf gradient as it was: the gradients meant for leaves are held back
+//! (summed exactly as they would have been summed into `.grad`, so the bits are the same)
+//! and written only once every record has run. Records that ran before the failure are
+//! released as usual unless `retain_graph`, so that graph cannot be run again (as in
+//! PyTorch); with `retain_graph` the pass can be retried.
+//!
 //! The traversal's vectors, maps and the gradient sink are kept per thread and reused, so
 //! a warm step's backward pass does not allocate them again.
 
@@ -25,6 +33,63 @@ struct Scratch {
     index: HashMap<*const Node, usize>,
     pending: Vec<Option<Tensor>>,
     sink: GradSink,
+    leaves: LeafUpdates,
+}
+
+/// The leaf gradients a pass will write, held back until every record has run.
+#[derive(Default)]
+struct LeafUpdates {
+    /// Each leaf reached, in first-emission order, with its new gradient when it had none
+    /// (built as emissions arrive: the first adopted or copied, the rest added into it, as
+    /// `.grad` itself would have been).
+    leaves: Vec<(Arc<Mutex<Meta>>, Option<Tensor>)>,
+    index: HashMap<*const Mutex<Meta>, usize>,
+    /// Emissions to leaves that already had a gradient: (leaf position, contiguous
+    /// gradient), in emission order, added into `.grad` at the end.
+    adds: Vec<(usize, Tensor)>,
+}
+
+impl LeafUpdates {
+    fn clear(&mut self) {
+        self.leaves.clear();
+        self.index.clear();
+        self.adds.clear();
+    }
+
+    /// Holds back one emission to a leaf.
+    fn emit(&mut self, meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
+        let next = self.leaves.len();
+        let i = *self.index.entry(Arc::as_ptr(meta)).or_insert(next);
+        if i == next {
+            let fresh = lock(meta).grad.is_none();
+            self.leaves.push((meta.clone(), None));
+            if fresh {
+                self.leaves[i].1 = Some(private_copy(grad)?);
+                return Ok(());
+            }
+        }
+        match &self.leaves[i].1 {
+            Some(acc) => basic::add_assign(acc, &grad),
+            None => {
+                let grad = if grad.is_contiguous() { grad } else { basic::copy_contiguous(&grad)? };
+                self.adds.push((i, grad));
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the held-back gradients into the leaves.
+    fn apply(&mut self) -> Result<()> {
+        for (meta, fresh) in &mut self.leaves {
+            if let Some(g) = fresh.take() {
+                install_leaf_grad(meta, g)?;
+            }
+        }
+        for (i, g) in self.adds.drain(..) {
+            install_leaf_grad(&self.leaves[i].0, g)?;
+        }
+        Ok(())
+    }
 }
 
 thread_local! {
@@ -50,6 +115,7 @@ impl Drop for Borrowed {
         s.index.clear();
         s.pending.clear();
         s.sink.reset(&[]);
+        s.leaves.clear();
         let _ = SCRATCH.try_with(|c| *c.borrow_mut() = s);
     }
 }
@@ -84,11 +150,11 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
     let _no_grad = NoGradGuard::new();
     let Some(root_node) = root.grad_fn() else {
         // A leaf: the seed is its gradient.
-        return accumulate_into_leaf(root.meta_arc(), seed);
+        return install_leaf_grad(root.meta_arc(), seed);
     };
 
     let mut scratch = Borrowed::take();
-    let Scratch { order, seen, stack, index, pending, sink } = &mut scratch.0;
+    let Scratch { order, seen, stack, index, pending, sink, leaves } = &mut scratch.0;
     post_order(&root_node, order, seen, stack);
     // A released record anywhere in the graph fails the pass before any work is done.
     for node in order.iter() {
@@ -134,11 +200,11 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
                         Some(acc) => basic::add_same_shape(&acc, &grad)?,
                     });
                 }
-                Edge::Leaf(meta) => accumulate_into_leaf(meta, grad)?,
+                Edge::Leaf(meta) => leaves.emit(meta, grad)?,
             }
         }
     }
-    Ok(())
+    leaves.apply()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -191,13 +257,21 @@ fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
     from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
 }
 
-fn accumulate_into_leaf(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
+/// `grad` as a contiguous tensor no one else sees: itself when it already is one (one
+/// handle, sole owner of a contiguous f32 buffer), else a copy.
+fn private_copy(grad: Tensor) -> Result<Tensor> {
+    if grad.is_sole_contiguous_owner() {
+        Ok(grad)
+    } else {
+        basic::copy_contiguous(&grad)
+    }
+}
+
+/// Adds `grad` into a leaf's gradient, or makes it the gradient (privately) if it has none.
+fn install_leaf_grad(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
     let mut m = lock(meta);
     match &m.grad {
-        // A gradient nobody else can see (one handle, sole owner of a contiguous f32
-        // buffer) is already a private copy: adopt it instead of copying it.
-        None if grad.is_sole_contiguous_owner() => m.grad = Some(grad),
-        None => m.grad = Some(basic::copy_contiguous(&grad)?),
+        None => m.grad = Some(private_copy(grad)?),
         Some(acc) => return basic::add_assign(acc, &grad),
     }
     if let Some(g) = &m.grad {
