@@ -77,7 +77,8 @@ fn audit(text: &str, in_kernels: bool, is_test: bool) -> Vec<(usize, &'static st
                 justified(&lines, i, "SAFETY")
             };
             if !ok {
-                problems.push((i + 1, if is_fn { "`unsafe fn` without a stated contract" } else { "`unsafe` without a `// SAFETY:` line" }));
+                problems
+                    .push((i + 1, if is_fn { "`unsafe fn` without a stated contract" } else { "`unsafe` without a `// SAFETY:` line" }));
             }
         }
         for ch in c.chars() {

@@ -7,9 +7,6 @@ use om_core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["conv2d"];
-
 /// The checks every convolution shares: `x` and `w` of rank 4 (`layouts` names their
 /// expected layouts for the message), and stride, dilation and groups at least 1.
 /// Returns the argument shapes, for later error messages.

@@ -7,9 +7,6 @@ use om_core::kernels::lanes::{Binary, Unary};
 use om_core::{Case, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["add", "sub", "mul", "div", "neg", "relu", "sigmoid", "tanh", "gelu"];
-
 /// The standard cases of a binary operator: equal shapes, broadcasting both ways, a
 /// transposed operand and a strided (every other column) operand.
 fn binary_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>, lo: f32, hi: f32) -> Vec<Case> {

@@ -9,9 +9,6 @@ use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["matmul", "linear"];
-
 /// `t` itself if one of its last two dimensions is unit-strided (row-major, or a
 /// transposed view: the GEMM reads either in place), else a contiguous copy.
 fn gemm_readable(t: &Tensor) -> Tensor {

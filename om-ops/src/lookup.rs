@@ -7,9 +7,6 @@
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["embedding"];
-
 /// `padding_idx` as a row index: `-V..V` is accepted (negative counts from the end, as in
 /// PyTorch).
 fn padding_row(op: &'static str, padding_idx: Option<i64>, rows: usize) -> Result<Option<usize>> {

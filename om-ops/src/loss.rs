@@ -5,9 +5,6 @@
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["nll_loss", "cross_entropy"];
-
 /// Checks the targets against `classes` and returns how many rows are not ignored.
 fn count_rows(op: &'static str, targets: &[i32], classes: usize, ignore_index: Option<i64>) -> Result<usize> {
     let mut count = 0;

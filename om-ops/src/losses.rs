@@ -19,10 +19,6 @@ use om_core::kernels::math;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] =
-    &["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"];
-
 /// Applies the reduction to the element-wise losses.
 fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
     match reduction {

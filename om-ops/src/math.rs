@@ -19,29 +19,6 @@ use om_core::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, f
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &[
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "abs",
-    "clamp",
-    "maximum",
-    "minimum",
-    "leaky_relu",
-    "silu",
-    "softplus",
-    "where_",
-    "pow_scalar",
-    "add_scalar",
-    "sub_scalar",
-    "rsub_scalar",
-    "mul_scalar",
-    "div_scalar",
-    "rdiv_scalar",
-];
-
 /// The standard cases of a unary map: contiguous, transposed and strided inputs drawn by
 /// `input(shape, seed)`.
 fn unary_cases(f: impl Fn(&Tensor) -> Result<Tensor> + Copy + Send + Sync + 'static, input: fn(&[usize], u64) -> Tensor) -> Vec<Case> {

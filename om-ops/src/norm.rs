@@ -12,9 +12,6 @@ use om_core::pool::F64Scratch;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["layer_norm", "batch_norm2d"];
-
 /// An optional per-feature tensor must be `f32` of shape `[len]`.
 fn check_param(op: &'static str, arg: &'static str, t: Option<&Tensor>, len: usize, x: &Tensor) -> Result<()> {
     if let Some(t) = t {

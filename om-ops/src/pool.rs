@@ -9,9 +9,6 @@ use om_core::kernels::pooling::{self as kernel, Pool2d};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["max_pool2d", "avg_pool2d", "global_avg_pool2d"];
-
 /// Validates a pooling over `x` and returns its geometry.
 fn geometry(
     op: &'static str,

@@ -9,9 +9,6 @@ use om_core::kernels::softmax::{log_softmax_rows, softmax_rows};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["softmax", "log_softmax"];
-
 /// Checks the input and returns the row length (the last dimension).
 fn row_len(op: &'static str, x: &Tensor) -> Result<usize> {
     if x.dtype() != DType::F32 {

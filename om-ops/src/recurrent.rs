@@ -21,9 +21,6 @@ use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["lstm_layer", "gru_layer", "lstm", "gru"];
-
 // ===== shared helpers =====
 
 /// A pooled f32 scratch of `len` values.

@@ -7,9 +7,6 @@ use om_core::layout::normalize_axis;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["sum", "mean"];
-
 /// A view with more than this many elements per stored one is summed where it lies
 /// ([`sum_view`]) rather than gathered first: gathering a mostly repeated view would spend
 /// memory (possibly more than exists) on copies of the same values.

@@ -11,10 +11,6 @@ use om_core::layout::normalize_axis;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] =
-    &["argmax", "argmin", "take_along_axis", "max_dim", "min_dim", "amax", "amin", "logsumexp", "var", "std_dev", "sum_axes", "mean_axes"];
-
 /// Which extreme a selecting reduction looks for.
 #[derive(Clone, Copy)]
 enum Extreme {

@@ -8,9 +8,6 @@ use om_core::kernels::conv::{channel_sums, conv2d_backward_weight, conv2d_forwar
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["conv_transpose2d", "resize2d"];
-
 /// Validates a transposed convolution and returns the geometry of the convolution it is
 /// the adjoint of: that convolution's input is the transposed convolution's output
 /// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input

@@ -18,9 +18,6 @@ use om_core::pool::Buffer;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] = &["attention"];
-
 /// Sizes of one attention call.
 #[derive(Clone, Copy)]
 struct Dims {

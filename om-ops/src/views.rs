@@ -7,10 +7,6 @@ use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Operators declared in this file.
-pub const NAMES: &[&str] =
-    &["slice", "select", "permute", "transpose", "reshape", "squeeze", "unsqueeze", "contiguous", "expand", "flip", "cast", "concat"];
-
 /// A strided layout: shape, strides, offset.
 type Layout = (Vec<usize>, Vec<usize>, usize);
 

@@ -30,50 +30,6 @@ pub enum Src<'a> {
     Strided(&'a [f32], usize),
 }
 
-/// Element-wise functions of one operand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unary {
-    /// `-x` (sign flip).
-    Neg,
-    /// `x` if `x > 0`, `+0` if `x <= 0`, NaN stays NaN.
-    Relu,
-    /// `1 / (1 + e^(-x))`.
-    Sigmoid,
-    /// Hyperbolic tangent.
-    Tanh,
-    /// `x Φ(x)`.
-    GeluErf,
-    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-    GeluTanh,
-    /// `e^x`.
-    Exp,
-    /// Natural logarithm.
-    Log,
-}
-
-/// Element-wise functions of two operands `a`, `b`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Binary {
-    /// `a + b`.
-    Add,
-    /// `a - b`.
-    Sub,
-    /// `a * b`.
-    Mul,
-    /// `a / b`.
-    Div,
-    /// `a = g`, `b = y` (relu output): `g` where `y > 0`, else `0` (also for NaN `y`).
-    ReluBackward,
-    /// `a = g`, `b = y`: `(g y)(1 - y)`.
-    SigmoidBackward,
-    /// `a = g`, `b = y`: `g (1 - y y)`.
-    TanhBackward,
-    /// `a = g`, `b = x`: `g (Φ(x) + x φ(x))`.
-    GeluErfBackward,
-    /// `a = g`, `b = x`: `g` times the slope of the tanh GELU.
-    GeluTanhBackward,
-}
-
 /// Writes `op(x[i])` into `out[i]` for every `i < out.len()`.
 ///
 /// Panics if an operand holds fewer than `out.len()` elements.
@@ -150,39 +106,88 @@ trait BinaryKernel {
     fn apply<L: Lanes>(a: L, b: L) -> L;
 }
 
-macro_rules! kernels {
-    ($trait:ident: $($name:ident($($arg:ident),+) => $body:expr;)*) => {$(
-        struct $name;
-        impl $trait for $name {
+/// Declares a family of lane operations in one place: the public enum with one documented
+/// variant per operation, and `run`, which applies the variant's body (a generic function of
+/// lane vectors, instantiated at the path's width and at width 1) over an output with
+/// `$map`. Adding an operation is one line here.
+macro_rules! lane_ops {
+    (
+        $(#[$meta:meta])*
+        pub enum $enum:ident: $kernel:ident via $map:ident($src:ty) {
+            $( $(#[$vmeta:meta])* $variant:ident($($arg:ident),+) => $body:expr; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $enum {
+            $( $(#[$vmeta])* $variant, )*
+        }
+
+        impl $enum {
+            /// Writes the operation of every element into `out` with lane type `L`.
             #[inline(always)]
-            fn apply<L: Lanes>($($arg: L),+) -> L {
-                $body
+            fn run<L: Lanes>(self, src: $src, out: &mut [f32], mode: Mode) {
+                match self {
+                    $( $enum::$variant => {
+                        struct K;
+                        impl $kernel for K {
+                            #[inline(always)]
+                            fn apply<L: Lanes>($($arg: L),+) -> L {
+                                $body
+                            }
+                        }
+                        $map::<L, K>(src, out, mode)
+                    } )*
+                }
             }
         }
-    )*};
+    };
 }
 
-kernels! { UnaryKernel:
-    NegK(x) => x.neg();
-    ReluK(x) => L::select(x.le(L::splat(0.0)), L::splat(0.0), x);
-    SigmoidK(x) => tr::sigmoid(x);
-    TanhK(x) => tr::tanh(x);
-    GeluErfK(x) => tr::gelu_erf(x);
-    GeluTanhK(x) => tr::gelu_tanh(x);
-    ExpK(x) => tr::exp(x);
-    LogK(x) => tr::log(x);
+lane_ops! {
+    /// Element-wise functions of one operand.
+    pub enum Unary: UnaryKernel via map1(Src) {
+        /// `-x` (sign flip).
+        Neg(x) => x.neg();
+        /// `x` if `x > 0`, `+0` if `x <= 0`, NaN stays NaN.
+        Relu(x) => L::select(x.le(L::splat(0.0)), L::splat(0.0), x);
+        /// `1 / (1 + e^(-x))`.
+        Sigmoid(x) => tr::sigmoid(x);
+        /// Hyperbolic tangent.
+        Tanh(x) => tr::tanh(x);
+        /// `x Φ(x)`.
+        GeluErf(x) => tr::gelu_erf(x);
+        /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+        GeluTanh(x) => tr::gelu_tanh(x);
+        /// `e^x`.
+        Exp(x) => tr::exp(x);
+        /// Natural logarithm.
+        Log(x) => tr::log(x);
+    }
 }
 
-kernels! { BinaryKernel:
-    AddK(a, b) => a.add(b);
-    SubK(a, b) => a.sub(b);
-    MulK(a, b) => a.mul(b);
-    DivK(a, b) => a.div(b);
-    ReluBackK(g, y) => L::select(y.gt(L::splat(0.0)), g, L::splat(0.0));
-    SigmoidBackK(g, y) => g.mul(y).mul(L::splat(1.0).sub(y));
-    TanhBackK(g, y) => g.mul(L::splat(1.0).sub(y.mul(y)));
-    GeluErfBackK(g, x) => g.mul(tr::gelu_erf_grad(x));
-    GeluTanhBackK(g, x) => g.mul(tr::gelu_tanh_grad(x));
+lane_ops! {
+    /// Element-wise functions of two operands `a`, `b`.
+    pub enum Binary: BinaryKernel via map2((Src, Src)) {
+        /// `a + b`.
+        Add(a, b) => a.add(b);
+        /// `a - b`.
+        Sub(a, b) => a.sub(b);
+        /// `a * b`.
+        Mul(a, b) => a.mul(b);
+        /// `a / b`.
+        Div(a, b) => a.div(b);
+        /// `a = g`, `b = y` (relu output): `g` where `y > 0`, else `0` (also for NaN `y`).
+        ReluBackward(g, y) => L::select(y.gt(L::splat(0.0)), g, L::splat(0.0));
+        /// `a = g`, `b = y`: `(g y)(1 - y)`.
+        SigmoidBackward(g, y) => g.mul(y).mul(L::splat(1.0).sub(y));
+        /// `a = g`, `b = y`: `g (1 - y y)`.
+        TanhBackward(g, y) => g.mul(L::splat(1.0).sub(y.mul(y)));
+        /// `a = g`, `b = x`: `g (Φ(x) + x φ(x))`.
+        GeluErfBackward(g, x) => g.mul(tr::gelu_erf_grad(x));
+        /// `a = g`, `b = x`: `g` times the slope of the tanh GELU.
+        GeluTanhBackward(g, x) => g.mul(tr::gelu_tanh_grad(x));
+    }
 }
 
 /// Full `L` vectors over the front of `out`, then width 1 over the tail.
@@ -203,7 +208,7 @@ fn map1_full<L: Lanes, K: UnaryKernel>(x: Src, out: &mut [f32], mode: Mode) {
 
 /// Full `L` vectors over the front of `out`, then width 1 over the tail.
 #[inline(always)]
-fn map2<L: Lanes, K: BinaryKernel>(a: Src, b: Src, out: &mut [f32], mode: Mode) {
+fn map2<L: Lanes, K: BinaryKernel>((a, b): (Src, Src), out: &mut [f32], mode: Mode) {
     let full = out.len() / L::WIDTH * L::WIDTH;
     let (front, tail) = out.split_at_mut(full);
     map2_full::<L, K>(a, b, front, mode);
@@ -231,16 +236,7 @@ impl LaneTask for UnaryTask<'_, '_> {
     #[inline(always)]
     fn run<L: Lanes>(self) {
         let UnaryTask { op, x, out, mode } = self;
-        match op {
-            Unary::Neg => map1::<L, NegK>(x, out, mode),
-            Unary::Relu => map1::<L, ReluK>(x, out, mode),
-            Unary::Sigmoid => map1::<L, SigmoidK>(x, out, mode),
-            Unary::Tanh => map1::<L, TanhK>(x, out, mode),
-            Unary::GeluErf => map1::<L, GeluErfK>(x, out, mode),
-            Unary::GeluTanh => map1::<L, GeluTanhK>(x, out, mode),
-            Unary::Exp => map1::<L, ExpK>(x, out, mode),
-            Unary::Log => map1::<L, LogK>(x, out, mode),
-        }
+        op.run::<L>(x, out, mode)
     }
 }
 
@@ -258,16 +254,6 @@ impl LaneTask for BinaryTask<'_, '_, '_> {
     #[inline(always)]
     fn run<L: Lanes>(self) {
         let BinaryTask { op, a, b, out, mode } = self;
-        match op {
-            Binary::Add => map2::<L, AddK>(a, b, out, mode),
-            Binary::Sub => map2::<L, SubK>(a, b, out, mode),
-            Binary::Mul => map2::<L, MulK>(a, b, out, mode),
-            Binary::Div => map2::<L, DivK>(a, b, out, mode),
-            Binary::ReluBackward => map2::<L, ReluBackK>(a, b, out, mode),
-            Binary::SigmoidBackward => map2::<L, SigmoidBackK>(a, b, out, mode),
-            Binary::TanhBackward => map2::<L, TanhBackK>(a, b, out, mode),
-            Binary::GeluErfBackward => map2::<L, GeluErfBackK>(a, b, out, mode),
-            Binary::GeluTanhBackward => map2::<L, GeluTanhBackK>(a, b, out, mode),
-        }
+        op.run::<L>((a, b), out, mode)
     }
 }

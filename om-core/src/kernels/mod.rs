@@ -17,6 +17,7 @@ pub mod gates;
 pub mod gemm;
 pub mod lanes;
 pub mod math;
+pub mod math64;
 pub mod norm;
 pub mod parallel;
 pub mod pooling;

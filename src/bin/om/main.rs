@@ -40,7 +40,6 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    onemodel::ops::declared_names();
     match cmd.as_str() {
         "ops" => {
             print!("{}", registry::markdown());
@@ -73,7 +72,7 @@ fn main() -> ExitCode {
 }
 
 fn run_gradcheck() -> ExitCode {
-    let entries = match registry::entries() {
+    let entries = match onemodel::ops::registered_ops() {
         Ok(e) => e,
         Err(dups) => {
             eprintln!("om gradcheck: operators registered more than once: {dups:?}");
