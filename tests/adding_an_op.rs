@@ -45,3 +45,15 @@ fn the_guide_example_computes_and_records() {
     om_core::Tensor::backward_with(&y, Some(&Tensor::ones(&[3]).unwrap()), false).unwrap();
     assert_eq!(x.grad().unwrap().to_vec(), vec![2.0, -4.0, 6.0]);
 }
+
+/// The guide's code block is this file's declaration, character for character, so the two
+/// cannot drift apart.
+#[test]
+fn the_guide_shows_exactly_the_code_tested_here() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let guide = std::fs::read_to_string(root.join("docs/adding-an-op.md")).unwrap();
+    let block = guide.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("the guide has a rust block");
+    let this_file = std::fs::read_to_string(root.join("tests/adding_an_op.rs")).unwrap();
+    assert!(block.lines().count() > 10, "the guide's block is the whole declaration:\n{block}");
+    assert!(this_file.contains(block), "docs/adding-an-op.md's example differs from tests/adding_an_op.rs:\n{block}");
+}
