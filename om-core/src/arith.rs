@@ -55,6 +55,18 @@ pub struct ScalarArith {
 
 inventory::collect!(ScalarArith);
 
+/// Registers the operators behind the arithmetic traits: `register_arith!(Arith { .. })`
+/// or `register_arith!(ScalarArith { .. })`, once each, in the crate that implements them
+/// (`om-ops`).
+#[macro_export]
+macro_rules! register_arith {
+    ($kind:ident { $($field:ident: $f:expr),* $(,)? }) => {
+        $crate::__private::inventory::submit! {
+            $crate::arith::$kind { $($field: $f),* }
+        }
+    };
+}
+
 /// The error when `om-ops` is not linked.
 fn unlinked(op: &'static str) -> Error {
     Error::argument(op, "no operator implementation is linked; depend on `om-ops` (or the `onemodel` facade) to use arithmetic on tensors")

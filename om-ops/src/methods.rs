@@ -16,20 +16,16 @@
 use crate::GeluForm;
 use om_core::{DType, Result, Tensor};
 
-om_core::__private::inventory::submit! {
-    om_core::arith::Arith { add: crate::add, sub: crate::sub, mul: crate::mul, div: crate::div, neg: crate::neg }
-}
+om_core::register_arith!(Arith { add: crate::add, sub: crate::sub, mul: crate::mul, div: crate::div, neg: crate::neg });
 
-om_core::__private::inventory::submit! {
-    om_core::arith::ScalarArith {
-        add: crate::add_scalar,
-        sub: crate::sub_scalar,
-        rsub: crate::rsub_scalar,
-        mul: crate::mul_scalar,
-        div: crate::div_scalar,
-        rdiv: crate::rdiv_scalar,
-    }
-}
+om_core::register_arith!(ScalarArith {
+    add: crate::add_scalar,
+    sub: crate::sub_scalar,
+    rsub: crate::rsub_scalar,
+    mul: crate::mul_scalar,
+    div: crate::div_scalar,
+    rdiv: crate::rdiv_scalar,
+});
 
 /// The operators as methods on [`Tensor`]; bring it into scope with
 /// `use onemodel::prelude::*` or `use om_ops::TensorOps`.
