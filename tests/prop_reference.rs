@@ -445,7 +445,7 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
     if single_only && r == 0 {
         return Ok(());
     }
-    let (out_shape, groups) = rows(&shape, &axes, keep || (whole && keep));
+    let (out_shape, groups) = rows(&shape, &axes, keep);
     let out_shape = if whole && !keep { vec![] } else { out_shape };
     let len: usize = axes.iter().map(|&a| shape[a]).product();
     let axis = (!whole).then(|| axes.first().map(|&a| a as isize - if seed & 1 == 1 { r as isize } else { 0 })).flatten();
@@ -640,7 +640,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 }
                 1 if rank >= 1 => {
                     let a = rng.below(rank);
-                    let f = (1..=s[a].max(1)).filter(|f| s[a] == 0 || s[a] % f == 0).nth(rng.below(3)).unwrap_or(1);
+                    let f = (1..=s[a].max(1)).filter(|f| s[a] == 0 || s[a].is_multiple_of(*f)).nth(rng.below(3)).unwrap_or(1);
                     let rest = if s[a] == 0 { 0 } else { s[a] / f };
                     s.splice(a..a + 1, [f, rest]);
                 }
