@@ -34,6 +34,7 @@ const EXPECTED_ERRORS: &[(&str, &str, &str)] = &[
     ("mean_axes", "mean over zero elements", "NaN (deliberate difference)"),
     ("var", "variance of zero elements", "NaN (deliberate difference)"),
     ("std_dev", "variance of zero elements", "NaN (deliberate difference)"),
+    ("layer_norm", "normalised axis is empty", "an empty result (deliberate difference, as mean; tests/errors.rs pins it)"),
     ("global_avg_pool2d", "mean of an empty image plane", "NaN from adaptive_avg_pool2d (deliberate difference, as mean)"),
     ("max_pool2d", "input image must be at least 1×1", "raises: only a 0 batch dim is allowed"),
     ("max_pool2d", "output would be empty", "raises: output size is too small"),

@@ -49,6 +49,9 @@ pub mod layer_norm {
         let Some(&d) = x.shape().last() else {
             return Err(Error::shape(NAME, &[x.shape()], "x needs at least one axis (the normalised one)"));
         };
+        if d == 0 {
+            return Err(Error::shape(NAME, &[x.shape()], "the normalised axis is empty"));
+        }
         check_param(NAME, "gamma", gamma, d, x)?;
         check_param(NAME, "beta", beta, d, x)?;
         check_eps(NAME, eps)?;
@@ -58,12 +61,6 @@ pub mod layer_norm {
             Tensor::with_f32_opt(gamma, |gamma| {
                 Tensor::with_f32_opt(beta, |beta| {
                     Tensor::build_many_f32([x.shape(), lead, lead], |[y, mean, rstd]| {
-                        if d == 0 {
-                            // An empty normalised axis: `y` is empty, its statistics NaN (PyTorch).
-                            mean.fill(f32::NAN);
-                            rstd.fill(f32::NAN);
-                            return Ok(());
-                        }
                         kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, y, mean, rstd);
                         Ok(())
                     })
@@ -77,19 +74,6 @@ pub mod layer_norm {
         let shape = &r.input_shapes[0];
         let n = shape[shape.len() - 1];
         let (need_x, need_g, need_b) = (d.needs_x(), d.needs_gamma(), d.needs_beta());
-        if n == 0 {
-            // An empty normalised axis: every gradient is empty.
-            if need_x {
-                d.x(Tensor::zeros(shape)?);
-            }
-            if need_g {
-                d.gamma(Tensor::zeros(&[0])?);
-            }
-            if need_b {
-                d.beta(Tensor::zeros(&[0])?);
-            }
-            return Ok(());
-        }
         let mut dgamma = F64Scratch::zeroed(n);
         let mut dbeta = F64Scratch::zeroed(n);
         let settings = Compute::settings();
