@@ -12,8 +12,12 @@
 //! keep unused branches and unused inputs, put views in the middle, and feed one tensor to
 //! both operands of an op; the run counts each feature and requires it to be common.
 //!
-//! `CASES` graphs per run (well under ten seconds in release); the `#[ignore]`d long run
-//! checks `LONG_CASES`: `cargo test --release -p om-tests --test prop_dag -- --ignored`.
+//! Large graphs (leaf dims 24–48, so the kernels split their work among threads) are
+//! checked for the exact-mode bits only.
+//!
+//! `CASES` small and `LARGE_CASES` large graphs per run (a few seconds in release); the
+//! `#[ignore]`d long run checks `LONG_CASES` and `LONG_LARGE_CASES`:
+//! `cargo test --release -p om-tests --test prop_dag -- --ignored`.
 
 use om_core::compute::{Compute, KernelPath, Mode, Settings};
 use om_core::registry::Case;
@@ -24,6 +28,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 const CASES: u32 = 1000;
 const LONG_CASES: u32 = 20_000;
+
+/// Leaf dims of the gradient-checked graphs (finite differences cost two evaluations per
+/// input element).
+const SMALL_DIMS: (usize, usize) = (1, 3);
+
+/// Leaf dims of the graphs checked only for exact bits across thread counts: large enough
+/// that element-wise maps, softmax rows and matrix products are split among threads.
+const LARGE_DIMS: (usize, usize) = (24, 48);
+
+/// Large graphs per run (and in the long run).
+const LARGE_CASES: u32 = 48;
+const LONG_LARGE_CASES: u32 = 500;
 
 /// Values past this bound are squashed by `tanh` before the next op.
 const BOUND: f64 = 4.0;
@@ -150,9 +166,10 @@ impl Plan {
         }
     }
 
-    fn from_seed(seed: u64) -> Plan {
+    /// A random graph whose leaves have dims in `lo..=hi`.
+    fn from_seed(seed: u64, (lo, hi): (usize, usize)) -> Plan {
         let mut rng = Rng(seed);
-        let dims: Vec<usize> = (0..3).map(|_| 1 + rng.below(3)).collect();
+        let dims: Vec<usize> = (0..3).map(|_| lo + rng.below(hi - lo + 1)).collect();
         let n_leaves = 2 + rng.below(2);
         let leaves: Vec<Vec<usize>> = (0..n_leaves)
             .map(|_| match rng.below(4) {
@@ -356,7 +373,7 @@ fn exact_gradient_bits(plan: &Plan, seed: u64, threads: usize) -> Result<Vec<Vec
 static FEATURES: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
 fn check_graph(seed: u64) -> std::result::Result<(), TestCaseError> {
-    let plan = Plan::from_seed(seed);
+    let plan = Plan::from_seed(seed, SMALL_DIMS);
     for (count, has) in FEATURES.iter().zip(plan.features()) {
         count.fetch_add(has as usize, Ordering::Relaxed);
     }
@@ -374,6 +391,27 @@ fn check_graph(seed: u64) -> std::result::Result<(), TestCaseError> {
         return Err(TestCaseError::fail(format!("seed {seed:#x}: exact-mode gradients differ between 1 and 2 threads\n{ops}")));
     }
     Ok(())
+}
+
+/// A large graph gives the same exact-mode gradient bits at 1 and 2 threads.
+fn check_large_graph(seed: u64) -> std::result::Result<(), TestCaseError> {
+    let plan = Plan::from_seed(seed, LARGE_DIMS);
+    let one = exact_gradient_bits(&plan, seed, 1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let two = exact_gradient_bits(&plan, seed, 2).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    if one != two {
+        let ops = format!("{:?}", plan.nodes.iter().map(|n| &n.op).collect::<Vec<_>>());
+        return Err(TestCaseError::fail(format!(
+            "seed {seed:#x}: exact-mode gradients of a large graph differ between 1 and 2 threads\n{ops}"
+        )));
+    }
+    Ok(())
+}
+
+fn run_large(cases: u32) {
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    if let Err(e) = runner.run(&proptest::num::u64::ANY, check_large_graph) {
+        panic!("{e}");
+    }
 }
 
 fn run(cases: u32) {
@@ -395,7 +433,13 @@ fn random_graphs_match_finite_differences_and_exact_bits_across_threads() {
 }
 
 #[test]
+fn large_random_graphs_give_identical_exact_bits_across_threads() {
+    run_large(LARGE_CASES);
+}
+
+#[test]
 #[ignore = "long run: cargo test --release -p om-tests --test prop_dag -- --ignored"]
 fn long_run_random_graphs() {
     run(LONG_CASES);
+    run_large(LONG_LARGE_CASES);
 }

@@ -9,6 +9,9 @@
 //! the reference within float32 tolerance (views and selecting reductions exactly) and the
 //! exact-mode bits are identical at both thread counts.
 //!
+//! A further family repeats all four on large operands (`large_shape`), where the work is
+//! split among threads.
+//!
 //! `CASES` cases per family per run (a few seconds in release); the `#[ignore]`d
 //! `long_run_*` tests run `LONG_CASES` each: `cargo test --release -p om-tests --test
 //! prop_reference -- --ignored`.
@@ -21,6 +24,11 @@ use proptest::test_runner::TestCaseError;
 
 const CASES: u32 = 1000;
 const LONG_CASES: u32 = 200_000;
+
+/// Cases per run of large operands (33k–100k elements, so element-wise maps and
+/// reductions are split among threads and the exact-mode comparison of 1 and 2 threads has
+/// teeth).
+const LARGE_CASES: u32 = 32;
 
 /// The unit roundoff of f32.
 const U: f64 = f32::EPSILON as f64 / 2.0;
@@ -717,6 +725,30 @@ proptest! {
     #[test]
     fn view_chains_match_the_reference(shape in prop::collection::vec(0usize..=5, 0..=4), kind in 0u8..4, seed: u64, steps in 1usize..=4) {
         view_case(shape, kind, seed, steps)?;
+    }
+}
+
+/// A shape of 33k–100k elements: one to three axes, the middle one possibly small.
+fn large_shape() -> impl Strategy<Value = Vec<usize>> {
+    (1usize..=3, 120usize..=250, 270usize..=400, 0u8..3).prop_map(|(a, b, c, form)| match form {
+        0 => vec![a * b * c],
+        1 => vec![a * b, c],
+        _ => vec![a, b, c],
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: LARGE_CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn large_operands_match_the_reference_at_every_thread_count(shape in large_shape(), kinds in (0u8..4, 0u8..4), seed: u64,
+                                                                 which in 0usize..130, drops in (0usize..2, 0usize..2),
+                                                                 ones in (prop::collection::vec(prop::bool::weighted(0.2), 4), prop::collection::vec(prop::bool::weighted(0.2), 4)),
+                                                                 axis_pick in prop::collection::vec(any::<bool>(), 4), keep: bool, steps in 1usize..=3) {
+        unary_case(shape.clone(), kinds.0, seed, which)?;
+        binary_case(shape.clone(), drops, ones, kinds, seed, which)?;
+        reduction_case(shape.clone(), kinds.0, seed, which, axis_pick, keep, false)?;
+        view_case(shape, kinds.1, seed, steps)?;
     }
 }
 
