@@ -275,3 +275,92 @@ fn empty_batches_and_features_give_pytorchs_values() -> Result<()> {
     assert_eq!((r.y.shape(), r.h_n.shape()), (&[5, 0, 4][..], &[1, 0, 4][..]));
     Ok(())
 }
+
+/// Zero-size calls the resizing above cannot reach (targets and lengths fixed inside the
+/// cases): each must give `Ok` with the expected shape and values, and a backward.
+#[test]
+fn zero_size_calls_outside_the_registered_cases() -> Result<()> {
+    use om_ops::Reduction;
+    let leaf = |shape: &[usize]| Tensor::zeros(shape).and_then(Tensor::requires_grad);
+    let ids = |v: Vec<i32>, shape: &[usize]| Tensor::from_vec_i32(v, shape);
+    type Call = Box<dyn Fn() -> Result<Tensor>>;
+    let ok: Vec<(&str, Call, Vec<usize>)> = vec![
+        (
+            "cross_entropy, empty batch, sum",
+            Box::new(move || om_ops::cross_entropy(&leaf(&[0, 5])?, &ids(vec![], &[0])?, false, None)),
+            vec![],
+        ),
+        ("nll_loss, empty batch, sum", Box::new(move || om_ops::nll_loss(&leaf(&[0, 5])?, &ids(vec![], &[0])?, false, None)), vec![]),
+        (
+            "take_along_axis, no indices along the axis",
+            Box::new(move || om_ops::take_along_axis(&leaf(&[3, 4])?, &ids(vec![], &[3, 0])?, 1)),
+            vec![3, 0],
+        ),
+        (
+            "take_along_axis, from an empty batch",
+            Box::new(move || om_ops::take_along_axis(&leaf(&[0, 4])?, &ids(vec![], &[0, 2])?, 1)),
+            vec![0, 2],
+        ),
+        (
+            "ctc_loss, an empty target (all blanks)",
+            Box::new(move || {
+                let lp = om_ops::log_softmax(&leaf(&[4, 2, 3])?)?;
+                om_ops::ctc_loss(&lp, &ids(vec![1, 2], &[2])?, &[4usize, 3][..], &[0usize, 2][..], 0, Reduction::Sum, false)
+            }),
+            vec![],
+        ),
+        (
+            "cross_entropy, empty batch, mean",
+            Box::new(move || om_ops::cross_entropy(&leaf(&[0, 5])?, &ids(vec![], &[0])?, true, None)),
+            vec![],
+        ),
+        (
+            "ctc_loss, empty batch, sum",
+            Box::new(move || om_ops::ctc_loss(&leaf(&[4, 0, 3])?, &ids(vec![], &[0, 2])?, &[][..], &[][..], 0, Reduction::Sum, false)),
+            vec![],
+        ),
+        (
+            "ctc_loss, empty batch, mean",
+            Box::new(move || om_ops::ctc_loss(&leaf(&[4, 0, 3])?, &ids(vec![], &[0, 2])?, &[][..], &[][..], 0, Reduction::Mean, false)),
+            vec![],
+        ),
+        ("concat of empty pieces", Box::new(move || om_ops::concat(&[leaf(&[2, 0])?, leaf(&[2, 3])?, leaf(&[2, 0])?], 1)), vec![2, 3]),
+        (
+            "where_ on empty operands",
+            Box::new(move || om_ops::where_(&Tensor::zeros(&[0, 3])?, &leaf(&[0, 3])?, &leaf(&[1, 3])?)),
+            vec![0, 3],
+        ),
+    ];
+    // Values where they are not the empty list: NaN for a loss averaged over no rows
+    // (PyTorch's value; the `mean` operator itself refuses), 0 for a sum over nothing. For
+    // an empty CTC batch PyTorch raises ("log_probs tensor must not be empty"); the library
+    // accepts it as for the other losses.
+    let values: Vec<(&str, Vec<f32>)> = vec![
+        ("cross_entropy, empty batch, sum", vec![0.0]),
+        ("nll_loss, empty batch, sum", vec![0.0]),
+        ("cross_entropy, empty batch, mean", vec![f32::NAN]),
+        ("ctc_loss, empty batch, sum", vec![0.0]),
+        ("ctc_loss, empty batch, mean", vec![f32::NAN]),
+    ];
+    let mut failures = Vec::new();
+    for (what, f, shape) in &ok {
+        match catch_unwind(AssertUnwindSafe(|| -> Result<Tensor> {
+            let y = f()?;
+            y.backward_with(Some(&Tensor::ones(y.shape())?), false)?;
+            Ok(y)
+        })) {
+            Ok(Ok(y)) if y.shape() == &shape[..] => {
+                let want = values.iter().find(|(w, _)| w == what).map(|(_, v)| v.clone());
+                let same = |a: &[f32], b: &[f32]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y || x.is_nan() && y.is_nan());
+                if let Some(want) = want.filter(|w| !same(&y.to_vec(), w)) {
+                    failures.push(format!("{what}: values {:?}, expected {want:?}", y.to_vec()));
+                }
+            }
+            Ok(Ok(y)) => failures.push(format!("{what}: shape {:?}, expected {shape:?}", y.shape())),
+            Ok(Err(e)) => failures.push(format!("{what}: {e}")),
+            Err(_) => failures.push(format!("{what}: PANIC")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
