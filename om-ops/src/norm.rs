@@ -199,7 +199,7 @@ pub mod batch_norm2d {
         let count = n * hw;
         let shape = BatchShape { n, c, hw };
         let settings = Compute::settings();
-        if training && count <= 1 {
+        if training && count == 1 {
             return Err(Error::shape(NAME, &[x.shape()], "training needs more than one value per channel"));
         }
         let mut sq = F64Scratch::zeroed(if training { c } else { 0 });
@@ -223,7 +223,8 @@ pub mod batch_norm2d {
                 })
             })
         })?;
-        if let (true, Some(rm), Some(rv)) = (training, running_mean, running_var) {
+        // An empty batch leaves the running stats as they are (PyTorch).
+        if let (true, true, Some(rm), Some(rv)) = (training, count > 0, running_mean, running_var) {
             mean.with_f32(|mean| update_running(rm, rv, momentum, mean, sq.values(), count))?;
         }
         Ok((y, Owned { mean, rstd }))

@@ -34,6 +34,10 @@ fn geometry(
         return Err(Error::argument(op, format!("padding {padding:?} must be at most half the kernel size {kernel:?} (as in PyTorch)")));
     }
     let (h, w) = (x[2], x[3]);
+    if h == 0 || w == 0 {
+        // PyTorch too allows only the batch and channel dims to be empty.
+        return Err(Error::shape(op, &[x], format!("the input image must be at least 1×1, got {h}×{w}")));
+    }
     let out = |len: usize, k: usize, s: usize, p: usize, d: usize| (len + 2 * p).checked_sub(d * (k - 1) + 1).map(|v| v / s + 1);
     let (Some(oh), Some(ow)) =
         (out(h, kernel[0], stride[0], padding[0], dilation[0]), out(w, kernel[1], stride[1], padding[1], dilation[1]))

@@ -115,8 +115,8 @@ fn check_layer(
     if t == 0 {
         return Err(Error::shape(op, &[x_shape], "the sequence is empty (T = 0)"));
     }
-    if b == 0 || i == 0 {
-        return Err(Error::shape(op, &[x_shape], "the batch and the input size must be at least 1"));
+    if i == 0 {
+        return Err(Error::shape(op, &[x_shape], "the input size must be at least 1 (as in PyTorch; an empty batch is fine)"));
     }
     if w_hh.rank() != 2 || w_hh.shape()[1] == 0 || w_hh.shape()[0] != gates * w_hh.shape()[1] {
         return Err(Error::shape(op, &[w_hh.shape()], format!("w_hh must be [{gates}·H, H] with H ≥ 1, got {:?}", w_hh.shape())));

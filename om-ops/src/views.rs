@@ -30,8 +30,12 @@ fn scatter_into_zeros(g: &Tensor, input_shape: &[usize], layout: impl Fn(LayoutR
     })?
 }
 
+/// The view of `x` with layout `l`. An empty view gets offset 0: its computed offset can
+/// lie past the end of the storage (selecting from a tensor with another zero-size axis),
+/// where readers that slice the storage at the offset would go out of bounds.
 fn view(x: &Tensor, l: Layout) -> Tensor {
-    x.view_as(l.0, l.1, l.2)
+    let offset = if l.0.contains(&0) { 0 } else { l.2 };
+    x.view_as(l.0, l.1, offset)
 }
 
 fn slice_layout(

@@ -38,6 +38,10 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
     if dst.shape() != src.shape() {
         return Err(Error::shape("add_assign", &[dst.shape(), src.shape()], "in-place add needs equal shapes"));
     }
+    if dst.numel() == 0 {
+        // Nothing to add (and `update_f32` refuses some fresh zero-size tensors as not contiguous).
+        return Ok(());
+    }
     if dst.shares_storage(src) {
         let c = copy_contiguous(src)?;
         return add_assign(dst, &c);

@@ -117,6 +117,8 @@ const PAR_CHUNK: usize = 1 << 15;
 /// or a single value broadcast to all of them; `None` for any other layout.
 fn flat<'a>(data: &'a [f32], t: &Tensor, n: usize) -> Option<Src<'a>> {
     match t.numel() {
+        // An empty view's offset may lie past its storage (a slice of an empty tensor).
+        0 => Some(Src::Contig(&[])),
         1 => Some(Src::Splat(data[t.offset()])),
         len if len == n && t.is_contiguous() => Some(Src::Contig(&data[t.offset()..t.offset() + n])),
         _ => None,

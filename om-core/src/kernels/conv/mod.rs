@@ -164,6 +164,9 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// accumulates into its own band of `dWᵀ`, so each element's additions keep their order.
 pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32]) {
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
+    if k == 0 || og == 0 {
+        return; // no weights (zero channels): `dw` is empty and there is no band of rows
+    }
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
     // gᵀ per image and group: [N, groups, P, Og].
