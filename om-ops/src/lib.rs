@@ -7,6 +7,7 @@
 pub mod conv;
 pub mod ctc;
 pub mod elementwise;
+pub mod indexing;
 pub mod linalg;
 pub mod lookup;
 pub mod loss;
@@ -33,6 +34,7 @@ mod oracle;
 pub use conv::*;
 pub use ctc::*;
 pub use elementwise::*;
+pub use indexing::*;
 pub use linalg::*;
 pub use lookup::*;
 pub use loss::*;

@@ -70,6 +70,12 @@ pub trait TensorOps {
     fn argmax(&self, axis: Option<isize>, keep_dim: bool) -> Result<Tensor>;
     /// [`crate::max_dim()`]: the maxima along `axis` and their Int32 indices
     fn max_dim(&self, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)>;
+    /// [`crate::gather()`]: the elements at Int32 positions `index` along `dim`
+    fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor>;
+    /// [`crate::index_select()`]: the slices at Int32 positions `index` along `dim`
+    fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor>;
+    /// [`crate::masked_fill()`]: `value` where `mask` is nonzero
+    fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor>;
     /// [`crate::matmul()`]
     fn matmul(&self, other: &Tensor) -> Result<Tensor>;
     /// [`crate::sum()`] over every element
@@ -167,6 +173,15 @@ impl TensorOps for Tensor {
     fn max_dim(&self, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
         crate::max_dim(self, axis, keep_dim)
     }
+    fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
+        crate::gather(self, dim, index)
+    }
+    fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
+        crate::index_select(self, dim, index)
+    }
+    fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor> {
+        crate::masked_fill(self, mask, value)
+    }
     fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         crate::matmul(self, other)
     }
@@ -250,5 +265,11 @@ mod tests {
         assert_eq!(x.argmax(Some(1), false).unwrap().to_vec_i32(), vec![2, 1]);
         let (values, indices) = x.max_dim(1, false).unwrap();
         assert_eq!((values.to_vec(), indices.to_vec_i32()), (vec![4.0, 3.0], vec![2, 1]));
+        let i = Tensor::from_vec_i32(vec![2, 0], &[2, 1]).unwrap();
+        assert_eq!(x.gather(1, &i).unwrap().to_vec(), vec![4.0, 1.0]);
+        assert_eq!(x.gather(1, &i).unwrap().grad_fn_name(), Some("gather"));
+        assert_eq!(x.index_select(1, &Tensor::from_vec_i32(vec![1], &[1]).unwrap()).unwrap().to_vec(), vec![-2.0, 3.0]);
+        let mask = Tensor::from_vec_i32(vec![1, 0, 0], &[3]).unwrap();
+        assert_eq!(x.masked_fill(&mask, 9.0).unwrap().to_vec(), vec![9.0, -2.0, 4.0, 9.0, 3.0, -1.0]);
     }
 }
