@@ -85,5 +85,21 @@ unary("rmul_scalar", signed, lambda x: -2.5 * x)
 unary("div_scalar", signed, lambda x: x / 3.0)
 unary("rdiv_scalar", positive, lambda x: 2.0 / x)
 
+# ----- added later: drawn after everything above, so the earlier tensors stay identical -----
+elu_x = rng.standard_normal((4, 6)) * 2.0
+elu_x[0, :2] = 0.0  # PyTorch's gradient at 0 is alpha
+unary("elu", elu_x, lambda x: F.elu(x, alpha=0.7))
+ls = rng.standard_normal((4, 6)) * 4.0
+ls[0, 0], ls[0, 1], ls[0, 2] = 30.0, -30.0, 0.0
+unary("log_sigmoid", ls, F.logsigmoid)
+a = rng.uniform(0.2, 3.0, (3, 4))
+a[0, 0] = 0.0  # 0^b: gradient to b is 0 for b >= 0
+b = rng.uniform(-1.5, 2.5, 4)
+b[0] = 1.5
+a, b = leaf(a), leaf(b)
+y = torch.pow(a, b)
+store("pow_tensor", a=a, b=b, y=y)
+grads("pow_tensor", y, [("a", a), ("b", b)])
+
 O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})
 print(f"wrote {O.path}: {len(out)} tensors")

@@ -1,5 +1,6 @@
 //! Element-wise math: `exp`, `log`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
-//! `leaky_relu`, `silu`, `softplus`, `where_`, `pow_scalar`, and the scalar operands
+//! `leaky_relu`, `elu`, `silu`, `softplus`, `log_sigmoid`, `where_`, `pow_scalar`, `pow`
+//! (tensor exponent), and the scalar operands
 //! behind `&x + 1.0`, `&x - 1.0`, `1.0 - &x`, `&x * 2.0`, `&x / 2.0` and `2.0 / &x`
 //! (registered with `om_core::arith` in `methods.rs`), each with PyTorch's
 //! forward value and gradient (including its choices at kinks and ties, stated per
@@ -9,7 +10,7 @@
 //! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
 //! count. Transcendentals inside closures use the fixed polynomials of
 //! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
-//! only `pow_scalar` calls std's `powf`, for which no fixed version exists (the same on
+//! only `pow_scalar` and `pow` call std's `powf`, for which no fixed version exists (the same on
 //! every path of one machine, not guaranteed across platforms).
 
 use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
@@ -175,6 +176,37 @@ pub mod pow_scalar {
             super::pow_scalar(&crate::slice(&x[0], 1, 1, 8, 3)?, 3.0)
         }));
         cases
+    }
+}
+
+/// Element-wise `aᵇ` with broadcasting (PyTorch's `torch.pow(a, b)` for two tensors; std's
+/// `powf`, as [`pow_scalar()`]). Backward, as PyTorch: `g·b·aᵇ⁻¹` to `a` (0 where `b = 0`),
+/// `g·aᵇ·ln a` to `b` (0 where `a = 0` and `b ≥ 0`; NaN for negative `a`, whose real power
+/// has no derivative in `b`).
+#[op(saved = [a, b])]
+pub mod pow {
+    use super::*;
+
+    pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        binary(NAME, a, b, |a, b| a.powf(b))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        if d.needs_a() {
+            let slope = binary(NAME, r.a(), r.b(), |a, b| if b == 0.0 { 0.0 } else { b * a.powf(b - 1.0) })?;
+            d.a(binary(NAME, g, &slope, |g, s| g * s)?);
+        }
+        if d.needs_b() {
+            let slope = binary(NAME, r.a(), r.b(), |a, b| if a == 0.0 && b >= 0.0 { 0.0 } else { a.powf(b) * math::log(a) })?;
+            d.b(binary(NAME, g, &slope, |g, s| g * s)?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        // Bases in [0.5, 2) (positive: the derivative in the exponent needs ln a), exponents
+        // in [-1.5, 2.5).
+        binary_cases(super::pow, |s, seed| Case::input(s, 0.5, 2.0, seed), |s, seed| Case::input(s, -1.5, 2.5, seed))
     }
 }
 
@@ -423,6 +455,57 @@ pub mod softplus {
     }
 }
 
+/// Element-wise ELU: `x` for `x > 0`, `α(eˣ − 1)` otherwise (`eˣ` the fixed polynomial).
+/// Backward, as PyTorch: `g` for `x > 0`, `g·α·eˣ` otherwise (so `g·α` at 0).
+#[op(saved = [x], attrs = [alpha: f32])]
+pub mod elu {
+    use super::*;
+
+    pub fn forward(x: &Tensor, alpha: f32) -> Result<Tensor> {
+        if !alpha.is_finite() {
+            return Err(Error::argument(NAME, format!("alpha must be finite, got {alpha}")));
+        }
+        unary(NAME, x, move |v| if v > 0.0 { v } else { alpha * (math::exp(v) - 1.0) })
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let alpha = r.alpha;
+        d.x(binary(NAME, g, r.x(), move |g, x| if x > 0.0 { g } else { g * alpha * math::exp(x) })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut cases = unary_cases(|x| super::elu(x, 1.0), |s, seed| Case::input_away_from_zero(s, 0.05, 3.0, seed));
+        cases.push(Case::new("alpha_half", vec![Case::input_away_from_zero(&[3, 4], 0.05, 3.0, 4)], |x| super::elu(&x[0], 0.5)));
+        cases
+    }
+}
+
+/// Element-wise `log σ(x) = min(x, 0) − log(1 + e^(−|x|))`, stable for large `|x|`.
+/// Backward, as PyTorch: with `b = e^(−|x|)`, `g·(1 − b/(1 + b))` for `x < 0` and
+/// `g·b/(1 + b)` otherwise (that is `g·σ(−x)`).
+#[op(saved = [x])]
+pub mod log_sigmoid {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary(NAME, x, |v| v.min(0.0) - log1p(math::exp(-v.abs())))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary(NAME, g, r.x(), |g, x| {
+            let b = math::exp(-x.abs());
+            let s = b / (1.0 + b);
+            g * if x < 0.0 { 1.0 - s } else { s }
+        })?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(super::log_sigmoid, |s, seed| Case::input(s, -4.0, 4.0, seed))
+    }
+}
+
 // ===== selection =====
 
 /// `a` where `cond` is nonzero, else `b`, all three broadcast together. `cond` is an `i32`
@@ -652,6 +735,12 @@ mod tests {
             check_unary(&o, "pow_cube", |x| crate::pow_scalar(x, 3.0).unwrap());
             check_unary(&o, "pow_zero", |x| crate::pow_scalar(x, 0.0).unwrap());
             check_unary(&o, "pow_neg", |x| crate::pow_scalar(x, -1.5).unwrap());
+            check_unary(&o, "elu", |x| crate::elu(x, 0.7).unwrap());
+            check_unary(&o, "log_sigmoid", |x| crate::log_sigmoid(x).unwrap());
+            let (a, b) = (o.get("pow_tensor_a"), o.get("pow_tensor_b"));
+            let y = crate::pow(&a, &b).unwrap();
+            assert_close("pow_tensor_y", &y, &o.get("pow_tensor_y"));
+            o.check_grads("pow_tensor", &y, &[("a", &a), ("b", &b)]);
         });
     }
 
