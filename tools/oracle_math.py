@@ -11,14 +11,13 @@ om-ops/src/math.rs reads it.
 Usage: /tmp/torch/bin/python tools/oracle_math.py   (PyTorch 2.15.0, numpy, safetensors)
 """
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from oracle_common import Oracle
 
 O = Oracle("math", seed=20261201)
 rng, out = O.rng, O.out
-f32, leaf, grads, store = O.f32, O.leaf, O.grads, O.store
+leaf, grads, store = O.leaf, O.grads, O.store
 
 
 def unary(name, x, f):
@@ -86,4 +85,3 @@ unary("div_scalar", signed, lambda x: x / 3.0)
 unary("rdiv_scalar", positive, lambda x: 2.0 / x)
 
 O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})
-print(f"wrote {O.path}: {len(out)} tensors")
