@@ -23,65 +23,54 @@ Usage: /tmp/torch/bin/python tools/autograd_oracle.py   (PyTorch 2.15.0, numpy, 
 Running it twice gives bit-identical files.
 """
 import math
-import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
-
-torch.manual_seed(0)
-torch.set_num_threads(1)
-torch.use_deterministic_algorithms(True)
-
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "autograd")
+from oracle_common import Oracle
 
 
-class Model:
-    """Seeded leaves and constants of one model, and the writer of its file."""
+class Model(Oracle):
+    """Seeded leaves and constants of one model, written to testdata/autograd/<name>.safetensors.
+    Each model starts from torch.manual_seed(0) (module initialisers draw from it; every
+    parameter is then overwritten from the numpy generator), one thread and deterministic
+    algorithms."""
 
-    def __init__(self, seed, tool="autograd_oracle.py"):
+    def __init__(self, name, seed, tool="autograd_oracle.py"):
+        super().__init__(name, seed, folder="autograd", one_thread=True)
+        torch.manual_seed(0)
+        torch.use_deterministic_algorithms(True)
         # One metadata key only: safetensors writes several keys in hash order (not reproducible).
         self.generator = f"tools/{tool}, torch {torch.__version__.split('+')[0]}"
-        self.rng = np.random.default_rng(seed)
         self.leaves = {}
-        self.consts = {}
-        self.extra = {}
-
-    def leaf(self, key, shape, scale=1.0, offset=0.0):
-        t = torch.tensor(self.rng.standard_normal(shape) * scale + offset, dtype=torch.float32).requires_grad_(True)
-        self.leaves[key] = t
-        return t
 
     def p(self, name, shape, scale=1.0, offset=0.0):
-        return self.leaf(f"p.{name}", shape, scale, offset)
+        return self.add_leaf(f"p.{name}", self.normal(shape, scale, offset).requires_grad_(True))
 
     def x(self, name, shape, scale=1.0):
-        return self.leaf(f"x.{name}", shape, scale)
+        return self.add_leaf(f"x.{name}", self.normal(shape, scale).requires_grad_(True))
+
+    def add_leaf(self, key, t):
+        self.leaves[key] = t
+        self.out[key] = t
+        return t
 
     def c(self, name, value, dtype):
         t = torch.tensor(value, dtype=dtype)
-        self.consts[f"c.{name}"] = t
+        self.out[f"c.{name}"] = t
         return t
 
-    def write(self, model, loss):
+    def write(self, loss):
         keys = sorted(self.leaves)
-        grads = torch.autograd.grad(loss, [self.leaves[k] for k in keys])
-        out = {k: v.detach() for k, v in self.leaves.items()}
-        out.update(self.consts)
-        out.update({k: v.detach() for k, v in self.extra.items()})
-        out["loss"] = loss.detach().reshape(())
-        out.update({f"grad.{k}": g for k, g in zip(keys, grads)})
-        out = {k: v.contiguous() for k, v in out.items()}
-        os.makedirs(OUT_DIR, exist_ok=True)
-        path = os.path.normpath(os.path.join(OUT_DIR, f"{model}.safetensors"))
-        save_file(out, path, metadata={"generator": self.generator})
+        grads = self.grads_of(loss, [(k, self.leaves[k]) for k in keys], "grad.")
+        self.out["loss"] = loss.reshape(())
+        self.save({"generator": self.generator})
         worst = max(g.abs().max().item() for g in grads)
-        print(f"wrote {path}: {len(out)} tensors, {os.path.getsize(path)} bytes, loss {loss.item():.6f}, max |grad| {worst:.3e}")
+        print(f"  loss {loss.item():.6f}, max |grad| {worst:.3e}")
 
 
 def convnet():
-    m = Model(20250601)
+    m = Model("convnet", 20250601)
     x = m.x("image", (4, 3, 10, 10))
     w1, b1 = m.p("conv1_w", (8, 3, 3, 3), 0.3), m.p("conv1_b", (8,), 0.2)
     gamma, beta = m.p("bn_gamma", (8,), 0.2, 1.0), m.p("bn_beta", (8,), 0.2)
@@ -95,11 +84,11 @@ def convnet():
     h = F.avg_pool2d(h, 2, 1)  # [4, 8, 4, 4]
     h = h.mean(dim=(2, 3))  # global average pool [4, 8]
     loss = F.cross_entropy(F.linear(h, fw, fb), targets)
-    m.write("convnet", loss)
+    m.write(loss)
 
 
 def encoder():
-    m = Model(20250602)
+    m = Model("encoder", 20250602)
     B, T, V, D, H, FF, K = 3, 6, 11, 16, 2, 32, 4
     dh = D // H
     table = m.p("embed", (V, D), 0.8)
@@ -135,7 +124,7 @@ def encoder():
         f = F.linear(F.gelu(F.linear(x, p["ff1_w"], p["ff1_b"]), approximate="none"), p["ff2_w"], p["ff2_b"])
         x = F.layer_norm(x + f, (D,), p["ln2_g"], p["ln2_b"], 1e-5)
     loss = F.cross_entropy(F.linear(x.mean(dim=1), hw, hb), targets)
-    m.write("encoder", loss)
+    m.write(loss)
 
 
 if __name__ == "__main__":

@@ -14,61 +14,53 @@ params layouts:
   avgpool*: [kH, kW, sH, sW, padH, padW, countIncludePad]
   gap*:     [0]
 """
-import os
-
-import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.numpy import save_file
+from oracle_common import Oracle
 
-torch.set_num_threads(1)
-rng = np.random.default_rng(20240607)
-out = {}
-
-
-def randn(*shape):
-    return rng.standard_normal(shape).astype(np.float32)
+O = Oracle("conv_pool", seed=20240607, one_thread=True)
+out, normal = O.out, O.normal
 
 
-def t(a):
-    return torch.from_numpy(a)
+def params(*values):
+    return torch.tensor(values, dtype=torch.int32)
 
 
 def conv(name, x_shape, w_shape, bias, stride, padding, dilation, groups):
-    x, w = randn(*x_shape), randn(*w_shape)
-    b = randn(w_shape[0]) if bias else None
+    x, w = normal(x_shape), normal(w_shape)
+    b = normal(w_shape[0]) if bias else None
     top, left, bottom, right = padding
-    xp = F.pad(t(x), (left, right, top, bottom))  # asymmetric zero padding first
-    y = F.conv2d(xp, t(w), None if b is None else t(b), stride=stride, padding=0, dilation=dilation, groups=groups)
+    xp = F.pad(x, (left, right, top, bottom))  # asymmetric zero padding first
+    y = F.conv2d(xp, w, b, stride=stride, padding=0, dilation=dilation, groups=groups)
     out[f"{name}.x"], out[f"{name}.w"] = x, w
     if b is not None:
         out[f"{name}.bias"] = b
-    out[f"{name}.params"] = np.array([*stride, *padding, *dilation, groups], dtype=np.int32)
-    out[f"{name}.y"] = y.numpy()
+    out[f"{name}.params"] = params(*stride, *padding, *dilation, groups)
+    out[f"{name}.y"] = y
 
 
 def maxpool(name, x_shape, kernel, stride, padding, dilation):
-    x = randn(*x_shape)
-    y, idx = F.max_pool2d(t(x), kernel, stride, padding, dilation, ceil_mode=False, return_indices=True)
+    x = normal(x_shape)
+    y, idx = F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode=False, return_indices=True)
     out[f"{name}.x"] = x
-    out[f"{name}.params"] = np.array([*kernel, *stride, *padding, *dilation], dtype=np.int32)
-    out[f"{name}.y"] = y.numpy()
-    out[f"{name}.idx"] = idx.numpy().astype(np.int32)
+    out[f"{name}.params"] = params(*kernel, *stride, *padding, *dilation)
+    out[f"{name}.y"] = y
+    out[f"{name}.idx"] = idx.to(torch.int32)
 
 
 def avgpool(name, x_shape, kernel, stride, padding, count_include_pad):
-    x = randn(*x_shape)
-    y = F.avg_pool2d(t(x), kernel, stride, padding, ceil_mode=False, count_include_pad=count_include_pad)
+    x = normal(x_shape)
+    y = F.avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=count_include_pad)
     out[f"{name}.x"] = x
-    out[f"{name}.params"] = np.array([*kernel, *stride, *padding, int(count_include_pad)], dtype=np.int32)
-    out[f"{name}.y"] = y.numpy()
+    out[f"{name}.params"] = params(*kernel, *stride, *padding, int(count_include_pad))
+    out[f"{name}.y"] = y
 
 
 def gap(name, x_shape):
-    x = randn(*x_shape)
+    x = normal(x_shape)
     out[f"{name}.x"] = x
-    out[f"{name}.params"] = np.array([0], dtype=np.int32)
-    out[f"{name}.y"] = F.adaptive_avg_pool2d(t(x), 1).numpy()
+    out[f"{name}.params"] = params(0)
+    out[f"{name}.y"] = F.adaptive_avg_pool2d(x, 1)
 
 
 conv("conv_plain", (2, 8, 16, 16), (16, 8, 3, 3), True, (1, 1), (1, 1, 1, 1), (1, 1), 1)
@@ -89,6 +81,4 @@ for cip in (True, False):
 
 gap("gap", (2, 3, 5, 4))
 
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "conv_pool.safetensors")
-save_file({k: np.ascontiguousarray(v) for k, v in out.items()}, path, metadata={"torch": torch.__version__})
-print(f"wrote {os.path.normpath(path)} ({os.path.getsize(path)} bytes, {len(out)} tensors, torch {torch.__version__})")
+O.save({"torch": torch.__version__})

@@ -19,16 +19,12 @@ The `#[cfg(test)]` module of om-ops/src/ctc.rs reads it.
 
 Usage: /tmp/torch/bin/python tools/oracle_ctc.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
-
-import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "ctc.safetensors")
-rng = np.random.default_rng(20240717)
-out = {}
+O = Oracle("ctc", seed=20240717)
+out = O.out
 
 CASES = {
     # Repeated labels, unequal input and target lengths, an empty target, padded targets.
@@ -43,14 +39,14 @@ CASES = {
 
 for name, c in CASES.items():
     T, B, C = c["T"], c["B"], c["C"]
-    z = torch.tensor(rng.standard_normal((T, B, C)) * 1.5, dtype=torch.float32)
+    z = O.normal((T, B, C), scale=1.5)
     lp = torch.log_softmax(z, dim=2)
     targets = torch.tensor(c["targets"], dtype=torch.int64)
     il = torch.tensor(c["il"], dtype=torch.int64)
     tl = torch.tensor(c["tl"], dtype=torch.int64)
     out.update({f"{name}_lp": lp, f"{name}_targets": targets, f"{name}_il": il, f"{name}_tl": tl,
                 f"{name}_blank": torch.tensor([c["blank"]], dtype=torch.int64)})
-    r = torch.tensor(rng.standard_normal(B), dtype=torch.float32)
+    r = O.normal(B)
     out[f"{name}_none_r"] = r
     for red in ["none", "sum", "mean"]:
         for zi in [False, True]:
@@ -60,11 +56,11 @@ for name, c in CASES.items():
         # Gradient with respect to the logits through log_softmax.
         zl = z.clone().requires_grad_(True)
         y = F.ctc_loss(torch.log_softmax(zl, dim=2), targets, il, tl, blank=c["blank"], reduction=red, zero_infinity=True)
-        out[f"{name}_{red}_gz"] = torch.autograd.grad((y * w).sum(), [zl])[0]
+        O.grads_of((y * w).sum(), [("gz", zl)], f"{name}_{red}_")
         # PyTorch's own gradient with respect to lp.
         lpl = lp.clone().requires_grad_(True)
         y = F.ctc_loss(lpl, targets, il, tl, blank=c["blank"], reduction=red, zero_infinity=True)
-        out[f"{name}_{red}_glp"] = torch.autograd.grad((y * w).sum(), [lpl])[0]
+        O.grads_of((y * w).sum(), [("glp", lpl)], f"{name}_{red}_")
         # The same in float64 on the same (float32) log-probabilities: PyTorch's float32
         # kernel itself deviates from it by up to 1.5e-6 scaled here, so the 1e-6 agreement
         # is checked against this one. The logits gradient applies PyTorch's log_softmax
@@ -75,9 +71,7 @@ for name, c in CASES.items():
         out[f"{name}_{red}_glp64"] = g64.float()
         out[f"{name}_{red}_gz64"] = torch._log_softmax_backward_data(g64, lp.double(), 2, torch.float64).float()
 
-out = {k: v.detach().contiguous() for k, v in out.items()}
-save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_ctc.py"})
-print(f"wrote {OUT}: {len(out)} tensors, {os.path.getsize(OUT)} bytes, torch {torch.__version__}")
+O.save({"torch": torch.__version__, "tool": "tools/oracle_ctc.py"})
 for k in sorted(out):
     if k.endswith("_y"):
         print(k, out[k].tolist())

@@ -11,13 +11,12 @@ clamped at -100, the input gradient divided by max(x(1-x), 1e-12)).
 Usage: /tmp/torch/bin/python tools/oracle_losses.py   (PyTorch 2.15.0, numpy, safetensors)
 """
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from oracle_common import Oracle
 
 O = Oracle("losses", seed=20261201)
-rng, out = O.rng, O.out
+rng = O.rng
 f32, leaf, grads, store = O.f32, O.leaf, O.grads, O.store
 REDUCTIONS = ["none", "sum", "mean"]
 
@@ -77,4 +76,3 @@ xin = torch.log_softmax(f32(rng.standard_normal((3, 5))), -1)
 pair("kl_bc", F.kl_div, leaf(xin), leaf(torch.softmax(f32(rng.standard_normal(5)), -1)))
 
 O.save()
-print(f"wrote {len(out)} tensors to {O.path} (torch {torch.__version__})")

@@ -11,14 +11,13 @@ om-ops/src/math.rs reads it.
 Usage: /tmp/torch/bin/python tools/oracle_math.py   (PyTorch 2.15.0, numpy, safetensors)
 """
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from oracle_common import Oracle
 
 O = Oracle("math", seed=20261201)
 rng, out = O.rng, O.out
-f32, leaf, grads, store = O.f32, O.leaf, O.grads, O.store
+leaf, grads, store = O.leaf, O.grads, O.store
 
 
 def unary(name, x, f):
@@ -102,4 +101,3 @@ store("pow_tensor", a=a, b=b, y=y)
 grads("pow_tensor", y, [("a", a), ("b", b)])
 
 O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})
-print(f"wrote {O.path}: {len(out)} tensors")

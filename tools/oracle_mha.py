@@ -10,23 +10,11 @@ om-ops/src/nn/attention.rs reads it.
 
 Usage: /tmp/torch/bin/python tools/oracle_mha.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
-
-import numpy as np
 import torch
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "mha.safetensors")
-rng = np.random.default_rng(20261204)
-out = {}
-
-
-def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32))
-
-
-def leaf(a):
-    return f32(a).requires_grad_(True)
+O = Oracle("mha", seed=20261204)
+out, leaf, normal, rng = O.out, O.leaf, O.normal, O.rng
 
 
 def case(prefix, bias, tq, tk, mask, self_attn):
@@ -34,30 +22,25 @@ def case(prefix, bias, tq, tk, mask, self_attn):
     m = torch.nn.MultiheadAttention(8, 2, bias=bias, batch_first=True)
     with torch.no_grad():
         for _, p in m.named_parameters():
-            p.copy_(f32(rng.standard_normal(p.shape) * 0.5))
+            p.copy_(normal(p.shape, scale=0.5))
     q = leaf(rng.standard_normal((2, tq, 8)))
     if self_attn:
         k = v = q
     else:
         k, v = leaf(rng.standard_normal((2, tk, 8))), leaf(rng.standard_normal((2, tk, 8)))
-    am = f32(rng.standard_normal((tq, tk))) if mask else None
+    am = normal((tq, tk)) if mask else None
     y, _ = m(q, k, v, attn_mask=am, need_weights=False)
     for n, p in m.named_parameters():
-        out[f"{prefix}_{n}"] = p.detach().contiguous()
-    out[f"{prefix}_q"] = q.detach()
+        out[f"{prefix}_{n}"] = p
+    out[f"{prefix}_q"] = q
     if not self_attn:
-        out[f"{prefix}_k"] = k.detach()
-        out[f"{prefix}_v"] = v.detach()
+        out[f"{prefix}_k"] = k
+        out[f"{prefix}_v"] = v
     if am is not None:
         out[f"{prefix}_mask"] = am
-    out[f"{prefix}_y"] = y.detach().contiguous()
-    r = f32(rng.standard_normal(y.shape))
-    out[f"{prefix}_r"] = r
+    out[f"{prefix}_y"] = y
     inputs = [("q", q)] if self_attn else [("q", q), ("k", k), ("v", v)]
-    inputs += list(m.named_parameters())
-    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
-    for (n, _), g in zip(inputs, gs):
-        out[f"{prefix}_g{n}"] = g.detach().contiguous()
+    O.grads(prefix, y, inputs + list(m.named_parameters()))
 
 
 # cross-attention, biases, Tq=4, Tk=5, additive mask [4, 5]
@@ -65,5 +48,4 @@ case("cross", True, 4, 5, True, False)
 # self-attention, no biases, no mask
 case("self", False, 3, 3, False, True)
 
-save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_mha.py"})
-print(f"wrote {OUT}: {len(out)} tensors")
+O.save({"torch": torch.__version__, "tool": "tools/oracle_mha.py"})

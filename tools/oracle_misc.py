@@ -67,4 +67,3 @@ y = F.scaled_dot_product_attention(q, k, v, scale=1.0 / np.sqrt(8.0))
 out["att_nomask_y"] = y.detach().contiguous()
 
 O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_misc.py"})
-print(f"wrote {O.path}: {len(out)} tensors")

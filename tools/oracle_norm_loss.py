@@ -8,38 +8,13 @@ The `#[cfg(test)]` modules of om-ops/src/{norm,embedding,loss}.rs read it.
 
 Usage: /tmp/torch/bin/python tools/oracle_norm_loss.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
-
-import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "norm_loss.safetensors")
-rng = np.random.default_rng(20240615)
-out = {}
-
-
-def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32))
-
-
-def leaf(a):
-    return f32(a).requires_grad_(True)
-
-
-def weights(name, y):
-    """A seeded weight r for the loss sum(y * r), stored as `<name>_r`."""
-    r = f32(rng.standard_normal(y.shape))
-    out[name + "_r"] = r
-    return r
-
-
-def grads(name, y, inputs):
-    r = weights(name, y)
-    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
-    for (n, _), g in zip(inputs, gs):
-        out[f"{name}_g{n}"] = g.detach().contiguous()
+O = Oracle("norm_loss", seed=20240615)
+rng, out = O.rng, O.out
+f32, leaf, grads = O.f32, O.leaf, O.grads
 
 
 # ----- layer_norm -----
@@ -107,8 +82,7 @@ out.update(nll_logp=lp.detach(), nll_t=t)
 for red in ["mean", "sum"]:
     y = F.nll_loss(lp, t, reduction=red, ignore_index=-100)
     out[f"nll_{red}_y"] = y.detach().reshape(())
-    g = torch.autograd.grad(y, [lp])[0]
-    out[f"nll_{red}_glogp"] = g.contiguous()
+    O.grads_of(y, [("glogp", lp)], f"nll_{red}_")
 # A valid class as ignore index.
 y = F.nll_loss(lp, t.clamp(min=0), reduction="mean", ignore_index=1)
 out["nll_ign1_t"] = t.clamp(min=0)
@@ -119,7 +93,5 @@ out["nll_all_t"] = tall
 out["nll_all_mean_y"] = F.nll_loss(lp.detach(), tall, reduction="mean").reshape(())
 out["nll_all_sum_y"] = F.nll_loss(lp.detach(), tall, reduction="sum").reshape(())
 
-out = {k: v.detach().contiguous() for k, v in out.items()}
-save_file(out, OUT, metadata={"torch": torch.__version__, "tool": "tools/oracle_norm_loss.py"})
-print(f"wrote {OUT}: {len(out)} tensors, {os.path.getsize(OUT)} bytes, torch {torch.__version__}")
+O.save({"torch": torch.__version__, "tool": "tools/oracle_norm_loss.py"})
 print("nll_all_mean_y =", out["nll_all_mean_y"].item())

@@ -12,16 +12,12 @@ The `#[cfg(test)]` module of om-ops/src/reductions.rs reads it (fast and exact m
 
 Usage: /tmp/torch/bin/python tools/oracle_reductions.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
-
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-torch.set_num_threads(1)
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "reductions.safetensors")
-rng = np.random.default_rng(20261201)
-out = {}
+O = Oracle("reductions", seed=20261201, one_thread=True)
+rng, out = O.rng, O.out
 ALL = -99
 
 
@@ -35,24 +31,28 @@ def data(shape, kind):
     return torch.tensor(v)
 
 
+def record(name, x, params, y):
+    """Stores the input, the int32 attributes and, for a float output `y` (not None), `y`,
+    its weight r and the gradient."""
+    out[f"{name}_x"] = x.clone()
+    out[f"{name}_params"] = torch.tensor(params, dtype=torch.int32)
+    if y is not None:
+        out[f"{name}_y"] = y
+        O.grads(name, y, [("x", x)])
+
+
 def case(name, fn, shape, axis, keep, kind):
     x = data(shape, kind).requires_grad_(True)
-    out[f"{name}_x"] = x.detach().clone()
-    out[f"{name}_params"] = torch.tensor([axis, int(keep)], dtype=torch.int32)
     res = fn(x, axis, keep)
     if isinstance(res, tuple):
-        y, i = res
-        out[f"{name}_i"] = i.to(torch.int32).contiguous()
+        y, i = res  # values and indices
+    elif res.dtype == torch.int64:
+        y, i = None, res  # argmax/argmin: indices only
     else:
-        y = res
-    if y.dtype == torch.int64:
-        out[f"{name}_i"] = y.to(torch.int32).contiguous()
-        return
-    r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
-    out[f"{name}_r"] = r
-    out[f"{name}_y"] = y.detach().contiguous()
-    (g,) = torch.autograd.grad((y * r).sum(), [x])
-    out[f"{name}_gx"] = g.detach().contiguous()
+        y, i = res, None
+    if i is not None:
+        out[f"{name}_i"] = i.to(torch.int32)
+    record(name, x, [axis, int(keep)], y)
 
 
 ops = {
@@ -72,18 +72,10 @@ for op, fn in ops.items():
 
 # logsumexp (`inf` inputs hold ±inf entries and a row of -inf) and var/std (params =
 # [axis, keep_dim, unbiased]).
-smooth = {
-    "logsumexp": lambda x, a, k: torch.logsumexp(x, tuple(range(x.dim())) if a == ALL else a, k),
-}
 for n, (axis, keep, shape, scale) in enumerate([(1, False, (4, 7), 1.0), (0, True, (3, 5, 6), 1.0), (-1, False, (4, 7), 30.0), (ALL, False, (3, 4), 1.0), (ALL, True, (2, 3, 2), 1.0)]):
     x = (data(shape, "plain") * scale).requires_grad_(True)
-    out[f"logsumexp_plain_{n}_x"] = x.detach().clone()
-    out[f"logsumexp_plain_{n}_params"] = torch.tensor([axis, int(keep)], dtype=torch.int32)
-    y = smooth["logsumexp"](x, axis, keep)
-    r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
-    out[f"logsumexp_plain_{n}_r"] = r
-    out[f"logsumexp_plain_{n}_y"] = y.detach().contiguous()
-    out[f"logsumexp_plain_{n}_gx"] = torch.autograd.grad((y * r).sum(), [x])[0].contiguous()
+    y = torch.logsumexp(x, tuple(range(x.dim())) if axis == ALL else axis, keep)
+    record(f"logsumexp_plain_{n}", x, [axis, int(keep)], y)
 xi = data((3, 4), "plain")
 xi[0, 1] = float("inf")
 xi[1, :] = float("-inf")
@@ -95,29 +87,14 @@ for op, fn in (("var", torch.var), ("std", torch.std)):
     for n, (axis, keep, unbiased, shape) in enumerate(
         [(1, False, True, (4, 7)), (0, True, False, (3, 5, 6)), (-1, False, False, (4, 7)), (ALL, False, True, (3, 4)), (ALL, True, False, (2, 3, 2)), (1, False, False, (5, 1))]
     ):
-        name = f"{op}_plain_{n}"
         x = (data(shape, "plain") * 3.0 + 100.0).requires_grad_(True)
-        out[f"{name}_x"] = x.detach().clone()
-        out[f"{name}_params"] = torch.tensor([axis, int(keep), int(unbiased)], dtype=torch.int32)
         y = fn(x, dim=None if axis == ALL else axis, correction=int(unbiased), keepdim=keep)
-        r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
-        out[f"{name}_r"] = r
-        out[f"{name}_y"] = y.detach().contiguous()
-        out[f"{name}_gx"] = torch.autograd.grad((y * r).sum(), [x])[0].contiguous()
+        record(f"{op}_plain_{n}", x, [axis, int(keep), int(unbiased)], y)
 
 # sum/mean over several axes: params = [keep_dim, axes...].
 for op, fn in (("sum_axes", torch.sum), ("mean_axes", torch.mean)):
     for n, (axes, keep, shape) in enumerate([((0, 2), False, (3, 4, 5)), ((-1, -2), True, (2, 3, 4, 5)), ((1,), False, (4, 6)), ((2, 0, 3), False, (2, 3, 4, 5))]):
-        name = f"{op}_{n}"
         x = data(shape, "plain").requires_grad_(True)
-        out[f"{name}_x"] = x.detach().clone()
-        out[f"{name}_params"] = torch.tensor([int(keep), *axes], dtype=torch.int32)
-        y = fn(x, dim=axes, keepdim=keep)
-        r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
-        out[f"{name}_r"] = r
-        out[f"{name}_y"] = y.detach().contiguous()
-        out[f"{name}_gx"] = torch.autograd.grad((y * r).sum(), [x])[0].contiguous()
+        record(f"{op}_{n}", x, [int(keep), *axes], fn(x, dim=axes, keepdim=keep))
 
-os.makedirs(os.path.dirname(OUT), exist_ok=True)
-save_file(out, OUT)
-print(f"wrote {len(out)} tensors to {OUT}")
+O.save()

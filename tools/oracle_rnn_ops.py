@@ -12,19 +12,11 @@ Keys, for a case `<c>`: `<c>_x`, `<c>_h0`, `<c>_c0`, `<c>_<param>` (e.g. `<c>_we
 
 Usage: /tmp/torch/bin/python tools/oracle_rnn_ops.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
-
-import numpy as np
 import torch
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "rnn.safetensors")
-rng = np.random.default_rng(20241129)
-out = {}
-
-
-def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32))
+O = Oracle("rnn", seed=20241129)
+rng, out, f32, normal = O.rng, O.out, O.f32, O.normal
 
 
 def case(name, kind, T, B, I, H, layers, bidirectional, batch_first, bias, states, scale=0.5):
@@ -35,35 +27,30 @@ def case(name, kind, T, B, I, H, layers, bidirectional, batch_first, bias, state
         for pname, p in m.named_parameters():
             p.copy_(f32(rng.uniform(-scale, scale, tuple(p.shape))))
     x_shape = (B, T, I) if batch_first else (T, B, I)
-    x = f32(rng.standard_normal(x_shape)).requires_grad_(True)
-    out[f"{name}_x"] = x.detach().clone()
+    x = normal(x_shape).requires_grad_(True)
+    out[f"{name}_x"] = x.clone()
     inputs = [("x", x)]
     h0 = c0 = None
     if states:
-        h0 = f32(rng.standard_normal((layers * dirs, B, H)) * 0.5).requires_grad_(True)
-        out[f"{name}_h0"] = h0.detach().clone()
+        h0 = normal((layers * dirs, B, H), scale=0.5).requires_grad_(True)
+        out[f"{name}_h0"] = h0.clone()
         inputs.append(("h0", h0))
         if kind == "lstm":
-            c0 = f32(rng.standard_normal((layers * dirs, B, H)) * 0.5).requires_grad_(True)
-            out[f"{name}_c0"] = c0.detach().clone()
+            c0 = normal((layers * dirs, B, H), scale=0.5).requires_grad_(True)
+            out[f"{name}_c0"] = c0.clone()
             inputs.append(("c0", c0))
     for pname, p in m.named_parameters():
-        out[f"{name}_{pname}"] = p.detach().clone()
+        out[f"{name}_{pname}"] = p.clone()
         inputs.append((pname, p))
     if kind == "lstm":
         y, (hn, _cn) = m(x, None if h0 is None else (h0, c0))
     else:
         y, hn = m(x, h0)
-    out[f"{name}_y"] = y.detach().contiguous()
-    out[f"{name}_hn"] = hn.detach().contiguous()
-    ry = f32(rng.standard_normal(tuple(y.shape)))
-    rh = f32(rng.standard_normal(tuple(hn.shape)))
-    out[f"{name}_ry"] = ry
-    out[f"{name}_rh"] = rh
-    loss = (y * ry).sum() + (hn * rh).sum()
-    gs = torch.autograd.grad(loss, [t for _, t in inputs])
-    for (n, _), g in zip(inputs, gs):
-        out[f"{name}_g_{n}"] = g.detach().contiguous()
+    out[f"{name}_y"] = y
+    out[f"{name}_hn"] = hn
+    ry = O.weight(f"{name}_ry", y)
+    rh = O.weight(f"{name}_rh", hn)
+    O.grads_of((y * ry).sum() + (hn * rh).sum(), inputs, f"{name}_g_")
 
 
 for kind in ("lstm", "gru"):
@@ -73,5 +60,4 @@ for kind in ("lstm", "gru"):
     case(f"{kind}_bi2_bf_states", kind, 5, 3, 4, 4, 2, True, True, True, True)
     case(f"{kind}_long", kind, 40, 2, 3, 6, 1, False, False, True, True)
 
-save_file({k: v.contiguous() for k, v in out.items()}, OUT, metadata={"torch": torch.__version__})
-print(f"wrote {os.path.normpath(OUT)} ({os.path.getsize(OUT)} bytes, {len(out)} tensors, torch {torch.__version__})")
+O.save({"torch": torch.__version__})

@@ -13,31 +13,22 @@ plus `nearest_src`: PyTorch's nearest source index for every in, out in 1..=24.
 
 Usage: /tmp/torch/bin/python tools/oracle_spatial.py   (PyTorch 2.15.0, numpy, safetensors)
 """
-import os
-
-import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from oracle_common import Oracle
 
-torch.set_num_threads(1)
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "ops", "spatial.safetensors")
-rng = np.random.default_rng(20240701)
-out = {}
+O = Oracle("spatial", seed=20240701, one_thread=True)
+out = O.out
 
 
 def leaf(*shape):
-    return torch.tensor(rng.standard_normal(shape).astype(np.float32)).requires_grad_(True)
+    return O.normal(shape).requires_grad_(True)
 
 
 def grads(name, y, inputs):
-    r = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
-    out[f"{name}_r"] = r
-    out[f"{name}_y"] = y.detach().contiguous()
-    gs = torch.autograd.grad((y * r).sum(), [t for _, t in inputs])
-    for (n, t), g in zip(inputs, gs):
-        out[f"{name}_{n}"] = t.detach().contiguous()
-        out[f"{name}_g{n}"] = g.detach().contiguous()
+    """Stores the output, the inputs, the weight r and the gradients of sum(y * r)."""
+    O.store(name, y=y, **dict(inputs))
+    O.grads(name, y, inputs)
 
 
 def ct(name, x_shape, w_shape, bias, stride, padding, output_padding, dilation, groups):
@@ -85,5 +76,4 @@ for n_in in range(1, 25):
         src.append(F.interpolate(xs, size=(1, n_out), mode="nearest").reshape(-1).to(torch.int32))
 out["nearest_src"] = torch.cat(src)
 
-save_file(out, OUT, metadata={"torch": torch.__version__})
-print(f"wrote {os.path.normpath(OUT)} ({os.path.getsize(OUT)} bytes, {len(out)} tensors, torch {torch.__version__})")
+O.save({"torch": torch.__version__})

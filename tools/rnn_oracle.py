@@ -26,10 +26,6 @@ import torch.nn.functional as F
 
 from autograd_oracle import Model
 
-torch.manual_seed(0)
-torch.set_num_threads(1)
-torch.use_deterministic_algorithms(True)
-
 TOOL = "rnn_oracle.py"
 
 
@@ -37,12 +33,12 @@ def rnn_params(m, module, prefix, scale):
     """Seeds the module's parameters and registers them as leaves `p.<prefix>.<name>`."""
     with torch.no_grad():
         for name, p in module.named_parameters():
-            p.copy_(torch.tensor(m.rng.uniform(-scale, scale, tuple(p.shape)), dtype=torch.float32))
-            m.leaves[f"p.{prefix}.{name}"] = p
+            p.copy_(m.f32(m.rng.uniform(-scale, scale, tuple(p.shape))))
+            m.add_leaf(f"p.{prefix}.{name}", p)
 
 
 def crnn():
-    m = Model(20250603, TOOL)
+    m = Model("crnn", 20250603, TOOL)
     B, C = 2, 5
     x = m.x("image", (B, 1, 8, 20))
     w1, b1 = m.p("conv1_w", (4, 1, 3, 3), 0.4), m.p("conv1_b", (4,), 0.1)
@@ -60,19 +56,19 @@ def crnn():
     y, _ = lstm(seq)  # [10, 2, 16]
     lp = F.log_softmax(F.linear(y, fw, fb), dim=2)  # [10, 2, 5]
     for red in ("none", "mean", "sum"):
-        m.extra[f"out.ctc_{red}"] = F.ctc_loss(lp, targets, il, tl, blank=0, reduction=red).reshape(-1)
+        m.out[f"out.ctc_{red}"] = F.ctc_loss(lp, targets, il, tl, blank=0, reduction=red).reshape(-1)
     # Sequence 1 needs 4 frames for [4, 4, 1] (a blank between the repeated 4s) and has 3.
     zt = m.c("zi_targets", [[1, 2, 2, 3], [4, 4, 1, 0]], torch.int64)
     zil = m.c("zi_input_lengths", [10, 3], torch.int64)
     ztl = m.c("zi_target_lengths", [4, 3], torch.int64)
-    m.extra["out.zi_none"] = F.ctc_loss(lp, zt, zil, ztl, blank=0, reduction="none", zero_infinity=True)
-    m.extra["out.zi_none_inf"] = F.ctc_loss(lp, zt, zil, ztl, blank=0, reduction="none", zero_infinity=False)
+    m.out["out.zi_none"] = F.ctc_loss(lp, zt, zil, ztl, blank=0, reduction="none", zero_infinity=True)
+    m.out["out.zi_none_inf"] = F.ctc_loss(lp, zt, zil, ztl, blank=0, reduction="none", zero_infinity=False)
     loss = F.ctc_loss(lp, targets, il, tl, blank=0, reduction="mean")
-    m.write("crnn", loss)
+    m.write(loss)
 
 
 def gru():
-    m = Model(20250604, TOOL)
+    m = Model("gru", 20250604, TOOL)
     B, T, I, H, L = 3, 5, 4, 6, 2
     x = m.x("seq", (B, T, I))
     h0 = m.x("h0", (2 * L, B, H), 0.5)
@@ -82,11 +78,11 @@ def gru():
     rh = m.c("rh", m.rng.standard_normal((2 * L, B, H)), torch.float32)
     y, hn = net(x, h0)
     loss = (y * ry).sum() + (hn * rh).sum()
-    m.write("gru", loss)
+    m.write(loss)
 
 
 def decoder():
-    m = Model(20250605, TOOL)
+    m = Model("decoder", 20250605, TOOL)
     z = m.x("z", (2, 4, 5, 5))
     w0, b0 = m.p("conv_w", (6, 4, 3, 3), 0.3), m.p("conv_b", (6,), 0.1)
     w1, b1 = m.p("up1_w", (6, 3, 3, 3), 0.3), m.p("up1_b", (6,), 0.1)
@@ -99,7 +95,7 @@ def decoder():
     h = F.interpolate(h, size=(13, 10), mode="bilinear", align_corners=False)
     h = F.interpolate(h, size=(6, 8), mode="bilinear", align_corners=True)
     loss = (h * r).sum() + (h * h).sum()
-    m.write("decoder", loss)
+    m.write(loss)
 
 
 if __name__ == "__main__":
