@@ -25,6 +25,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// also required by `prop_invalid_args`.
 const EXPECTED_ERRORS: &[(&str, &str, &str)] = &[
     ("amax", "reduced extent is empty", "raises: Expected reduction dim to have non-zero size"),
+    ("vector_norm", "infinity norm of zero elements", "raises: linalg.vector_norm cannot compute the inf norm on an empty tensor"),
     ("amin", "reduced extent is empty", "raises: Expected reduction dim to have non-zero size"),
     ("argmax", "reduced extent is empty", "raises: Expected reduction dim to have non-zero size"),
     ("argmin", "reduced extent is empty", "raises: Expected reduction dim to have non-zero size"),

@@ -97,4 +97,20 @@ for op, fn in (("sum_axes", torch.sum), ("mean_axes", torch.mean)):
         x = data(shape, "plain").requires_grad_(True)
         record(f"{op}_{n}", x, [int(keep), *axes], fn(x, dim=axes, keepdim=keep))
 
+# vector norms (added after everything above, so the earlier tensors stay identical):
+# params = [ord (-1 for inf), keep_dim, axes... or -99 for all]; ties and an all-zero row
+# in the inf and 2 cases.
+for n, (ord_, axes, keep, shape) in enumerate(
+    [(1, None, False, (3, 4)), (1, (0, 2), True, (2, 3, 4)), (1, (-1,), False, (4, 5)),
+     (2, None, False, (3, 4)), (2, (1,), True, (3, 5)), (2, (0, 2), False, (2, 3, 4)),
+     (-1, None, False, (3, 4)), (-1, (1,), False, (4, 5)), (-1, (0, 2), True, (2, 3, 4))]
+):
+    v = data(shape, "ties" if ord_ == -1 else "plain")
+    if ord_ == 2 and axes == (1,):
+        v[0] = 0.0  # a zero vector: gradient 0
+    x = v.requires_grad_(True)
+    o = float("inf") if ord_ == -1 else float(ord_)
+    y = torch.linalg.vector_norm(x, o, dim=axes, keepdim=keep)
+    record(f"vector_norm_{n}", x, [ord_, int(keep), *(axes if axes else (-99,))], y)
+
 O.save()

@@ -2,7 +2,7 @@
 //! `take_along_axis` (the recorded gather that carries the gradient to the winner),
 //! `max_dim`/`min_dim` (compositions returning values and indices) and `amax`/`amin`
 //! (gradient shared evenly among ties), then `logsumexp`, `var`/`std_dev` and the
-//! multi-axis `sum_axes`/`mean_axes`. PyTorch's CPU semantics: the first maximum
+//! multi-axis `sum_axes`/`mean_axes`, and `vector_norm` (ord 1, 2, ∞ over any axes). PyTorch's CPU semantics: the first maximum
 //! (minimum) along the axis wins a tie, and the first NaN wins over every number.
 //! Exact mode needs nothing special: every loop here is scalar code (the same on every
 //! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
@@ -685,6 +685,122 @@ pub mod mean_axes {
     }
 }
 
+// ===== vector norms =====
+
+/// The layout of a reduction over `axes` (`None`: every axis): the permutation that moves
+/// the reduced axes last (kept axes first, both in order), the output shape, and the
+/// number of elements per output.
+fn moved_layout(op: &'static str, shape: &[usize], axes: &Option<Vec<isize>>, keep_dim: bool) -> Result<(Vec<isize>, Vec<usize>, usize)> {
+    let set = match axes {
+        None => (0..shape.len()).collect(),
+        Some(a) => axis_set(op, shape, a)?,
+    };
+    let kept: Vec<usize> = (0..shape.len()).filter(|a| !set.contains(a)).collect();
+    let order = kept.iter().chain(&set).map(|&a| a as isize).collect();
+    let out_shape = (0..shape.len()).filter_map(|a| if set.contains(&a) { keep_dim.then_some(1) } else { Some(shape[a]) }).collect();
+    Ok((order, out_shape, set.iter().map(|&a| shape[a]).product()))
+}
+
+/// `sign(v)` with `sign(0) = 0` (PyTorch's `sgn`).
+fn sgn(v: f32) -> f32 {
+    if v > 0.0 {
+        1.0
+    } else if v < 0.0 {
+        -1.0
+    } else {
+        v // ±0, or NaN
+    }
+}
+
+/// The vector norm of `x` over `axes` (`None`: every element), PyTorch's
+/// `torch.linalg.vector_norm(x, ord, dim, keepdim)` for `ord` 1 (`Σ|x|`), 2 (`√Σx²`) or
+/// `f32::INFINITY` (`max|x|`; NaN propagates). Sums are f64 in row-major order of the
+/// reduced axes, rounded once. Backward, as PyTorch: `g·sgn(x)` (ord 1), `x·(g/‖x‖)` with 0
+/// where the norm is 0 (ord 2), `sgn(x)·(g/count)` at the elements whose `|x|` equals the
+/// maximum, shared evenly among ties (ord ∞).
+#[op(saved = [x, out], attrs = [ord: f32, axes: Option<Vec<isize>>, keep_dim: bool])]
+pub mod vector_norm {
+    use super::*;
+
+    pub fn forward(x: &Tensor, ord: f32, axes: Option<Vec<isize>>, keep_dim: bool) -> Result<Tensor> {
+        x.expect_f32(NAME, "x")?;
+        if !(ord == 1.0 || ord == 2.0 || ord == f32::INFINITY) {
+            return Err(Error::argument(NAME, format!("ord must be 1, 2 or infinity, got {ord}")));
+        }
+        let (order, out_shape, len) = moved_layout(NAME, x.shape(), &axes, keep_dim)?;
+        if ord == f32::INFINITY && len == 0 {
+            return Err(Error::shape(NAME, &[x.shape()], "the infinity norm of zero elements is undefined"));
+        }
+        crate::permute(x, order)?.try_with_f32(|xs| {
+            Tensor::build_f32(&out_shape, |out| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    let row = &xs[i * len..(i + 1) * len]; // empty rows too: their norm is 0
+                    *o = if ord == 1.0 {
+                        row.iter().fold(0.0f64, |s, &v| s + (v as f64).abs()) as f32
+                    } else if ord == 2.0 {
+                        row.iter().fold(0.0f64, |s, &v| s + v as f64 * v as f64).sqrt() as f32
+                    } else {
+                        row.iter().fold(0.0f32, |m, &v| if v.is_nan() || m.is_nan() { f32::NAN } else { m.max(v.abs()) })
+                    };
+                }
+                Ok(())
+            })
+        })?
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let x = r.x();
+        let (order, _, len) = moved_layout(NAME, x.shape(), &r.axes, r.keep_dim)?;
+        let moved = crate::permute(x, order.clone())?;
+        let ord = r.ord;
+        let grad = moved.try_with_f32(|xs| {
+            g.try_with_f32(|gs| {
+                r.out().try_with_f32(|ns| {
+                    Tensor::build_f32(moved.shape(), |dx| {
+                        for (((dr, row), &g), &n) in dx.chunks_mut(len.max(1)).zip(xs.chunks(len.max(1))).zip(gs).zip(ns) {
+                            if ord == 1.0 {
+                                dr.iter_mut().zip(row).for_each(|(d, &v)| *d = g * sgn(v));
+                            } else if ord == 2.0 {
+                                let s = if n == 0.0 { 0.0 } else { g / n };
+                                dr.iter_mut().zip(row).for_each(|(d, &v)| *d = v * s);
+                            } else {
+                                let ties = row.iter().filter(|v| v.abs() == n).count().max(1) as f32;
+                                let s = g / ties;
+                                dr.iter_mut().zip(row).for_each(|(d, &v)| *d = if v.abs() == n { sgn(v) * s } else { 0.0 });
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+            })
+        })????;
+        // Back to the input's axis order (a view of the moved buffer).
+        let mut inverse = vec![0isize; order.len()];
+        for (i, &a) in order.iter().enumerate() {
+            inverse[a as usize] = i as isize;
+        }
+        d.x(crate::permute(&grad, inverse)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let mut cases = Vec::new();
+        for (ord, tag) in [(1.0f32, "l1"), (2.0, "l2"), (f32::INFINITY, "inf")] {
+            // Distinct magnitudes away from 0 (the kinks of |x| and the max's ties).
+            cases.push(Case::new(format!("{tag}_all"), vec![Case::distinct_input(&[3, 4], 1)], move |x| {
+                super::vector_norm(&x[0], ord, None, false)
+            }));
+            cases.push(Case::new(format!("{tag}_axes_0_2_keep_dim"), vec![Case::distinct_input(&[2, 3, 4], 2)], move |x| {
+                super::vector_norm(&x[0], ord, Some(vec![0, 2]), true)
+            }));
+            cases.push(Case::new(format!("{tag}_transposed_last"), vec![Case::distinct_input(&[4, 3], 3)], move |x| {
+                super::vector_norm(&crate::transpose(&x[0], 0, 1)?, ord, Some(vec![-1]), false)
+            }));
+        }
+        cases
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -825,6 +941,29 @@ mod tests {
         assert_eq!(sum_axes(&x, vec![], false).unwrap_err().op(), "sum_axes");
         assert_eq!(mean_axes(&x, vec![1, -1], false).unwrap_err().op(), "mean_axes");
         assert_eq!(sum_axes(&x, vec![2], false).unwrap_err().op(), "sum_axes");
+    }
+
+    #[test]
+    fn vector_norm_matches_pytorch() {
+        let o = oracle();
+        both_modes(|| {
+            for n in 0..9 {
+                let name = format!("vector_norm_{n}");
+                let p = o.get(&format!("{name}_params")).to_vec_i32();
+                let ord = if p[0] < 0 { f32::INFINITY } else { p[0] as f32 };
+                let axes = (p[2] != -99).then(|| p[2..].iter().map(|&a| a as isize).collect());
+                let x = o.get(&format!("{name}_x"));
+                check_values(&o, &name, &x, &vector_norm(&x, ord, axes, p[1] != 0).unwrap());
+            }
+        });
+        // Pinned: the 2-norm's gradient at a zero vector is 0 (PyTorch masks 0/0).
+        let z = Tensor::zeros(&[3]).unwrap().requires_grad().unwrap();
+        vector_norm(&z, 2.0, None, false).unwrap().backward().unwrap();
+        assert_eq!(z.grad().unwrap().to_vec(), vec![0.0; 3]);
+        let x = Tensor::zeros(&[2, 0]).unwrap();
+        assert_eq!(vector_norm(&x, 2.0, Some(vec![1]), false).unwrap().to_vec(), vec![0.0, 0.0]);
+        assert_eq!(vector_norm(&x, f32::INFINITY, Some(vec![1]), false).unwrap_err().op(), "vector_norm");
+        assert_eq!(vector_norm(&x, 3.0, None, false).unwrap_err().op(), "vector_norm");
     }
 
     #[test]
