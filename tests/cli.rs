@@ -110,7 +110,8 @@ fn invalid_values_say_what_is_accepted() {
     assert_usage_error(&["train", "--task", "chess"], "[possible values: digits, ocr]");
     assert_usage_error(&["train", "--epochs", "0"], "expected a whole number of at least 1");
     assert_usage_error(&["train", "--batch", "1"], "expected a whole number of at least 2");
-    assert_usage_error(&["train", "--lr", "-0.1"], "expected a finite number above 0");
+    assert_usage_error(&["train", "--lr", "0"], "expected a finite number above 0");
+    assert_usage_error(&["train", "--lr=-0.1"], "expected a finite number above 0");
     assert_usage_error(&["train", "--threads", "0"], "--threads");
     assert_usage_error(&["train", "--threads", "100000"], "--threads");
     assert_usage_error(&["bench", "step", "--model", "resnet"], "[possible values: convnet, encoder, crnn_ctc]");

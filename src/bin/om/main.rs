@@ -4,7 +4,7 @@
 //! - `om train` — trains a model on built-in data (`--task digits|ocr`; [`train`]).
 //! - `om gradcheck` — runs every registered gradient-check case, one row per operator.
 //! - `om ops` — prints the operator registry as the Markdown kept in `docs/ops.md`.
-//! - `om bench ...` — the benchmarks of `docs/performance.md` ([`bench`]).
+//! - `om bench ...` — the benchmarks of `docs/performance.md` ([`mod@bench`]).
 //!
 //! Exit codes: 0 success, 1 runtime failure (a failed gradient check, an error while
 //! training or benchmarking), 2 usage error (unknown command or option, an invalid value,

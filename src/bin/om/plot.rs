@@ -1,6 +1,7 @@
 //! The training curves `om train` draws into a PNG: the loss on a log scale (every
-//! mini-batch's loss as a faint trace, each epoch's mean as marked points) beside a held-out
-//! metric per epoch, both against the epoch with whole-number ticks that never repeat.
+//! mini-batch's loss as a faint trace, each epoch's mean as a marked point in the middle of
+//! its epoch) beside the held-out metric after each epoch, both against the epoch with
+//! whole-number ticks that never repeat.
 
 use plotters::coord::combinators::IntoLogRange;
 use plotters::prelude::*;
@@ -84,7 +85,8 @@ fn draw_loss(area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>, c: &
         .draw_series(LineSeries::new(c.batch_losses.iter().filter(finite).copied(), RED.mix(0.3).stroke_width(1)))?
         .label("mini-batch")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED.mix(0.3).stroke_width(2)));
-    let means: Vec<(f64, f64)> = c.epoch_losses.iter().enumerate().map(|(i, &l)| (i as f64 + 1.0, l)).filter(|p| finite(&p)).collect();
+    // each epoch's mean sits in the middle of the batches it averages
+    let means: Vec<(f64, f64)> = c.epoch_losses.iter().enumerate().map(|(i, &l)| (i as f64 + 0.5, l)).filter(|p| finite(&p)).collect();
     chart.draw_series(LineSeries::new(means.iter().copied(), RED.stroke_width(2)))?;
     chart
         .draw_series(means.iter().map(|&p| Circle::new(p, 4, RED.filled())))?

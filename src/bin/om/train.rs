@@ -54,7 +54,7 @@ pub struct TrainArgs {
     /// Directory of the curves (train.png or train_ocr.png) and of `--save` without a file
     #[arg(long, value_name = "DIR", default_value = "target/om")]
     out: PathBuf,
-    /// Save the trained weights as safetensors to FILE [default FILE: <out>/digits.safetensors or <out>/ocr.safetensors]
+    /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors or DIR/ocr.safetensors, DIR from --out]
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     save: Option<Option<PathBuf>>,
 }
