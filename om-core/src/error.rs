@@ -8,7 +8,11 @@ use crate::dtype::DType;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in an operator, the engine or the pool.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// `Debug` prints the same text as `Display`, so `fn main() -> Result<()>` returning an
+/// error through `?` prints `Error: matmul: ... (shapes [[2, 3], [4, 5]])`, not the
+/// variant's fields.
+#[derive(Clone, PartialEq, thiserror::Error)]
 pub enum Error {
     /// Shapes that do not fit together.
     #[error("{op}: {msg} (shapes {shapes:?})")]
@@ -88,6 +92,12 @@ pub enum Error {
     },
 }
 
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 impl Error {
     /// A [`Error::Shape`] error.
     pub fn shape(op: &'static str, shapes: &[&[usize]], msg: impl Into<String>) -> Error {
@@ -129,5 +139,19 @@ impl Error {
             Error::GraphReleased { .. } | Error::TensorVersion { .. } => {}
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_display_text() {
+        let e = Error::shape("matmul", &[&[2, 3], &[4, 5]], "inner dimensions differ");
+        assert_eq!(format!("{e:?}"), "matmul: inner dimensions differ (shapes [[2, 3], [4, 5]])");
+        assert_eq!(format!("{e:?}"), e.to_string());
+        let r: Result<()> = Err(Error::argument("nn::load", "w.safetensors has no tensor `fc.weight`"));
+        assert_eq!(format!("{r:?}"), "Err(nn::load: w.safetensors has no tensor `fc.weight`)");
     }
 }

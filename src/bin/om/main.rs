@@ -1,84 +1,82 @@
-//! `om`: the command-line face of OneModel.
+//! `om`: the command-line face of OneModel (clap; `om <command> --help` lists every option
+//! with its default and allowed values).
 //!
-//! - `om train` — trains a model on built-in data (`--task digits|ocr`, see `--help`).
+//! - `om train` — trains a model on built-in data (`--task digits|ocr`; [`train`]).
 //! - `om gradcheck` — runs every registered gradient-check case, one row per operator.
 //! - `om ops` — prints the operator registry as the Markdown kept in `docs/ops.md`.
+//! - `om bench ...` — the benchmarks of `docs/performance.md` ([`mod@bench`]).
+//!
+//! Exit codes: 0 success, 1 runtime failure (a failed gradient check, an error while
+//! training or benchmarking), 2 usage error (unknown command or option, an invalid value,
+//! an unwritable output path; nothing has run).
 
+use args::{Failure, Outcome};
+use clap::{Parser, Subcommand};
 use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
 
+mod args;
 mod bench;
 mod ocr;
+mod plot;
 mod train;
 
-const USAGE: &str = "usage: om <command> [options]
+const EXIT_CODES: &str = "Exit codes: 0 success, 1 runtime failure (a failed gradient check, an error while training or \
+benchmarking), 2 usage error (unknown command or option, invalid value, unwritable output path; nothing has run).";
 
-commands:
-  train        train a conv net on the built-in digits, or with --task ocr a CRNN + CTC reading
-               strings of 4-8 digits (options: --task digits|ocr --epochs N --seed S
-               --threads T --mode fast|exact --batch B --lr LR --save FILE)
-  gradcheck    run every registered gradient-check case
-  ops          print the operator registry as Markdown (docs/ops.md)
-  bench gemm   --m M --k K --n N [--ta] [--tb]   one GEMM, GFLOP/s
-  bench step   --model convnet|encoder|crnn_ctc [--steps N] [--warmup W]
-               the training steps of BENCHMARKS.md, median and fastest ms
-  bench conv   [--layer 1|2|3] [--stat median|min]   the convnet's convolutions
-  bench norm-pool  [--case NAME] [--inner I]   pooling and norms on the benchmark shapes
-  bench lstm|attention   crnn_ctc's LSTM stack, the encoder's attention (fwd + bwd)
-               every bench also takes --threads T --mode fast|exact --path P, and all but
-               step take --reps R
-  bench memory --model convnet|encoder|crnn_ctc [--then MODEL2] [--cache-limit auto|unlimited|B]
-               [--steps N] [--warmup W]   pool, heap and RSS figures of a warm step";
+/// Float32 CPU tensors with autograd: train a model, check every operator's gradients,
+/// list the operators, run the benchmarks.
+#[derive(Parser, Debug)]
+#[command(name = "om", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Train a conv net on the built-in digits, or (--task ocr) a CRNN + CTC reading strings of 4-8 digits
+    Train(train::TrainArgs),
+    /// Run every registered gradient-check case, one row per operator
+    Gradcheck,
+    /// Print the operator registry as Markdown (docs/ops.md)
+    Ops,
+    /// Benchmarks printing key=value lines (docs/performance.md)
+    #[command(subcommand)]
+    Bench(bench::Bench),
+}
 
 /// Counts heap allocations for `om bench memory` and the activation scopes of `om train`.
 #[global_allocator]
 static ALLOC: onemodel::core::alloc_count::CountingAlloc = onemodel::core::alloc_count::CountingAlloc;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first() else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    match cmd.as_str() {
-        "ops" => {
+    // clap prints --help and --version (exit 0) and usage errors (exit 2) itself.
+    let cli = Cli::parse();
+    let (name, outcome) = match &cli.command {
+        Command::Train(a) => ("train", train::run(a)),
+        Command::Gradcheck => ("gradcheck", run_gradcheck()),
+        Command::Ops => {
             print!("{}", registry::markdown());
-            ExitCode::SUCCESS
+            ("ops", Ok(()))
         }
-        "gradcheck" => run_gradcheck(),
-        "train" => match train::Options::parse(&args[1..]).and_then(|o| train::run(&o)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("om train: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        "bench" => match bench::run(&args[1..]) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("om {e}");
-                ExitCode::from(2)
-            }
-        },
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        other => {
-            eprintln!("om: unknown command `{other}`\n{USAGE}");
+        Command::Bench(b) => (b.name(), bench::run(b)),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("error: {msg}\n\nFor more information, try 'om {name} --help'.");
             ExitCode::from(2)
+        }
+        Err(Failure::Run(msg)) => {
+            eprintln!("om {name}: {msg}");
+            ExitCode::FAILURE
         }
     }
 }
 
-fn run_gradcheck() -> ExitCode {
-    let entries = match onemodel::ops::registered_ops() {
-        Ok(e) => e,
-        Err(dups) => {
-            eprintln!("om gradcheck: operators registered more than once: {dups:?}");
-            return ExitCode::FAILURE;
-        }
-    };
+fn run_gradcheck() -> Outcome {
+    let entries = onemodel::ops::registered_ops().map_err(|dups| Failure::Run(format!("operators registered more than once: {dups:?}")))?;
     println!("{:<20} {:>5} {:>12} {:>12}  status", "op", "cases", "worst abs", "worst rel");
     let (mut n_cases, mut n_failed) = (0usize, 0usize);
     for e in &entries {
@@ -105,8 +103,8 @@ fn run_gradcheck() -> ExitCode {
     let missing = if missing.is_empty() { "none".to_string() } else { missing.join(" ") };
     println!("gradcheck: {} ops, {n_cases} cases, {n_failed} failed, spec rows missing: {missing}", entries.len());
     if n_failed == 0 {
-        ExitCode::SUCCESS
+        Ok(())
     } else {
-        ExitCode::FAILURE
+        Err(Failure::Run(format!("{n_failed} of {n_cases} cases failed")))
     }
 }

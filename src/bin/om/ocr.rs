@@ -3,20 +3,15 @@
 //! and held-out strings only the test images; both are generated from seeded generators.
 //! Reports the character error rate of greedy CTC decoding on the held-out strings.
 
-use crate::train::{plot, plot_path, progress_style, Digits, Options};
-use indicatif::{ProgressBar, ProgressDrawTarget};
-use onemodel::core::{rng::Rng, ActivationScope};
+use crate::train::{Digits, Evaluation, Options, Task};
+use onemodel::core::rng::Rng;
 use onemodel::ops::models::{edit_distance, greedy_decode, Crnn};
-use onemodel::ops::nn::{self, Module};
-use onemodel::ops::optim::{Adam, Optimizer};
+use onemodel::ops::nn::Module;
 use onemodel::ops::Reduction;
-use onemodel::{no_grad, ops, Compute, Result, Tensor};
-use std::time::Instant;
+use onemodel::{no_grad, ops, Result, Tensor};
 
 /// Default epochs of `--task ocr`.
 pub const EPOCHS: usize = 4;
-/// Default batch size of `--task ocr`.
-pub const BATCH: usize = 32;
 /// Default learning rate of `--task ocr`.
 pub const LR: f32 = 0.005;
 
@@ -91,87 +86,73 @@ fn evaluate(model: &mut Crnn, data: &Digits, strings: &[Vec<usize>]) -> Result<(
     Ok((errors as f64 / chars as f64, exact as f64 / strings.len() as f64))
 }
 
-/// Trains the CRNN and prints the figures.
-pub fn run(o: &Options) -> Result<()> {
-    Compute::set_threads(o.threads)?;
-    Compute::set_mode(o.mode);
-    let data = Digits::load()?;
-    let mut model = Crnn::new(o.seed)?;
-    let mut opt = Adam::new(model.parameter_tensors(), o.lr)?;
-    let n_params: usize = model.parameters().iter().map(|(_, t)| t.numel()).sum();
-    // held-out strings: test images only, from their own generator
-    let test = strings(&data.test, TEST_STRINGS, &mut Rng::new(o.seed ^ 0x7e57));
-    println!(
-        "om train --task ocr: CRNN + CTC ({n_params} parameters), strings of {MIN_LEN}-{MAX_LEN} digits, {TRAIN_STRINGS} fresh training strings per epoch from {} train images, {TEST_STRINGS} held-out strings from {} test images, {} epochs, batch {}, Adam lr {}, mode {}, {} thread(s)",
-        data.train.len(),
-        data.test.len(),
-        o.epochs,
-        o.batch,
-        o.lr,
-        o.mode,
-        o.threads
-    );
-    let style = progress_style()?;
-    let mut rng = Rng::new(o.seed);
-    let (mut losses, mut cers) = (Vec::new(), Vec::new());
-    let mut last_loss = f32::NAN;
-    let start = Instant::now();
-    for epoch in 1..=o.epochs {
-        opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
-        let train = strings(&data.train, TRAIN_STRINGS, &mut rng);
-        let batches: Vec<&[Vec<usize>]> = train.chunks(o.batch).filter(|b| b.len() > 1).collect();
-        let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), ProgressDrawTarget::stderr()).with_style(style.clone());
-        pb.set_prefix(epoch.to_string());
-        let t0 = Instant::now();
-        let (mut sum, mut seen) = (0.0f64, 0usize);
-        for rows in &batches {
-            let _step = ActivationScope::new();
-            let b = batch(&data, rows)?;
-            let lp = model.forward(&b.x)?;
-            let loss = ops::ctc_loss(&lp, &b.targets, &b.input_lengths, &b.target_lengths, 0, Reduction::Mean, false)?;
-            opt.zero_grad()?;
-            loss.backward()?;
-            opt.step()?;
-            last_loss = loss.item()?;
-            sum += last_loss as f64 * rows.len() as f64;
-            seen += rows.len();
-            pb.inc(1);
-            pb.set_message(format!("loss {:.4}  {:.0} strings/s", sum / seen as f64, seen as f64 / t0.elapsed().as_secs_f64()));
-        }
-        pb.finish_and_clear();
-        let (cer, exact) = evaluate(&mut model, &data, &test)?;
-        let epoch_loss = sum / seen as f64;
-        losses.push(epoch_loss);
-        cers.push(100.0 * cer);
-        println!(
-            "epoch {epoch:>3}  CTC loss {epoch_loss:.4}  held-out CER {:.2}%  strings read exactly {:.1}%  {:.0} strings/s",
-            100.0 * cer,
-            100.0 * exact,
-            seen as f64 / t0.elapsed().as_secs_f64()
-        );
+/// `om train --task ocr`: the CRNN, the digit images, the held-out strings and the
+/// fraction of them the last evaluation read exactly.
+pub(crate) struct OcrTask {
+    data: Digits,
+    model: Crnn,
+    test: Vec<Vec<usize>>,
+    exact: f64,
+}
+
+impl OcrTask {
+    pub(crate) fn new(o: &Options) -> Result<OcrTask> {
+        let data = Digits::load()?;
+        let model = Crnn::new(o.seed)?;
+        // held-out strings: test images only, from their own generator
+        let test = strings(&data.test, TEST_STRINGS, &mut Rng::new(o.seed ^ 0x7e57));
+        Ok(OcrTask { data, model, test, exact: 0.0 })
     }
-    let wall = start.elapsed().as_secs_f64();
-    let (cer, exact) = evaluate(&mut model, &data, &test)?;
-    let epoch_loss = losses.last().map_or(f32::NAN, |&l| l as f32);
-    println!(
-        "final CTC loss {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
-        epoch_loss.to_bits(),
-        last_loss.to_bits()
-    );
-    println!(
-        "held-out character error rate {:.2}% ({TEST_STRINGS} strings, greedy decoding), strings read exactly {:.1}%, wall time {wall:.2} s",
-        100.0 * cer,
-        100.0 * exact
-    );
-    let png = plot_path("train_ocr.png");
-    let hi = cers.iter().copied().fold(0.0, f64::max).clamp(1.0, 100.0).ceil();
-    match plot(&png, ("training loss (CTC)", &losses), ("held-out CER (%)", &cers, 0.0..hi)) {
-        Ok(()) => println!("curve: {}", png.display()),
-        Err(e) => eprintln!("om train: could not draw {}: {e}", png.display()),
+}
+
+impl Task for OcrTask {
+    type Example = Vec<usize>;
+    const UNIT: &'static str = "strings";
+    const LOSS: &'static str = "CTC loss";
+    const CURVE_TITLES: (&'static str, &'static str) = ("training loss (CTC)", "held-out CER (%)");
+
+    fn describe(&self) -> String {
+        let n_params: usize = self.model.parameters().iter().map(|(_, t)| t.numel()).sum();
+        format!(
+            "om train --task ocr: CRNN + CTC ({n_params} parameters), strings of {MIN_LEN}-{MAX_LEN} digits, {TRAIN_STRINGS} fresh training strings per epoch from {} train images, {TEST_STRINGS} held-out strings from {} test images",
+            self.data.train.len(),
+            self.data.test.len()
+        )
     }
-    if let Some(path) = &o.save {
-        nn::save(&model, path)?;
-        println!("weights: {}", path.display());
+
+    fn model(&self) -> &dyn Module {
+        &self.model
     }
-    Ok(())
+
+    fn examples(&mut self, rng: &mut Rng) -> Vec<Vec<usize>> {
+        strings(&self.data.train, TRAIN_STRINGS, rng)
+    }
+
+    fn loss(&mut self, rows: &[Vec<usize>]) -> Result<Tensor> {
+        let b = batch(&self.data, rows)?;
+        let lp = self.model.forward(&b.x)?;
+        ops::ctc_loss(&lp, &b.targets, &b.input_lengths, &b.target_lengths, 0, Reduction::Mean, false)
+    }
+
+    /// The character error rate and the strings read exactly, on the held-out strings.
+    fn evaluate(&mut self) -> Result<Evaluation> {
+        let (cer, exact) = evaluate(&mut self.model, &self.data, &self.test)?;
+        self.exact = exact;
+        Ok(Evaluation {
+            metric: 100.0 * cer,
+            line: format!("held-out CER {:.2}%  strings read exactly {:.1}%", 100.0 * cer, 100.0 * exact),
+        })
+    }
+
+    fn metric_range(&self, cers: &[f64]) -> std::ops::Range<f64> {
+        0.0..cers.iter().copied().fold(0.0, f64::max).clamp(1.0, 100.0).ceil()
+    }
+
+    fn summary(&self, last: &Evaluation, wall: f64) -> String {
+        format!(
+            "held-out character error rate {:.2}% ({TEST_STRINGS} strings, greedy decoding), strings read exactly {:.1}%, wall time {wall:.2} s",
+            last.metric,
+            100.0 * self.exact
+        )
+    }
 }

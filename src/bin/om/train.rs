@@ -1,7 +1,12 @@
-//! `om train`: a small conv net learns the UCI optical digits (8×8 images, 10 classes;
-//! `testdata/digits.safetensors`, embedded in the binary) with Adam and mini-batches in a
-//! seeded order, then reports the test accuracy, the wall time and a loss/accuracy curve.
+//! `om train`: its options (checked before any work starts), the training loop every task
+//! shares (Adam with a cosine-decayed learning rate, seeded mini-batches, a progress bar,
+//! one line per epoch, the final figures, the curves and the weights file), and the
+//! default task: a small conv net learning the UCI optical digits (8×8 images, 10 classes;
+//! `testdata/digits.safetensors`, embedded in the binary). `--task ocr` is in [`crate::ocr`].
 
+use crate::args::{at_least, check_writable, parse_count, threads_parser, ModeArg, Outcome};
+use crate::plot::{self, Curves};
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use onemodel::core::{io, rng::Rng, ActivationScope};
 use onemodel::ops::models::DigitNet;
@@ -12,67 +17,218 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 const DIGITS: &[u8] = include_bytes!("../../../testdata/digits.safetensors");
-const FONT: &[u8] = include_bytes!("assets/DejaVuSansMono.ttf");
 
-/// Command-line options of `om train`.
+/// What `om train` trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TaskName {
+    /// A conv net classifying the 8×8 digits
+    Digits,
+    /// A CRNN with CTC reading strings of 4-8 digits
+    Ocr,
+}
+
+/// Options of `om train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// What to train
+    #[arg(long, value_enum, default_value_t = TaskName::Digits)]
+    task: TaskName,
+    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr]
+    #[arg(long, value_parser = parse_count)]
+    epochs: Option<usize>,
+    /// Seed of the initial weights and of the batches' order
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Kernel threads, 1 to 256 [default: the cores available]
+    #[arg(long, value_parser = threads_parser())]
+    threads: Option<usize>,
+    /// Arithmetic mode (exact: the same bits at every thread count)
+    #[arg(long, value_enum, default_value_t = ModeArg::Fast)]
+    mode: ModeArg,
+    /// Examples per mini-batch, at least 2
+    #[arg(long, default_value_t = 32, value_parser = |v: &str| at_least(v, 2))]
+    batch: usize,
+    /// Adam's initial learning rate, above 0 [default: 0.01 for digits, 0.005 for ocr]
+    #[arg(long, value_parser = parse_lr)]
+    lr: Option<f32>,
+    /// Directory of the curves (train.png or train_ocr.png) and of `--save` without a file
+    #[arg(long, value_name = "DIR", default_value = "target/om")]
+    out: PathBuf,
+    /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors or DIR/ocr.safetensors, DIR from --out]
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    save: Option<Option<PathBuf>>,
+}
+
+fn parse_lr(v: &str) -> std::result::Result<f32, String> {
+    match v.parse::<f32>() {
+        Ok(lr) if lr > 0.0 && lr.is_finite() => Ok(lr),
+        _ => Err("expected a finite number above 0".into()),
+    }
+}
+
+/// `om train`'s options with the task's defaults filled in and the output paths checked.
 pub struct Options {
-    /// `digits` (the conv net classifier) or `ocr` (CRNN + CTC on digit strings).
-    pub task: Task,
     pub(crate) epochs: usize,
     pub(crate) seed: u64,
     pub(crate) threads: usize,
     pub(crate) mode: Mode,
     pub(crate) batch: usize,
     pub(crate) lr: f32,
+    /// Where the curves go (absolute).
+    pub(crate) plot: PathBuf,
+    /// Where the weights go (absolute), if anywhere.
     pub(crate) save: Option<PathBuf>,
 }
 
-/// What `om train` trains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Task {
-    /// The digits conv net (the default).
-    Digits,
-    /// A CRNN with CTC reading strings of 4–8 digits.
-    Ocr,
+impl TrainArgs {
+    /// Fills in the task's defaults and checks that the curve and the weights can be
+    /// written, before anything is trained.
+    fn options(&self) -> Outcome<Options> {
+        let (epochs, lr, plot, weights) = match self.task {
+            TaskName::Digits => (12, 0.01, "train.png", "digits.safetensors"),
+            TaskName::Ocr => (crate::ocr::EPOCHS, crate::ocr::LR, "train_ocr.png", "ocr.safetensors"),
+        };
+        let plot = check_writable(&self.out.join(plot), "--out")?;
+        let save = match &self.save {
+            None => None,
+            Some(file) => Some(check_writable(&file.clone().unwrap_or_else(|| self.out.join(weights)), "--save")?),
+        };
+        let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(Options {
+            epochs: self.epochs.unwrap_or(epochs),
+            seed: self.seed,
+            threads: threads.min(onemodel::compute::MAX_THREADS),
+            mode: self.mode.into(),
+            batch: self.batch,
+            lr: self.lr.unwrap_or(lr),
+            plot,
+            save,
+        })
+    }
 }
 
-impl Options {
-    /// Parses `--task digits|ocr --epochs N --seed S --threads T --mode fast|exact --batch B
-    /// --lr LR --save FILE`; the epochs, batch and learning rate default per task.
-    pub fn parse(args: &[String]) -> Result<Options> {
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let mut task = Task::Digits;
-        if let Some(i) = args.iter().position(|a| a == "--task") {
-            task = match args.get(i + 1).map(String::as_str) {
-                Some("digits") => Task::Digits,
-                Some("ocr") => Task::Ocr,
-                Some(v) => return Err(Error::argument("train", format!("invalid value `{v}` for --task (digits or ocr)"))),
-                None => return Err(Error::argument("train", "--task needs a value")),
-            };
-        }
-        let (epochs, batch, lr) = match task {
-            Task::Digits => (12, 32, 0.01),
-            Task::Ocr => (crate::ocr::EPOCHS, crate::ocr::BATCH, crate::ocr::LR),
-        };
-        let mut o = Options { task, epochs, seed: 7, threads, mode: Mode::Fast, batch, lr, save: None };
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let v = it.next().ok_or_else(|| Error::argument("train", format!("{flag} needs a value")))?;
-            let bad = || Error::argument("train", format!("invalid value `{v}` for {flag}"));
-            match flag.as_str() {
-                "--task" => {}
-                "--epochs" => o.epochs = v.parse().map_err(|_| bad())?,
-                "--seed" => o.seed = v.parse().map_err(|_| bad())?,
-                "--threads" => o.threads = v.parse().map_err(|_| bad())?,
-                "--mode" => o.mode = Mode::parse(v).ok_or_else(bad)?,
-                "--batch" => o.batch = v.parse().ok().filter(|&b| b > 1).ok_or_else(bad)?,
-                "--lr" => o.lr = v.parse().ok().filter(|&l: &f32| l > 0.0).ok_or_else(bad)?,
-                "--save" => o.save = Some(PathBuf::from(v)),
-                other => return Err(Error::argument("train", format!("unknown option `{other}`"))),
-            }
-        }
-        Ok(o)
+/// Runs `om train ...`: checks the options, then trains the chosen task.
+pub fn run(args: &TrainArgs) -> Outcome {
+    let o = args.options()?;
+    Compute::set_threads(o.threads)?;
+    Compute::set_mode(o.mode);
+    match args.task {
+        TaskName::Digits => train(&mut DigitsTask::new(&o)?, &o),
+        TaskName::Ocr => train(&mut crate::ocr::OcrTask::new(&o)?, &o),
     }
+    .map_err(Into::into)
+}
+
+/// What a task of `om train` evaluates after an epoch.
+pub(crate) struct Evaluation {
+    /// The value plotted (a percentage).
+    pub(crate) metric: f64,
+    /// The epoch line's words about it.
+    pub(crate) line: String,
+}
+
+/// One task of `om train`: its data, model, loss and evaluation. [`train`] runs the rest.
+pub(crate) trait Task {
+    /// One training example.
+    type Example;
+    /// What the examples are called in rates (`images`, `strings`).
+    const UNIT: &'static str;
+    /// The loss's name in the printed lines (`loss`, `CTC loss`).
+    const LOSS: &'static str;
+    /// The titles of the loss panel and of the metric panel.
+    const CURVE_TITLES: (&'static str, &'static str);
+    /// The first printed line up to the training settings (model, parameters, data).
+    fn describe(&self) -> String;
+    /// The trained module.
+    fn model(&self) -> &dyn Module;
+    /// The parameters the optimizer updates.
+    fn parameters(&self) -> Vec<Tensor> {
+        self.model().parameter_tensors()
+    }
+    /// This epoch's training examples, in order (drawn from `rng`).
+    fn examples(&mut self, rng: &mut Rng) -> Vec<Self::Example>;
+    /// The mean loss of one mini-batch, recorded for backward.
+    fn loss(&mut self, batch: &[Self::Example]) -> Result<Tensor>;
+    /// Evaluates on held-out data (evaluation mode, no gradients).
+    fn evaluate(&mut self) -> Result<Evaluation>;
+    /// The metric axis' range for the plotted values.
+    fn metric_range(&self, values: &[f64]) -> std::ops::Range<f64>;
+    /// The closing line, from the last evaluation and the wall time in seconds.
+    fn summary(&self, last: &Evaluation, wall: f64) -> String;
+}
+
+/// Trains `task` with Adam (cosine-decayed learning rate) over seeded mini-batches,
+/// printing one line per epoch, the final figures, the curves and the weights file.
+pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
+    let mut opt = Adam::new(task.parameters(), o.lr)?;
+    println!("{}, {} epochs, batch {}, Adam lr {}, mode {}, {} thread(s)", task.describe(), o.epochs, o.batch, o.lr, o.mode, o.threads);
+    let style = ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
+        .map_err(|e| Error::argument("progress bar", e.to_string()))?
+        .progress_chars("=> ");
+    let mut rng = Rng::new(o.seed);
+    let (mut epoch_losses, mut batch_losses, mut metrics) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut last_loss, mut last_eval) = (f32::NAN, None);
+    let start = Instant::now();
+    for epoch in 1..=o.epochs {
+        // cosine decay of the learning rate over the epochs
+        opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
+        let examples = task.examples(&mut rng);
+        let batches: Vec<&[T::Example]> = examples.chunks(o.batch).filter(|b| b.len() > 1).collect();
+        let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), ProgressDrawTarget::stderr()).with_style(style.clone());
+        pb.set_prefix(epoch.to_string());
+        let t0 = Instant::now();
+        let (mut sum, mut seen) = (0.0f64, 0usize);
+        for (i, rows) in batches.iter().enumerate() {
+            let _step = ActivationScope::new();
+            let loss = task.loss(rows)?;
+            opt.zero_grad()?;
+            loss.backward()?;
+            opt.step()?;
+            last_loss = loss.item()?;
+            batch_losses.push(((epoch - 1) as f64 + (i + 1) as f64 / batches.len() as f64, last_loss as f64));
+            sum += last_loss as f64 * rows.len() as f64;
+            seen += rows.len();
+            pb.inc(1);
+            pb.set_message(format!("loss {:.4}  {:.0} {}/s", sum / seen as f64, seen as f64 / t0.elapsed().as_secs_f64(), T::UNIT));
+        }
+        pb.finish_and_clear();
+        let rate = seen as f64 / t0.elapsed().as_secs_f64();
+        let eval = task.evaluate()?;
+        let epoch_loss = sum / seen as f64;
+        epoch_losses.push(epoch_loss);
+        metrics.push(eval.metric);
+        println!("epoch {epoch:>3}  {} {epoch_loss:.4}  {}  {rate:.0} {}/s", T::LOSS, eval.line, T::UNIT);
+        last_eval = Some(eval);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let epoch_loss = epoch_losses.last().map_or(f32::NAN, |&l| l as f32);
+    println!(
+        "final {} {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
+        T::LOSS,
+        epoch_loss.to_bits(),
+        last_loss.to_bits()
+    );
+    if let Some(last) = &last_eval {
+        println!("{}", task.summary(last, wall));
+    }
+    let (loss_title, metric_title) = T::CURVE_TITLES;
+    let curves = Curves {
+        loss_title,
+        batch_losses: &batch_losses,
+        epoch_losses: &epoch_losses,
+        metric_title,
+        metrics: &metrics,
+        metric_range: task.metric_range(&metrics),
+    };
+    match plot::draw(&o.plot, &curves) {
+        Ok(()) => println!("curve: {}", o.plot.display()),
+        Err(e) => eprintln!("om train: could not draw {}: {e}", o.plot.display()),
+    }
+    if let Some(path) = &o.save {
+        nn::save(task.model(), path)?;
+        println!("weights: {}", path.display());
+    }
+    Ok(())
 }
 
 /// The digits as pixels scaled to [0, 1] (64 per image), labels, and the split.
@@ -84,9 +240,12 @@ pub(crate) struct Digits {
 }
 
 impl Digits {
+    /// The digits embedded from `testdata/digits.safetensors`.
     pub(crate) fn load() -> Result<Digits> {
-        let t = io::from_bytes(DIGITS)?;
-        let get = |n: &str| t.get(n).ok_or_else(|| Error::argument("train", format!("digits data has no `{n}`")));
+        const FILE: &str = "testdata/digits.safetensors (embedded)";
+        let named = |e: Error| Error::argument("digits", format!("{FILE}: {e}"));
+        let t = io::from_bytes(DIGITS).map_err(named)?;
+        let get = |n: &str| t.get(n).ok_or_else(|| Error::argument("digits", format!("{FILE} has no `{n}`")));
         let idx = |n: &str| -> Result<Vec<usize>> { Ok(get(n)?.to_vec_i32().into_iter().map(|i| i as usize).collect()) };
         let pixels = get("images")?.to_vec_i32().into_iter().map(|p| p as f32 / 16.0).collect();
         Ok(Digits { pixels, labels: get("labels")?.to_vec_i32(), train: idx("train_idx")?, test: idx("test_idx")? })
@@ -100,162 +259,77 @@ impl Digits {
     }
 }
 
-/// Fraction of `rows` whose arg-max logit is the label (evaluation mode, no grad).
-fn accuracy(model: &mut DigitNet, data: &Digits, rows: &[usize]) -> Result<f64> {
-    model.set_training(false);
-    let (x, y) = data.batch(rows)?;
-    let logits = no_grad(|| model.forward(&x))?;
-    model.set_training(true);
-    let classes = logits.shape()[1];
-    let correct = logits.with_f32(|l| {
-        y.with_i32(|y| {
-            l.chunks_exact(classes)
-                .zip(y)
-                .filter(|(row, &label)| {
-                    let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
-                    best as i32 == label
-                })
-                .count()
-        })
-    });
-    Ok(correct as f64 / rows.len() as f64)
+/// `om train --task digits`: the conv net, its training order (reshuffled each epoch) and
+/// the test images.
+struct DigitsTask {
+    data: Digits,
+    model: DigitNet,
+    order: Vec<usize>,
 }
 
-/// Trains the chosen task and prints the figures.
-pub fn run(o: &Options) -> Result<()> {
-    match o.task {
-        Task::Digits => run_digits(o),
-        Task::Ocr => crate::ocr::run(o),
+impl DigitsTask {
+    fn new(o: &Options) -> Result<DigitsTask> {
+        let data = Digits::load()?;
+        let order = data.train.clone();
+        Ok(DigitsTask { data, model: DigitNet::new([16, 32], o.seed)?, order })
     }
 }
 
-/// The progress-bar style of both tasks.
-pub(crate) fn progress_style() -> Result<ProgressStyle> {
-    Ok(ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
-        .map_err(|e| Error::argument("train", e.to_string()))?
-        .progress_chars("=> "))
-}
+impl Task for DigitsTask {
+    type Example = usize;
+    const UNIT: &'static str = "images";
+    const LOSS: &'static str = "loss";
+    const CURVE_TITLES: (&'static str, &'static str) = ("training loss (cross-entropy)", "test accuracy (%)");
 
-/// Where the curve `name` is drawn: `$CARGO_TARGET_DIR/om/<name>` (default `target/`).
-pub(crate) fn plot_path(name: &str) -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into())).join("om").join(name)
-}
+    fn describe(&self) -> String {
+        let n_params: usize = self.model.parameters().iter().map(|(_, t)| t.numel()).sum();
+        format!("om train: digits conv net ({n_params} parameters), {} train / {} test images", self.data.train.len(), self.data.test.len())
+    }
 
-/// Trains the digits conv net and prints the figures.
-fn run_digits(o: &Options) -> Result<()> {
-    Compute::set_threads(o.threads)?;
-    Compute::set_mode(o.mode);
-    let data = Digits::load()?;
-    let mut model = DigitNet::new([16, 32], o.seed)?;
-    let mut opt = Adam::new(model.parameter_tensors(), o.lr)?;
-    let n_params: usize = model.parameters().iter().map(|(_, t)| t.numel()).sum();
-    println!(
-        "om train: digits conv net ({n_params} parameters), {} train / {} test images, {} epochs, batch {}, Adam lr {}, mode {}, {} thread(s)",
-        data.train.len(),
-        data.test.len(),
-        o.epochs,
-        o.batch,
-        o.lr,
-        o.mode,
-        o.threads
-    );
-    let style = progress_style()?;
-    let mut rng = Rng::new(o.seed);
-    let mut order = data.train.clone();
-    let (mut losses, mut accs) = (Vec::new(), Vec::new());
-    let mut last_loss = f32::NAN;
-    let start = Instant::now();
-    for epoch in 1..=o.epochs {
-        // cosine decay of the learning rate over the epochs
-        opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i + 1));
+    fn model(&self) -> &dyn Module {
+        &self.model
+    }
+
+    fn examples(&mut self, rng: &mut Rng) -> Vec<usize> {
+        for i in (1..self.order.len()).rev() {
+            self.order.swap(i, rng.below(i + 1));
         }
-        let batches: Vec<&[usize]> = order.chunks(o.batch).filter(|b| b.len() > 1).collect();
-        let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), ProgressDrawTarget::stderr()).with_style(style.clone());
-        pb.set_prefix(epoch.to_string());
-        let t0 = Instant::now();
-        let (mut sum, mut seen) = (0.0f64, 0usize);
-        for rows in &batches {
-            let _step = ActivationScope::new();
-            let (x, y) = data.batch(rows)?;
-            let loss = ops::cross_entropy(&model.forward(&x)?, &y, true, None)?;
-            opt.zero_grad()?;
-            loss.backward()?;
-            opt.step()?;
-            last_loss = loss.item()?;
-            sum += last_loss as f64 * rows.len() as f64;
-            seen += rows.len();
-            pb.inc(1);
-            pb.set_message(format!("loss {:.4}  {:.0} images/s", sum / seen as f64, seen as f64 / t0.elapsed().as_secs_f64()));
-        }
-        pb.finish_and_clear();
-        let acc = accuracy(&mut model, &data, &data.test)?;
-        let epoch_loss = sum / seen as f64;
-        losses.push(epoch_loss);
-        accs.push(acc);
-        println!(
-            "epoch {epoch:>3}  loss {epoch_loss:.4}  test accuracy {:.2}%  {:.0} images/s",
-            100.0 * acc,
-            seen as f64 / t0.elapsed().as_secs_f64()
-        );
+        self.order.clone()
     }
-    let wall = start.elapsed().as_secs_f64();
-    let acc = accuracy(&mut model, &data, &data.test)?;
-    let epoch_loss = losses.last().map_or(f32::NAN, |&l| l as f32);
-    println!(
-        "final loss {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
-        epoch_loss.to_bits(),
-        last_loss.to_bits()
-    );
-    println!("test accuracy {:.2}% ({} images), wall time {wall:.2} s", 100.0 * acc, data.test.len());
-    let png = plot_path("train.png");
-    let acc_pct: Vec<f64> = accs.iter().map(|a| 100.0 * a).collect();
-    let lo = acc_pct.iter().copied().fold(100.0, f64::min).min(90.0).floor();
-    match plot(&png, ("training loss (cross-entropy)", &losses), ("test accuracy (%)", &acc_pct, lo..100.0)) {
-        Ok(()) => println!("curve: {}", png.display()),
-        Err(e) => eprintln!("om train: could not draw {}: {e}", png.display()),
-    }
-    if let Some(path) = &o.save {
-        nn::save(&model, path)?;
-        println!("weights: {}", path.display());
-    }
-    Ok(())
-}
 
-/// A curve's title and per-epoch values.
-type Curve<'a> = (&'a str, &'a [f64]);
-
-/// Draws the per-epoch training loss and a test metric (its title, values and y range)
-/// side by side into a PNG.
-pub(crate) fn plot(
-    path: &std::path::Path,
-    (loss_title, losses): Curve<'_>,
-    (metric_title, metric, metric_range): (&str, &[f64], std::ops::Range<f64>),
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    fn loss(&mut self, rows: &[usize]) -> Result<Tensor> {
+        let (x, y) = self.data.batch(rows)?;
+        ops::cross_entropy(&self.model.forward(&x)?, &y, true, None)
     }
-    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| "the embedded font is invalid")?;
-    let root = BitMapBackend::new(path, (960, 400)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (left, right) = root.split_horizontally(480);
-    let n = losses.len().max(2) as f64;
-    let series = |area: &DrawingArea<BitMapBackend<'_>, _>, title: &str, ys: &[f64], y_range: std::ops::Range<f64>, color: RGBColor| {
-        let mut chart = ChartBuilder::on(area)
-            .caption(title, ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(55)
-            .build_cartesian_2d(1.0..n, y_range)?;
-        chart.configure_mesh().x_desc("epoch").x_label_formatter(&|x| format!("{x:.0}")).draw()?;
-        chart.draw_series(LineSeries::new(ys.iter().enumerate().map(|(i, &y)| (i as f64 + 1.0, y)), color.stroke_width(2)))?;
-        Ok::<(), Box<dyn std::error::Error>>(())
-    };
-    let max_loss = losses.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.05;
-    series(&left, loss_title, losses, 0.0..max_loss, RED)?;
-    series(&right, metric_title, metric, metric_range, BLUE)?;
-    root.present()?;
-    Ok(())
+
+    /// The fraction of test images whose arg-max logit is the label.
+    fn evaluate(&mut self) -> Result<Evaluation> {
+        self.model.set_training(false);
+        let (x, y) = self.data.batch(&self.data.test)?;
+        let logits = no_grad(|| self.model.forward(&x));
+        self.model.set_training(true);
+        let logits = logits?;
+        let classes = logits.shape()[1];
+        let correct = logits.with_f32(|l| {
+            y.with_i32(|y| {
+                l.chunks_exact(classes)
+                    .zip(y)
+                    .filter(|(row, &label)| {
+                        let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
+                        best as i32 == label
+                    })
+                    .count()
+            })
+        });
+        let acc = 100.0 * correct as f64 / self.data.test.len() as f64;
+        Ok(Evaluation { metric: acc, line: format!("test accuracy {acc:.2}%") })
+    }
+
+    fn metric_range(&self, accuracies: &[f64]) -> std::ops::Range<f64> {
+        accuracies.iter().copied().fold(100.0, f64::min).min(90.0).floor()..100.0
+    }
+
+    fn summary(&self, last: &Evaluation, wall: f64) -> String {
+        format!("test accuracy {:.2}% ({} images), wall time {wall:.2} s", last.metric, self.data.test.len())
+    }
 }

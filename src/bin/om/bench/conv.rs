@@ -7,23 +7,43 @@
 //! `--stat min` reports the fastest repetition instead of the median: on a busy shared
 //! machine it leaves out the repetitions the scheduler interrupted.
 
-use super::{time_ms, Flags};
+use super::time_ms;
+use crate::args::{parse_count, KernelArgs, Outcome};
+use clap::{builder::RangedU64ValueParser, Args, ValueEnum};
 use onemodel::core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
-use onemodel::{Error, Result};
+use onemodel::Result;
 
 /// The convnet's convolutions: `(N, C, H·W side, O)`, all 3×3, stride 1, pad 1, bias.
 const LAYERS: [(usize, usize, usize, usize); 3] = [(32, 3, 32, 32), (32, 32, 16, 64), (32, 64, 8, 128)];
 
+/// Which repetition `om bench conv` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Stat {
+    /// The median repetition
+    Median,
+    /// The fastest repetition (the one the scheduler interrupted least)
+    Min,
+}
+
+/// Options of `om bench conv`.
+#[derive(Args, Debug)]
+pub struct ConvArgs {
+    /// Only this layer (1, 2 or 3) [default: all three]
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=LAYERS.len() as u64))]
+    layer: Option<usize>,
+    /// The statistic reported
+    #[arg(long, value_enum, default_value_t = Stat::Median)]
+    stat: Stat,
+    /// Timed repetitions
+    #[arg(long, default_value_t = 11, value_parser = parse_count)]
+    reps: usize,
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
 /// Runs `om bench conv ...`.
-pub fn run(args: &[String]) -> Result<()> {
-    let flags = Flags::parse(args, &["--threads", "--mode", "--path", "--reps", "--layer", "--stat"], &[])?;
-    let (settings, reps) = (flags.settings()?, flags.usize_or("--reps", 11)?);
-    let only = flags.get("--layer").map(|_| flags.usize_or("--layer", 1)).transpose()?.map(|l| l.clamp(1, LAYERS.len()));
-    let min = match flags.get("--stat") {
-        None | Some("median") => false,
-        Some("min") => true,
-        Some(v) => return Err(Error::argument("bench", format!("invalid value `{v}` for --stat (median or min)"))),
-    };
+pub fn run(o: &ConvArgs) -> Outcome {
+    let (settings, reps, only, min) = (o.kernel.settings()?, o.reps, o.layer, o.stat == Stat::Min);
     let time_ms = |f: &mut dyn FnMut()| -> Result<f64> {
         let t = time_ms(1, reps, 1, || {
             f();

@@ -4,15 +4,40 @@
 //! as the transpose of a row-major `n × k` matrix (as in `x·Wᵀ`); the GEMM reads them in
 //! place. Prints `gemm m=M k=K n=N [ta=1] [tb=1] threads=T mode=M path=P gflops=G`.
 
-use super::{calls_per_20ms, time_ms, Flags};
+use super::{calls_per_20ms, time_ms};
+use crate::args::{parse_count, KernelArgs, Outcome};
+use clap::Args;
 use onemodel::core::kernels::gemm::{gemm, MatMut, MatRef};
-use onemodel::Result;
 
-pub fn run(args: &[String]) -> Result<()> {
-    let flags = Flags::parse(args, &["--m", "--k", "--n", "--threads", "--mode", "--path", "--reps"], &["--ta", "--tb"])?;
-    let (m, k, n) = (flags.usize_or("--m", 512)?, flags.usize_or("--k", 512)?, flags.usize_or("--n", 512)?);
-    let (reps, settings) = (flags.usize_or("--reps", 15)?, flags.settings()?);
-    let (ta, tb) = (flags.switch("--ta"), flags.switch("--tb"));
+/// Options of `om bench gemm`.
+#[derive(Args, Debug)]
+pub struct GemmArgs {
+    /// Rows of A and C
+    #[arg(long, default_value_t = 512, value_parser = parse_count)]
+    m: usize,
+    /// Columns of A, rows of B
+    #[arg(long, default_value_t = 512, value_parser = parse_count)]
+    k: usize,
+    /// Columns of B and C
+    #[arg(long, default_value_t = 512, value_parser = parse_count)]
+    n: usize,
+    /// Timed repetitions (the median is printed)
+    #[arg(long, default_value_t = 15, value_parser = parse_count)]
+    reps: usize,
+    /// Store A as the transpose of a row-major k × m matrix (as in xᵀ·g)
+    #[arg(long)]
+    ta: bool,
+    /// Store B as the transpose of a row-major n × k matrix (as in x·Wᵀ)
+    #[arg(long)]
+    tb: bool,
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
+/// Runs `om bench gemm ...`.
+pub fn run(o: &GemmArgs) -> Outcome {
+    let (m, k, n, reps, ta, tb) = (o.m, o.k, o.n, o.reps, o.ta, o.tb);
+    let settings = o.kernel.settings()?;
     let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
     let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0).collect();
     let mut c = vec![0.0f32; m * n];

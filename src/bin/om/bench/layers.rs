@@ -14,18 +14,38 @@
 //! `BENCH threads=T mode=M median_ms=X min_ms=Y warm_pool_allocs=N` (N: buffers the pool
 //! had to get from the system during the timed repetitions, after three warm-up steps).
 
-use super::{time_ms, Flags};
+use super::time_ms;
+use crate::args::{parse_count, KernelArgs, Outcome};
+use clap::Args;
 use onemodel::core::pool;
 use onemodel::ops::{self, RnnConfig, RnnWeights};
 use onemodel::{Result, Tensor};
 
-/// Runs `om bench lstm|attention ...` (`what` is the benchmark's name).
-pub fn run(what: &str, args: &[String]) -> Result<()> {
-    let flags = Flags::parse(args, &["--threads", "--mode", "--path", "--reps"], &[])?;
-    let (settings, reps) = (flags.apply_settings()?, flags.usize_or("--reps", 20)?);
-    let mut step: Box<dyn FnMut() -> Result<()>> = match what {
-        "lstm" => lstm_step()?,
-        _ => attention_step()?,
+/// Which layer `om bench lstm|attention` times.
+#[derive(Clone, Copy, Debug)]
+pub enum Layer {
+    /// crnn_ctc's LSTM stack.
+    Lstm,
+    /// The encoder's attention.
+    Attention,
+}
+
+/// Options of `om bench lstm` and `om bench attention`.
+#[derive(Args, Debug)]
+pub struct LayerArgs {
+    /// Timed repetitions
+    #[arg(long, default_value_t = 20, value_parser = parse_count)]
+    reps: usize,
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
+/// Runs `om bench lstm|attention ...`.
+pub fn run(layer: Layer, o: &LayerArgs) -> Outcome {
+    let (settings, reps) = (o.kernel.apply()?, o.reps);
+    let (what, mut step): (&str, Box<dyn FnMut() -> Result<()>>) = match layer {
+        Layer::Lstm => ("lstm", lstm_step()?),
+        Layer::Attention => ("attention", attention_step()?),
     };
     for _ in 0..3 {
         step()?;

@@ -17,44 +17,63 @@
 //! dropping the first) and prints `then=MODEL2 pooled_bytes_kept=G2 process_rss_kib=R`: what
 //! the pool still caches once a process has moved on (`VmRSS` now).
 
+use super::ModelArg;
+use crate::args::{parse_count, threads_parser, Failure, ModeArg, Outcome};
+use clap::Args;
 use onemodel::core::{alloc_count, pool, ActivationScope};
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
-use onemodel::{Compute, Error, Mode, Result};
+use onemodel::{Compute, Mode};
+
+/// Options of `om bench memory`.
+#[derive(Args, Debug)]
+pub struct MemoryArgs {
+    /// The benchmark model
+    #[arg(long, value_enum)]
+    model: ModelArg,
+    /// Then run a second model and report what the pool still caches
+    #[arg(long, value_enum)]
+    then: Option<ModelArg>,
+    /// Measured steps
+    #[arg(long, default_value_t = 5, value_parser = parse_count)]
+    steps: usize,
+    /// Warm-up steps before measuring
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// The pool's cache limit: auto, unlimited or a number of bytes
+    #[arg(long, default_value = "auto", value_parser = parse_cache_limit)]
+    cache_limit: CacheLimit,
+    /// Kernel threads, 1 to 256
+    #[arg(long, default_value_t = 1, value_parser = threads_parser())]
+    threads: usize,
+    /// Arithmetic mode
+    #[arg(long, value_enum, default_value_t = ModeArg::Fast)]
+    mode: ModeArg,
+}
+
+/// `--cache-limit`: the pool's own choice, none, or a number of bytes.
+#[derive(Clone, Copy, Debug)]
+struct CacheLimit(Option<u64>);
+
+fn parse_cache_limit(v: &str) -> Result<CacheLimit, String> {
+    match v {
+        "auto" => Ok(CacheLimit(None)),
+        "unlimited" => Ok(CacheLimit(Some(u64::MAX))),
+        n => n.parse().map(|b| CacheLimit(Some(b))).map_err(|_| "expected auto, unlimited or a number of bytes".into()),
+    }
+}
 
 /// Runs `om bench memory ...`.
-pub fn run(args: &[String]) -> Result<()> {
-    let (mut model, mut threads, mut mode, mut steps, mut warmup) = (None, 1usize, Mode::Fast, 5u64, 10usize);
-    let (mut limit, mut then) = (None, None);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
-        let bad = || Error::argument("bench", format!("invalid value `{v}` for {flag}"));
-        match flag.as_str() {
-            "--model" => model = Some(BenchModel::parse(v).ok_or_else(bad)?),
-            "--threads" => threads = v.parse().map_err(|_| bad())?,
-            "--mode" => mode = Mode::parse(v).ok_or_else(bad)?,
-            "--steps" => steps = v.parse().ok().filter(|&n| n > 0).ok_or_else(bad)?,
-            "--warmup" => warmup = v.parse().map_err(|_| bad())?,
-            "--then" => then = Some(BenchModel::parse(v).ok_or_else(bad)?),
-            "--cache-limit" => {
-                limit = match v.as_str() {
-                    "auto" => None,
-                    "unlimited" => Some(u64::MAX),
-                    n => Some(n.parse().map_err(|_| bad())?),
-                }
-            }
-            _ => return Err(Error::argument("bench", format!("unknown option `{flag}`"))),
-        }
-    }
-    let model = model.ok_or_else(|| Error::argument("bench", "--model convnet|encoder|crnn_ctc is required"))?;
+pub fn run(o: &MemoryArgs) -> Outcome {
+    let (model, threads, mode, steps, warmup) = (BenchModel::from(o.model), o.threads, Mode::from(o.mode), o.steps as u64, o.warmup);
+    let (limit, then) = (o.cache_limit.0, o.then.map(BenchModel::from));
     if !alloc_count::is_installed() {
-        return Err(Error::argument("bench", "heap figures need the counting allocator installed in the binary"));
+        return Err(Failure::Run("heap figures need the counting allocator installed in the binary".into()));
     }
     Compute::set_threads(threads)?;
     Compute::set_mode(mode);
     pool::set_cache_limit(limit);
     let step = BenchStep::new(model, 0)?;
-    let scoped = || -> Result<_> {
+    let scoped = || -> onemodel::Result<_> {
         let scope = ActivationScope::new();
         step.step()?;
         Ok(scope.finish())
@@ -67,7 +86,7 @@ pub fn run(args: &[String]) -> Result<()> {
     for _ in 0..steps {
         let s = scoped()?;
         if s.live_tensors_created != 0 {
-            return Err(Error::argument("bench", format!("a step left {} tensors alive", s.live_tensors_created)));
+            return Err(Failure::Run(format!("a step left {} tensors alive", s.live_tensors_created)));
         }
         peak = peak.max(s.peak_outstanding_bytes);
     }

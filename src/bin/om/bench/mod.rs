@@ -11,11 +11,14 @@
 //! - `om bench memory` ([`memory`]): pool, heap and RSS figures of a warm benchmark step
 //!   inside an activation scope (`docs/memory.md`).
 //!
-//! Every benchmark reads its options through [`Flags`] (`--threads`, `--mode`, `--path` and
-//! `--reps` mean the same everywhere) and times through [`time_ms`].
+//! Every benchmark takes the kernel settings of [`crate::args::KernelArgs`] (`--threads`,
+//! `--mode`, `--path` mean the same everywhere; `--reps` too where it applies) and times
+//! through [`time_ms`].
 
-use onemodel::compute::{Settings, MAX_THREADS};
-use onemodel::{Compute, Error, KernelPath, Mode, Result};
+use crate::args::Outcome;
+use clap::{Subcommand, ValueEnum};
+use onemodel::ops::models::benchmarks::BenchModel;
+use onemodel::Result;
 use std::time::Instant;
 
 mod conv;
@@ -25,99 +28,73 @@ mod memory;
 mod norm_pool;
 mod step;
 
+/// The benchmarks of `om bench`.
+#[derive(Subcommand, Debug)]
+pub enum Bench {
+    /// One GEMM shape, GFLOP/s (tools/compare.sh)
+    Gemm(gemm::GemmArgs),
+    /// The training steps of shared/BENCHMARKS.md, median and fastest ms (tools/compare_steps.sh)
+    Step(step::StepArgs),
+    /// The convnet benchmark's convolutions, per kernel
+    Conv(conv::ConvArgs),
+    /// Pooling and normalisation on the benchmark models' shapes
+    NormPool(norm_pool::NormPoolArgs),
+    /// crnn_ctc's LSTM stack, forward + backward
+    Lstm(layers::LayerArgs),
+    /// The encoder's attention, forward + backward
+    Attention(layers::LayerArgs),
+    /// Pool, heap and RSS figures of a warm benchmark step (docs/memory.md)
+    Memory(memory::MemoryArgs),
+}
+
+impl Bench {
+    /// The command's name (`bench gemm`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Bench::Gemm(_) => "bench gemm",
+            Bench::Step(_) => "bench step",
+            Bench::Conv(_) => "bench conv",
+            Bench::NormPool(_) => "bench norm-pool",
+            Bench::Lstm(_) => "bench lstm",
+            Bench::Attention(_) => "bench attention",
+            Bench::Memory(_) => "bench memory",
+        }
+    }
+}
+
 /// Runs `om bench <what> ...`.
-pub fn run(args: &[String]) -> Result<()> {
-    let rest = args.get(1..).unwrap_or(&[]);
-    match args.first().map(String::as_str) {
-        Some("gemm") => gemm::run(rest),
-        Some("step") => step::run(rest),
-        Some("conv") => conv::run(rest),
-        Some("norm-pool") => norm_pool::run(rest),
-        Some(what @ ("lstm" | "attention")) => layers::run(what, rest),
-        Some("memory") => memory::run(rest),
-        other => Err(Error::argument(
-            "bench",
-            format!("unknown benchmark {other:?}; available: gemm, step, conv, norm-pool, lstm, attention, memory"),
-        )),
+pub fn run(bench: &Bench) -> Outcome {
+    match bench {
+        Bench::Gemm(a) => gemm::run(a),
+        Bench::Step(a) => step::run(a),
+        Bench::Conv(a) => conv::run(a),
+        Bench::NormPool(a) => norm_pool::run(a),
+        Bench::Lstm(a) => layers::run(layers::Layer::Lstm, a),
+        Bench::Attention(a) => layers::run(layers::Layer::Attention, a),
+        Bench::Memory(a) => memory::run(a),
     }
 }
 
-/// A benchmark's command-line options: `--name value` pairs and bare `--switch`es, each
-/// checked against the names the benchmark accepts.
-pub struct Flags<'a> {
-    values: Vec<(&'a str, &'a str)>,
-    switches: Vec<&'a str>,
+/// A benchmark model of `shared/BENCHMARKS.md` (`onemodel::ops::models::benchmarks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// Conv-BN-ReLU-pool ×2, conv-ReLU, global average pool, linear
+    Convnet,
+    /// Embedding and two post-norm transformer layers
+    Encoder,
+    /// Conv-ReLU-pool ×2, 2-layer bidirectional LSTM, linear, CTC
+    #[value(name = "crnn_ctc")]
+    CrnnCtc,
 }
 
-impl<'a> Flags<'a> {
-    /// Parses `args`; `options` take a value, `switches` do not. An unknown name or a
-    /// missing value is an error.
-    pub fn parse(args: &'a [String], options: &[&str], switches: &[&str]) -> Result<Flags<'a>> {
-        let (mut values, mut on) = (Vec::new(), Vec::new());
-        let mut it = args.iter().map(String::as_str);
-        while let Some(flag) = it.next() {
-            if switches.contains(&flag) {
-                on.push(flag);
-            } else if options.contains(&flag) {
-                let v = it.next().ok_or_else(|| Error::argument("bench", format!("{flag} needs a value")))?;
-                values.push((flag, v));
-            } else {
-                let known = [options, switches].concat().join(" ");
-                return Err(Error::argument("bench", format!("unknown option `{flag}` (this benchmark takes: {known})")));
-            }
+impl From<ModelArg> for BenchModel {
+    fn from(m: ModelArg) -> BenchModel {
+        match m {
+            ModelArg::Convnet => BenchModel::Convnet,
+            ModelArg::Encoder => BenchModel::Encoder,
+            ModelArg::CrnnCtc => BenchModel::CrnnCtc,
         }
-        Ok(Flags { values, switches: on })
     }
-
-    /// The last value given for `flag`.
-    pub fn get(&self, flag: &str) -> Option<&'a str> {
-        self.values.iter().rev().find(|(f, _)| *f == flag).map(|&(_, v)| v)
-    }
-
-    /// Whether the switch `flag` was given.
-    pub fn switch(&self, flag: &str) -> bool {
-        self.switches.contains(&flag)
-    }
-
-    /// `flag` as a whole number, or `default` when absent.
-    pub fn usize_or(&self, flag: &str, default: usize) -> Result<usize> {
-        self.get(flag).map_or(Ok(default), |v| v.parse().map_err(|_| bad(flag, v)))
-    }
-
-    /// `--threads` (default 1), `--mode` (default fast) and `--path` (default the best the
-    /// CPU runs), checked.
-    pub fn settings(&self) -> Result<Settings> {
-        let threads = self.usize_or("--threads", 1)?;
-        if threads == 0 || threads > MAX_THREADS {
-            return Err(Error::argument("bench", format!("--threads must be between 1 and {MAX_THREADS}, got {threads}")));
-        }
-        let mode = self.get("--mode").map_or(Ok(Mode::Fast), |v| Mode::parse(v).ok_or_else(|| bad("--mode", v)))?;
-        let path = match self.get("--path") {
-            None => KernelPath::best(),
-            Some(v) => {
-                let p = KernelPath::parse(v).ok_or_else(|| bad("--path", v))?;
-                if !p.is_supported() {
-                    return Err(Error::argument("bench", format!("path {v} is not supported by this CPU")));
-                }
-                p
-            }
-        };
-        Ok(Settings { mode, threads, path })
-    }
-
-    /// [`Flags::settings`], applied to this thread's [`Compute`] settings (for benchmarks
-    /// that go through the operators).
-    pub fn apply_settings(&self) -> Result<Settings> {
-        let s = self.settings()?;
-        Compute::set_threads(s.threads)?;
-        Compute::set_mode(s.mode);
-        Compute::set_path(Some(s.path))?;
-        Ok(s)
-    }
-}
-
-fn bad(flag: &str, v: &str) -> Error {
-    Error::argument("bench", format!("invalid value `{v}` for {flag}"))
 }
 
 /// Wall times of repeated runs, in milliseconds, sorted.

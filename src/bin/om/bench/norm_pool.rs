@@ -10,8 +10,10 @@
 //! stats), `maxpool_32x32x32x32`, `maxpool_32x64x16x16` (convnet), `maxpool_8x32x32x128`,
 //! `maxpool_8x64x16x64` (crnn_ctc), `layernorm_1024x256` (encoder, affine).
 
-use super::{calls_per_20ms, time_ms, Flags};
-use onemodel::{ops, Error, Result, Tensor};
+use super::{calls_per_20ms, time_ms};
+use crate::args::{parse_count, KernelArgs, Outcome};
+use clap::{builder::PossibleValuesParser, Args};
+use onemodel::{ops, Result, Tensor};
 
 /// One benchmark case: its name and a forward pass from the prepared inputs.
 struct Case {
@@ -50,24 +52,32 @@ const CASES: &[Case] = &[
     Case { name: "layernorm_1024x256", shape: &[1024, 256], forward: layernorm },
 ];
 
+/// Options of `om bench norm-pool`.
+#[derive(Args, Debug)]
+pub struct NormPoolArgs {
+    /// Only this case [default: all]
+    #[arg(long, value_parser = PossibleValuesParser::new(CASES.iter().map(|c| c.name)))]
+    case: Option<String>,
+    /// Calls per repetition [default: as many as fill about 20 ms]
+    #[arg(long, value_parser = parse_count)]
+    inner: Option<usize>,
+    /// Timed repetitions
+    #[arg(long, default_value_t = 15, value_parser = parse_count)]
+    reps: usize,
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
 /// Runs `om bench norm-pool ...`.
-pub fn run(args: &[String]) -> Result<()> {
-    let flags = Flags::parse(args, &["--threads", "--mode", "--path", "--reps", "--inner", "--case"], &[])?;
-    let (settings, reps) = (flags.apply_settings()?, flags.usize_or("--reps", 15)?);
-    let inner = flags.get("--inner").map(|_| flags.usize_or("--inner", 1)).transpose()?;
-    let only = flags.get("--case");
+pub fn run(o: &NormPoolArgs) -> Outcome {
+    let (settings, reps, inner, only) = (o.kernel.apply()?, o.reps, o.inner, o.case.as_deref());
     let (threads, mode) = (settings.threads, settings.mode);
-    let mut ran = 0;
     for case in CASES.iter().filter(|c| only.is_none_or(|o| o == c.name)) {
         let ((fwd, fwd_min), (both, both_min)) = measure(case, reps, inner)?;
         println!(
             "norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4} fwd_min_ms={fwd_min:.4} fwdbwd_min_ms={both_min:.4}",
             case.name
         );
-        ran += 1;
-    }
-    if ran == 0 {
-        return Err(Error::argument("bench", format!("unknown case {only:?}")));
     }
     Ok(())
 }

@@ -3,17 +3,31 @@
 //! forward, loss, backward; `om_ops::models::benchmarks`), N = 20 timed steps after W = 5
 //! warm-up steps. Prints `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 
-use super::{time_ms, Flags};
+use super::{time_ms, ModelArg};
+use crate::args::{parse_count, KernelArgs, Outcome};
+use clap::Args;
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
-use onemodel::{Error, Result};
 
-pub fn run(args: &[String]) -> Result<()> {
-    let flags = Flags::parse(args, &["--model", "--threads", "--mode", "--path", "--steps", "--warmup"], &[])?;
-    let model = flags.get("--model").ok_or_else(|| Error::argument("bench", "--model convnet|encoder|crnn_ctc is required"))?;
-    let model = BenchModel::parse(model)
-        .ok_or_else(|| Error::argument("bench", format!("unknown model `{model}` (convnet, encoder, crnn_ctc)")))?;
-    let (steps, warmup) = (flags.usize_or("--steps", 20)?, flags.usize_or("--warmup", 5)?);
-    let settings = flags.apply_settings()?;
+/// Options of `om bench step`.
+#[derive(Args, Debug)]
+pub struct StepArgs {
+    /// The benchmark model
+    #[arg(long, value_enum)]
+    model: ModelArg,
+    /// Timed steps
+    #[arg(long, default_value_t = 20, value_parser = parse_count)]
+    steps: usize,
+    /// Untimed warm-up steps
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    #[command(flatten)]
+    kernel: KernelArgs,
+}
+
+/// Runs `om bench step ...`.
+pub fn run(o: &StepArgs) -> Outcome {
+    let (model, steps, warmup) = (BenchModel::from(o.model), o.steps, o.warmup);
+    let settings = o.kernel.apply()?;
     let step = BenchStep::new(model, 0)?;
     let times = time_ms(warmup, steps, 1, || step.step().map(drop))?;
     println!(
