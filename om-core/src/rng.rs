@@ -1,6 +1,17 @@
-//! A small deterministic generator (SplitMix64) for reproducible test and example data.
+//! A small deterministic generator (SplitMix64) for reproducible test and example data,
+//! and the library's default random stream for operators that draw (dropout).
 //! The integer stream and uniform values are the same on every machine; normal values go
 //! through the platform's f64 `ln`, `sin` and `cos` (Box-Muller).
+//!
+//! The default stream is per thread, like the compute settings, so threads cannot disturb
+//! each other's results: [`manual_seed`] reseeds the calling thread's stream and sets the seed
+//! that threads which have not drawn yet start from (by default PyTorch's initial seed,
+//! 67280421310721). An operator draws one [`next_seed`] per call on the calling thread and
+//! derives every element's value from that seed and the element's position
+//! ([`uniform_at`]), so the result does not depend on the kernel thread count.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// SplitMix64 with Box-Muller normals.
 pub struct Rng {
@@ -54,5 +65,68 @@ impl Rng {
         let t = 2.0 * std::f64::consts::PI * u2;
         self.spare = Some((r * t.sin()) as f32);
         (r * t.cos()) as f32
+    }
+}
+
+/// The seed of threads whose stream [`manual_seed`] has not set (PyTorch's initial seed).
+pub const DEFAULT_SEED: u64 = 67_280_421_310_721;
+
+static PROCESS_SEED: AtomicU64 = AtomicU64::new(DEFAULT_SEED);
+
+thread_local! {
+    static STREAM: RefCell<Option<Rng>> = const { RefCell::new(None) };
+}
+
+/// Seeds the calling thread's default stream with `seed`, and makes `seed` the start of
+/// every thread that has not drawn from its stream yet (PyTorch's `torch.manual_seed`).
+pub fn manual_seed(seed: u64) {
+    PROCESS_SEED.store(seed, Ordering::Relaxed);
+    STREAM.with(|s| *s.borrow_mut() = Some(Rng::new(seed)));
+}
+
+/// The seed threads start from (the last [`manual_seed`], or [`DEFAULT_SEED`]).
+pub fn initial_seed() -> u64 {
+    PROCESS_SEED.load(Ordering::Relaxed)
+}
+
+/// The next 64 bits of the calling thread's default stream: the seed of one random operator
+/// call.
+pub fn next_seed() -> u64 {
+    STREAM.with(|s| s.borrow_mut().get_or_insert_with(|| Rng::new(initial_seed())).next_u64())
+}
+
+/// A uniform value in `[0, 1)` (24 random bits, exactly representable) for element `i` of a
+/// call seeded with `seed`: a pure function of both, so any thread may compute any element.
+pub fn uniform_at(seed: u64, i: u64) -> f32 {
+    let mut z = seed ^ i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_stream_is_per_thread_and_reseedable() {
+        manual_seed(11);
+        let a = (next_seed(), next_seed());
+        manual_seed(11);
+        assert_eq!((next_seed(), next_seed()), a);
+        // A new thread starts from the last seed set.
+        let b = std::thread::spawn(|| (next_seed(), next_seed())).join().unwrap();
+        assert_eq!(b, a);
+        assert_eq!(initial_seed(), 11);
+    }
+
+    #[test]
+    fn uniform_at_is_uniform_on_24_bits() {
+        let n = 1 << 16;
+        let mean = (0..n).map(|i| uniform_at(5, i) as f64).sum::<f64>() / n as f64;
+        assert!((mean - 0.5).abs() < 0.01, "{mean}");
+        assert!((0..n).all(|i| (0.0..1.0).contains(&uniform_at(5, i))));
+        assert_ne!(uniform_at(5, 0), uniform_at(6, 0));
     }
 }
