@@ -8,6 +8,7 @@
 //! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
 
 use om_core::layout::normalize_axis;
+use om_core::pool::F64Scratch;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -196,12 +197,18 @@ pub mod take_along_axis {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let xs = &r.input_shapes[0];
         let is = r.indices().shape();
         let a = normalize_axis(NAME, r.axis, xs.len(), false)?;
         let (outer, len, inner) = (xs[..a].iter().product::<usize>(), xs[a], xs[a + 1..].iter().product::<usize>());
         let k = is[a];
-        let mut acc = vec![0.0f64; xs.iter().product()];
+        let mut acc = F64Scratch::try_zeroed(xs.iter().product())?;
+        let acc = acc.values();
         g.try_with_f32(|gv| {
             r.indices().try_with_i32(|iv| {
                 for o in 0..outer {
@@ -215,7 +222,7 @@ pub mod take_along_axis {
             })
         })??;
         d.x(Tensor::build_f32(xs, |dx| {
-            dx.iter_mut().zip(&acc).for_each(|(d, &s)| *d = s as f32);
+            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
             Ok(())
         })?);
         Ok(())
@@ -350,7 +357,7 @@ pub mod amax {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis)?);
+        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -370,7 +377,7 @@ pub mod amin {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis)?);
+        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -416,10 +423,12 @@ pub mod logsumexp {
         let (outer, len, inner, out_shape) = geometry(NAME, x.shape(), axis, keep_dim)?;
         x.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |out| {
-                for_rows(outer, len, inner, |k, row| {
-                    let rows: Vec<usize> = row.collect();
-                    let m = lse_shift(xs, rows.iter().copied());
-                    let s: f64 = rows.iter().map(|&r| exp(xs[r] - m) as f64).sum();
+                for_rows(outer, len, inner, |k, _| {
+                    // Row `k` twice (the shift, then the sum), without collecting it.
+                    let start = (k / inner) * len * inner + k % inner;
+                    let row = || (0..len).map(move |j| start + j * inner);
+                    let m = lse_shift(xs, row());
+                    let s: f64 = row().map(|r| exp(xs[r] - m) as f64).sum();
                     out[k] = log(s as f32) + m;
                 });
                 Ok(())
@@ -428,6 +437,11 @@ pub mod logsumexp {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let x = r.x();
         let (outer, len, inner, _) = geometry(NAME, x.shape(), r.axis, false)?;
         let dx = x.try_with_f32(|xs| {
@@ -542,7 +556,7 @@ pub mod var {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(moment_backward(NAME, r.x(), None, g, r.axis, r.unbiased)?);
+        d.x(moment_backward(NAME, r.x(), None, g, r.axis, r.unbiased).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -563,7 +577,7 @@ pub mod std_dev {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, r.axis, r.unbiased)?);
+        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, r.axis, r.unbiased).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -608,12 +622,7 @@ fn sum_over(op: &'static str, x: &Tensor, axes: &[isize], keep_dim: bool, mean: 
     let order: Vec<isize> = kept.iter().chain(&set).map(|&a| a as isize).collect();
     let moved = crate::permute(x, order)?;
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
-    moved.try_with_f32(|xs| {
-        Tensor::build_f32(&out_shape, |out| {
-            om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out);
-            Ok(())
-        })
-    })?
+    moved.try_with_f32(|xs| Tensor::build_f32(&out_shape, |out| om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out)))?
 }
 
 /// `g` (reduced over `axes`) broadcast back to `shape`, divided by the count for a mean.
