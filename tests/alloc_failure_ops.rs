@@ -55,12 +55,15 @@ fn leaf(shape: &[usize], seed: u64) -> Tensor {
     Tensor::rand_uniform(shape, -1.0, 1.0, seed).unwrap().requires_grad().unwrap()
 }
 
+/// Builds an operator's output from its leaves.
+type Build = Box<dyn Fn(&[Tensor]) -> Result<Tensor>>;
+
 /// One operator family: `f` builds its output from the leaves `inputs` (plus constants).
 struct Family {
     /// The names an error may carry (a composition's error names the operator that failed).
     ops: &'static [&'static str],
     inputs: Vec<Tensor>,
-    f: Box<dyn Fn(&[Tensor]) -> Result<Tensor>>,
+    f: Build,
 }
 
 impl Family {
