@@ -7,6 +7,7 @@
 //! The pool's limit is process-wide, so every test holds [`LIMIT`] while it lowers it, and
 //! restores it before asserting (a failing assertion must not leave the limit low).
 
+use om_core::compute::{Compute, Settings};
 use om_core::{pool, Error, Result, Tensor};
 use om_ops::nn::Linear;
 use om_ops::optim::{Adam, Optimizer, Sgd};
@@ -151,6 +152,29 @@ fn a_backward_whose_buffers_are_refused_is_an_error_that_leaves_every_leaf_gradi
             let doubled: Vec<u32> = g0.as_ref().unwrap().iter().map(|&b| (2.0 * f32::from_bits(b)).to_bits()).collect();
             assert_eq!(bits(&t.grad().unwrap()), doubled, "{:?}: the retried pass", fam.ops);
         }
+    }
+}
+
+#[test]
+fn scratch_refused_inside_parallel_chunks_is_an_error_after_the_loop() {
+    let _serial = serial();
+    // Small outputs, large per-chunk scratch: the output fits under the limit, the
+    // scratch of every chunk (an image's unfolding, a block's attention weights) does not.
+    let (x, w) = (leaf(&[2, 16, 6, 6], 50), leaf(&[1, 16, 3, 3], 51));
+    let (q, k, v) = (leaf(&[1, 2, 2, 2], 52), leaf(&[1, 2, 64, 2], 53), leaf(&[1, 2, 64, 1], 54));
+    let conv = || ops::conv2d(&x, &w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1);
+    let attention = || ops::attention(&q, &k, &v, None, 0.5);
+    for threads in [1, 2] {
+        let settings = Settings { threads, ..Compute::settings() };
+        Compute::with(settings, || {
+            assert_oom(with_limit(4096, conv), &["conv2d"]);
+            assert_oom(with_limit(1024, attention), &["attention"]);
+            for (loss, limit, op) in [(conv().unwrap(), 4096, "conv2d"), (attention().unwrap(), 1024, "attention")] {
+                let loss = loss.sum_all().unwrap();
+                assert_oom(with_limit(limit, || loss.backward_with(None, true)), &[op]);
+            }
+            assert!([&x, &w, &q, &k, &v].iter().all(|t| t.grad().is_none()), "{threads} threads");
+        });
     }
 }
 

@@ -169,9 +169,14 @@ fn with_operands<R>(dims: Dims, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option
     })
 }
 
-/// Values of scratch [`probs`] needs.
+/// Values of scratch [`probs`] needs (saturating: a size that overflows is refused).
 fn probs_scratch_len(dims: Dims, ops: &Operands) -> usize {
-    dims.d * dims.tk + dims.tq * dims.tk + ops.q.scratch_len()
+    dims.d.saturating_mul(dims.tk).saturating_add(dims.tq.saturating_mul(dims.tk)).saturating_add(ops.q.scratch_len())
+}
+
+/// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
+fn f32_bytes(counts: &[usize]) -> usize {
+    counts.iter().fold(0usize, |s, &c| s.saturating_add(c)).saturating_mul(4)
 }
 
 /// Attention weights `P = softmax(scale·Q·Kᵀ + mask)` of block `b` into `p` (`[Tq, Tk]`),
@@ -281,7 +286,7 @@ pub mod attention {
                 let refusals = Refusals::new();
                 let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(dims, &ops));
                 per_block(settings, blocks, [out], [tq * dv], |s, b, [o]| {
-                    let Some(mut buf) = refusals.buffer((tq * tk + vn + pn) * 4) else { return };
+                    let Some(mut buf) = refusals.buffer(f32_bytes(&[tq.saturating_mul(tk), vn, pn])) else { return };
                     let (p, rest) = buf.f32_mut().split_at_mut(tq * tk);
                     let (v_scratch, p_scratch) = rest.split_at_mut(vn);
                     probs(s, dims, scale, &ops, b, p, p_scratch);
@@ -314,7 +319,11 @@ pub mod attention {
                     let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
                     let pn = probs_scratch_len(dims, &ops);
                     per_block(settings, blocks, [dq_all, dk_all, dv_all], [nq, nk, nv], |s, b, [dq, dkb, dvb]| {
-                        let Some(mut buf) = refusals.buffer((3 * tq * tk + dv * tk + gn + kn + qn + pn) * 4) else { return };
+                        let Some(mut buf) =
+                            refusals.buffer(f32_bytes(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]))
+                        else {
+                            return;
+                        };
                         let (p, rest) = buf.f32_mut().split_at_mut(tq * tk);
                         let (pt, rest) = rest.split_at_mut(tq * tk);
                         let (dp, rest) = rest.split_at_mut(tq * tk);

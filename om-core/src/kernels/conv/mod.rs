@@ -116,7 +116,7 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let inner = inner_settings(settings, geo.n);
     let refusals = Refusals::new();
     for_each_chunk_mut(settings.threads, y, image_out, |n, yn| {
-        let Some(mut scratch) = refusals.buffer(k * p * 4) else { return };
+        let Some(mut scratch) = refusals.buffer(k.saturating_mul(p).saturating_mul(4)) else { return };
         let cols = &mut scratch.f32_mut()[..k * p];
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
@@ -150,7 +150,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     let refusals = Refusals::new();
     for_each_chunk_mut(settings.threads, dx, image_in, |n, dxn| {
         dxn.fill(0.0);
-        let Some(mut scratch) = refusals.buffer(k * p * 4) else { return };
+        let Some(mut scratch) = refusals.buffer(k.saturating_mul(p).saturating_mul(4)) else { return };
         let dcols = &mut scratch.f32_mut()[..k * p];
         for gi in 0..geo.groups {
             let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
