@@ -388,12 +388,26 @@ pub mod amin {
 
 // ===== smooth and moment reductions =====
 
-/// Calls `each(k, row)` for every reduced row, `row` the indices of its `len` elements.
-fn for_rows(outer: usize, len: usize, inner: usize, mut each: impl FnMut(usize, &mut dyn Iterator<Item = usize>)) {
+/// One reduced row: `len` elements of the input, `step` apart from `start` (row-major).
+#[derive(Clone, Copy)]
+struct Row {
+    start: usize,
+    step: usize,
+    len: usize,
+}
+
+impl Row {
+    /// The element indices of the row, in increasing order along the reduced axis.
+    fn indices(self) -> impl Iterator<Item = usize> {
+        (0..self.len).map(move |j| self.start + j * self.step)
+    }
+}
+
+/// Calls `each(k, row)` for every reduced row `k` of an `[outer, len, inner]` input.
+fn for_rows(outer: usize, len: usize, inner: usize, mut each: impl FnMut(usize, Row)) {
     for o in 0..outer {
         for i in 0..inner {
-            let row = o * len * inner + i;
-            each(o * inner + i, &mut (0..len).map(move |j| row + j * inner));
+            each(o * inner + i, Row { start: o * len * inner + i, step: inner, len });
         }
     }
 }
@@ -423,12 +437,9 @@ pub mod logsumexp {
         let (outer, len, inner, out_shape) = geometry(NAME, x.shape(), axis, keep_dim)?;
         x.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |out| {
-                for_rows(outer, len, inner, |k, _| {
-                    // Row `k` twice (the shift, then the sum), without collecting it.
-                    let start = (k / inner) * len * inner + k % inner;
-                    let row = || (0..len).map(move |j| start + j * inner);
-                    let m = lse_shift(xs, row());
-                    let s: f64 = row().map(|r| exp(xs[r] - m) as f64).sum();
+                for_rows(outer, len, inner, |k, row| {
+                    let m = lse_shift(xs, row.indices());
+                    let s: f64 = row.indices().map(|r| exp(xs[r] - m) as f64).sum();
                     out[k] = log(s as f32) + m;
                 });
                 Ok(())
@@ -448,7 +459,7 @@ pub mod logsumexp {
             r.out().try_with_f32(|ys| {
                 g.try_with_f32(|gs| {
                     Tensor::build_f32(x.shape(), |dx| {
-                        for_rows(outer, len, inner, |k, row| row.for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
+                        for_rows(outer, len, inner, |k, row| row.indices().for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
                         Ok(())
                     })
                 })
@@ -474,10 +485,10 @@ pub mod logsumexp {
 }
 
 /// Row means and centred sums of squares, two-pass in f64: `(mean, Σ (x − mean)², n)`.
-fn moments(xs: &[f32], row: &[usize]) -> (f64, f64) {
-    let n = row.len() as f64;
-    let mean = row.iter().map(|&r| xs[r] as f64).sum::<f64>() / n;
-    (mean, row.iter().map(|&r| (xs[r] as f64 - mean).powi(2)).sum())
+fn moments(xs: &[f32], row: Row) -> (f64, f64) {
+    let n = row.len as f64;
+    let mean = row.indices().map(|r| xs[r] as f64).sum::<f64>() / n;
+    (mean, row.indices().map(|r| (xs[r] as f64 - mean).powi(2)).sum())
 }
 
 /// The divisor of `var`/`std`: `n − 1` when `unbiased` (Bessel), else `n`.
@@ -495,8 +506,7 @@ fn moment_forward(op: &'static str, x: &Tensor, axis: Option<isize>, unbiased: b
     x.try_with_f32(|xs| {
         Tensor::build_f32(&out_shape, |out| {
             for_rows(outer, len, inner, |k, row| {
-                let rows: Vec<usize> = row.collect();
-                let v = moments(xs, &rows).1 / divisor(len, unbiased);
+                let v = moments(xs, row).1 / divisor(len, unbiased);
                 out[k] = if root { v.sqrt() } else { v } as f32;
             });
             Ok(())
@@ -513,15 +523,14 @@ fn moment_backward(op: &'static str, x: &Tensor, y: Option<&Tensor>, g: &Tensor,
         g.try_with_f32(|gs| {
             Tensor::build_f32(x.shape(), |dx| {
                 for_rows(outer, len, inner, |k, row| {
-                    let rows: Vec<usize> = row.collect();
-                    let mean = moments(xs, &rows).0;
+                    let mean = moments(xs, row).0;
                     let scale = match &ys {
                         None => 2.0 * gs[k] as f64 / d,
                         // PyTorch masks the gradient where the deviation is 0 (constant rows).
                         Some(ys) if ys[k] == 0.0 => 0.0,
                         Some(ys) => gs[k] as f64 / (d * ys[k] as f64),
                     };
-                    rows.iter().for_each(|&r| dx[r] = ((xs[r] as f64 - mean) * scale) as f32);
+                    row.indices().for_each(|r| dx[r] = ((xs[r] as f64 - mean) * scale) as f32);
                 });
                 Ok(())
             })
