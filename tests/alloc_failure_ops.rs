@@ -163,13 +163,17 @@ fn scratch_refused_inside_parallel_chunks_is_an_error_after_the_loop() {
     let (x, w) = (leaf(&[2, 16, 6, 6], 50), leaf(&[1, 16, 3, 3], 51));
     let (q, k, v) = (leaf(&[1, 2, 2, 2], 52), leaf(&[1, 2, 64, 2], 53), leaf(&[1, 2, 64, 1], 54));
     let conv = || ops::conv2d(&x, &w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1);
+    // Only the weight's gradient: its chunks (bands of the unfolding) ask for the scratch.
+    let conv_dw = || ops::conv2d(&x.detach(), &w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1);
     let attention = || ops::attention(&q, &k, &v, None, 0.5);
     for threads in [1, 2] {
         let settings = Settings { threads, ..Compute::settings() };
         Compute::with(settings, || {
             assert_oom(with_limit(4096, conv), &["conv2d"]);
             assert_oom(with_limit(1024, attention), &["attention"]);
-            for (loss, limit, op) in [(conv().unwrap(), 4096, "conv2d"), (attention().unwrap(), 1024, "attention")] {
+            for (loss, limit, op) in
+                [(conv().unwrap(), 4096, "conv2d"), (conv_dw().unwrap(), 4096, "conv2d"), (attention().unwrap(), 1024, "attention")]
+            {
                 let loss = loss.sum_all().unwrap();
                 assert_oom(with_limit(limit, || loss.backward_with(None, true)), &[op]);
             }

@@ -85,7 +85,9 @@ fn checked_grads(op: &'static str, params: &[Tensor]) -> Result<Vec<(usize, Tens
         if g.shape() != p.shape() || g.dtype() != DType::F32 {
             return Err(Error::shape(op, &[p.shape(), g.shape()], format!("the gradient of parameter {i} must be f32 of its shape")));
         }
-        out.push((i, g.try_to_contiguous().map_err(|e| e.with_op(op))?));
+        // Gradients are contiguous (the engine makes them so); a copy only if one is not.
+        let g = if g.is_contiguous() { g } else { g.try_to_contiguous().map_err(|e| e.with_op(op))? };
+        out.push((i, g));
     }
     Ok(out)
 }
