@@ -46,8 +46,13 @@ impl Report {
 /// Seed of the fixed weights `W`.
 const WEIGHT_SEED: u64 = 0x5EED_0FC0_FFEE;
 
-fn weighted_sum(out: &Tensor, w: &[f32]) -> f64 {
-    out.with_f32(|o| o.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum())
+fn weighted_sum(out: &Tensor, w: &[f32]) -> Result<f64> {
+    out.try_with_f32(|o| o.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum())
+}
+
+/// The values of `t` in row-major order, or an error if a gathered copy is refused.
+fn values(t: &Tensor) -> Result<Vec<f32>> {
+    t.try_with_f32(<[f32]>::to_vec)
 }
 
 /// Runs one case: analytic gradients by `backward`, numeric ones by central differences.
@@ -68,16 +73,16 @@ pub fn run(case: &Case) -> Result<Report> {
         return Err(Error::argument(OP, format!("case `{}`: the output does not depend on a checked input", case.name)));
     }
     let w = Tensor::randn(out.shape(), WEIGHT_SEED)?;
-    let wv = w.to_vec();
+    let wv = values(&w)?;
     out.backward_with(Some(&w), false)?;
 
     let mut reports = Vec::new();
     for &i in &checked {
         let analytic = match inputs[i].grad() {
-            Some(g) => g.to_vec(),
+            Some(g) => values(&g)?,
             None => vec![0.0; inputs[i].numel()],
         };
-        let base = inputs[i].to_vec();
+        let base = values(&inputs[i])?;
         let mut rep = InputReport { index: i, worst_abs: 0.0, worst_rel: 0.0, failures: 0 };
         for e in 0..base.len() {
             let eval = |v: f32| -> Result<f64> {
@@ -86,7 +91,7 @@ pub fn run(case: &Case) -> Result<Report> {
                 let xt = Tensor::from_vec(x, inputs[i].shape())?;
                 let args: Vec<Tensor> = inputs.iter().enumerate().map(|(j, t)| if j == i { xt.clone() } else { t.detach() }).collect();
                 let y = no_grad(|| (case.f)(&args))?;
-                Ok(weighted_sum(&y, &wv))
+                weighted_sum(&y, &wv)
             };
             let plus = base[e] + case.eps;
             let minus = base[e] - case.eps;

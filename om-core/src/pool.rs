@@ -137,14 +137,6 @@ pub struct Buffer {
 
 impl Buffer {
     /// A buffer of at least `bytes` bytes; its contents are unspecified (but initialised).
-    ///
-    /// # Panics
-    /// If the request fails (see [`Buffer::try_new`]); operators use `try_new`.
-    pub fn new(bytes: usize) -> Buffer {
-        Buffer::try_new(bytes).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// A buffer of at least `bytes` bytes; its contents are unspecified (but initialised).
     /// Fails with [`Error::OutOfMemory`] (naming no operator yet) when `bytes` exceeds
     /// [`max_buffer_bytes`] or the system allocator cannot serve the request.
     pub fn try_new(bytes: usize) -> Result<Buffer> {
@@ -175,14 +167,6 @@ impl Buffer {
         let now = OUTSTANDING.fetch_add(class_bytes, Ordering::Relaxed) + class_bytes;
         note_request(class_bytes, native, now);
         Ok(Buffer { blocks })
-    }
-
-    /// A buffer of at least `bytes` bytes filled with zero bytes.
-    ///
-    /// # Panics
-    /// If the request fails (see [`Buffer::try_zeroed`]).
-    pub fn zeroed(bytes: usize) -> Buffer {
-        Buffer::try_zeroed(bytes).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Buffer::try_new`] filled with zero bytes.
@@ -248,14 +232,6 @@ pub struct F64Scratch {
 }
 
 impl F64Scratch {
-    /// `len` zeros.
-    ///
-    /// # Panics
-    /// If the request fails (see [`F64Scratch::try_zeroed`]).
-    pub fn zeroed(len: usize) -> F64Scratch {
-        F64Scratch::try_zeroed(len).unwrap_or_else(|e| panic!("{e}"))
-    }
-
     /// `len` zeros, or an [`Error::OutOfMemory`] (naming no operator yet).
     pub fn try_zeroed(len: usize) -> Result<F64Scratch> {
         let bytes = len.checked_mul(8).ok_or(Error::OutOfMemory { op: "", bytes: u64::MAX, limit: max_buffer_bytes() as u64 })?;
@@ -380,12 +356,12 @@ mod tests {
 
     #[test]
     fn buffers_are_aligned_and_reused() {
-        let a = Buffer::new(1000);
+        let a = Buffer::try_new(1000).unwrap();
         assert_eq!(a.f32().as_ptr() as usize % 64, 0);
         let cap = a.capacity_bytes();
         drop(a);
         let before = stats().native_allocations;
-        let b = Buffer::new(1000);
+        let b = Buffer::try_new(1000).unwrap();
         assert_eq!(b.capacity_bytes(), cap);
         // Other tests may allocate concurrently, but this request is served from the pool
         // unless another thread took our buffer first; retry once to be robust.

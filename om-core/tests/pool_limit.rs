@@ -13,7 +13,7 @@ fn the_pool_keeps_at_most_its_cache_limit() {
     // A fixed limit: two of four returned 512 KiB buffers stay cached, two are freed.
     pool::set_cache_limit(Some(MIB as u64));
     let s0 = pool::stats();
-    let bufs: Vec<Buffer> = (0..4).map(|_| Buffer::new(MIB / 2)).collect();
+    let bufs: Vec<Buffer> = (0..4).map(|_| Buffer::try_new(MIB / 2).unwrap()).collect();
     let class = bufs[0].capacity_bytes() as u64;
     assert_eq!(class, (MIB / 2) as u64, "512 KiB is a size class");
     let s1 = pool::stats();
@@ -29,18 +29,18 @@ fn the_pool_keeps_at_most_its_cache_limit() {
     // What stayed cached is served again without a native allocation.
     let cached = (s2.pooled_bytes / class) as usize;
     assert!(cached >= 1);
-    let again: Vec<Buffer> = (0..cached).map(|_| Buffer::new(MIB / 2)).collect();
+    let again: Vec<Buffer> = (0..cached).map(|_| Buffer::try_new(MIB / 2).unwrap()).collect();
     assert_eq!(pool::stats().native_allocations, s2.native_allocations);
     drop(again);
 
     // Lowering the limit frees cached buffers at once; `trim` frees them all.
     pool::set_cache_limit(Some(0));
     assert_eq!(pool::stats().pooled_bytes, 0);
-    let b = Buffer::new(1000);
+    let b = Buffer::try_new(1000).unwrap();
     drop(b);
     assert_eq!(pool::stats().pooled_bytes, 0, "nothing is cached under a zero limit");
     pool::set_cache_limit(None);
-    drop(Buffer::new(1000));
+    drop(Buffer::try_new(1000).unwrap());
     assert!(pool::stats().pooled_bytes > 0);
     pool::trim();
     assert_eq!(pool::stats().pooled_bytes, 0);
@@ -50,7 +50,7 @@ fn the_pool_keeps_at_most_its_cache_limit() {
     let big = 40 * MIB;
     {
         let _scope = ActivationScope::new();
-        let held: Vec<Buffer> = (0..4).map(|_| Buffer::new(big / 4)).collect();
+        let held: Vec<Buffer> = (0..4).map(|_| Buffer::try_new(big / 4).unwrap()).collect();
         drop(held);
     }
     assert!(pool::cache_limit() >= 2 * big as u64);
@@ -58,7 +58,7 @@ fn the_pool_keeps_at_most_its_cache_limit() {
     assert!(kept_after_big >= big as u64, "the big step's buffers stay cached for the next step");
     for _ in 0..pool::RECENT_STEPS {
         let _scope = ActivationScope::new();
-        drop(Buffer::new(1000));
+        drop(Buffer::try_new(1000).unwrap());
     }
     let s3 = pool::stats();
     assert!(pool::cache_limit() < 2 * big as u64);

@@ -2,6 +2,7 @@
 //! the canonical-order GEMM through im2col/col2im (`om_core::kernels::conv`; the layout and
 //! the accumulation order are in `docs/ops-conv.md`).
 
+use crate::fallible::with_f32_opt;
 use om_core::compute::Compute;
 use om_core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
 use om_core::{Case, Error, Result, Tensor};
@@ -117,55 +118,40 @@ pub mod conv2d {
         }
         let geo = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
         let settings = Compute::settings();
-        let bias_c = bias.map(|b| b.to_contiguous());
-        x.with_f32(|xs| {
-            w.with_f32(|ws| {
-                let run = |bs: Option<&[f32]>| {
-                    Tensor::build_f32(&[geo.n, geo.o, geo.oh, geo.ow], |y| {
-                        conv2d_forward(settings, &geo, xs, ws, bs, y);
-                        Ok(())
-                    })
-                };
-                Tensor::with_f32_opt(bias_c.as_ref(), run)
+        x.try_with_f32(|xs| {
+            w.try_with_f32(|ws| {
+                with_f32_opt(bias, |bs| {
+                    Tensor::build_f32(&[geo.n, geo.o, geo.oh, geo.ow], |y| conv2d_forward(settings, &geo, xs, ws, bs, y))
+                })
             })
-        })
+        })???
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
         let bias_shape = if s[2].is_empty() { None } else { Some(s[2].as_slice()) };
         let geo = geometry(NAME, &s[0], &s[1], bias_shape, r.stride, r.padding, r.dilation, r.groups)?;
         let settings = Compute::settings();
-        let g = g.to_contiguous();
+        let g = g.try_to_contiguous()?;
         if d.needs_x() {
-            let dx = g.with_f32(|gs| {
-                r.w().with_f32(|ws| {
-                    Tensor::build_f32(&s[0], |dx| {
-                        conv2d_backward_input(settings, &geo, gs, ws, dx);
-                        Ok(())
-                    })
-                })
-            })?;
+            let dx = g.try_with_f32(|gs| {
+                r.w().try_with_f32(|ws| Tensor::build_f32(&s[0], |dx| conv2d_backward_input(settings, &geo, gs, ws, dx)))
+            })???;
             d.x(dx);
         }
         if d.needs_w() {
-            let dw = g.with_f32(|gs| {
-                r.x().with_f32(|xs| {
-                    Tensor::build_f32(&s[1], |dw| {
-                        conv2d_backward_weight(settings, &geo, xs, gs, dw);
-                        Ok(())
-                    })
-                })
-            })?;
+            let dw = g.try_with_f32(|gs| {
+                r.x().try_with_f32(|xs| Tensor::build_f32(&s[1], |dw| conv2d_backward_weight(settings, &geo, xs, gs, dw)))
+            })???;
             d.w(dw);
         }
         if d.needs_bias() {
-            let db = g.with_f32(|gs| {
-                Tensor::build_f32(&[geo.o], |db| {
-                    conv2d_backward_bias(&geo, gs, db);
-                    Ok(())
-                })
-            })?;
+            let db = g.try_with_f32(|gs| Tensor::build_f32(&[geo.o], |db| conv2d_backward_bias(&geo, gs, db)))??;
             d.bias(db);
         }
         Ok(())

@@ -5,6 +5,7 @@
 //! `docs/ctc.md`.
 
 use om_core::kernels::math64;
+use om_core::pool::F64Scratch;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -65,7 +66,7 @@ fn read_lengths(arg: &'static str, lengths: Lengths<'_>, batch: usize, lp_shape:
             if t.rank() != 1 {
                 return Err(Error::shape(OP, &[lp_shape, t.shape()], format!("`{arg}` must be a 1-d tensor of B lengths")));
             }
-            let raw = t.to_vec_i32();
+            let raw = t.try_with_i32(<[i32]>::to_vec).map_err(|e| e.with_op(OP))?;
             if let Some((b, &l)) = raw.iter().enumerate().find(|(_, &l)| l < 0) {
                 return Err(Error::argument(OP, format!("`{arg}` must be non-negative, got {l} for sequence {b}")));
             }
@@ -126,7 +127,7 @@ pub fn ctc_loss<'a, 'b>(
             return Err(Error::argument(OP, format!("input length {l} of sequence {b} exceeds the {t_max} frames of `log_probs`")));
         }
     }
-    let raw = targets.to_vec_i32();
+    let raw = targets.try_with_i32(<[i32]>::to_vec).map_err(|e| e.with_op(OP))?;
     // Offset of each sequence's labels in `raw`.
     let offsets: Vec<usize> = match targets.rank() {
         2 => {
@@ -203,12 +204,14 @@ impl Sequence<'_> {
         s >= 2 && self.ext[s] != self.ext[s - 2]
     }
 
-    /// `log α_t(s)`, `[frames, 2L+1]` row-major.
-    fn alpha(&self) -> Vec<f64> {
+    /// `log α_t(s)`, `[frames, 2L+1]` row-major, in pooled scratch (an error if refused).
+    fn alpha(&self) -> Result<F64Scratch> {
         let n = self.ext.len();
-        let mut a = vec![f64::NEG_INFINITY; self.frames * n];
+        let mut scratch = F64Scratch::try_zeroed(self.frames.saturating_mul(n))?;
+        let a = scratch.values();
+        a.fill(f64::NEG_INFINITY);
         if self.frames == 0 {
-            return a;
+            return Ok(scratch);
         }
         a[0] = self.lp(0, self.ext[0]);
         if n > 1 {
@@ -223,15 +226,18 @@ impl Sequence<'_> {
                 cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext[s]);
             }
         }
-        a
+        Ok(scratch)
     }
 
-    /// `log β_t(s)` (including the emission at `t`, as α does), `[frames, 2L+1]`.
-    fn beta(&self) -> Vec<f64> {
+    /// `log β_t(s)` (including the emission at `t`, as α does), `[frames, 2L+1]`, in pooled
+    /// scratch (an error if refused).
+    fn beta(&self) -> Result<F64Scratch> {
         let n = self.ext.len();
-        let mut bt = vec![f64::NEG_INFINITY; self.frames * n];
+        let mut scratch = F64Scratch::try_zeroed(self.frames.saturating_mul(n))?;
+        let bt = scratch.values();
+        bt.fill(f64::NEG_INFINITY);
         if self.frames == 0 {
-            return bt;
+            return Ok(scratch);
         }
         let last = (self.frames - 1) * n;
         bt[last + n - 1] = self.lp(self.frames - 1, self.ext[n - 1]);
@@ -247,7 +253,7 @@ impl Sequence<'_> {
                 cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext[s]);
             }
         }
-        bt
+        Ok(scratch)
     }
 
     /// `−log p(target | input)` from α: +∞ when no alignment exists.
@@ -310,21 +316,17 @@ mod primitive {
             targets: Vec<usize>,
         ) -> Result<Tensor> {
             let shape = log_probs.shape().to_vec();
-            let losses: Vec<f64> = log_probs.with_f32(|lp| {
+            let losses: Vec<f64> = log_probs.try_with_f32(|lp| {
                 label_slices(&targets, &target_lengths)
                     .iter()
                     .enumerate()
                     .map(|(b, labels)| {
                         let seq = Sequence::new(lp, &shape, blank, b, input_lengths[b], labels);
-                        let loss = seq.loss(&seq.alpha());
-                        if zero_infinity && loss == f64::INFINITY {
-                            0.0
-                        } else {
-                            loss
-                        }
+                        let loss = seq.loss(seq.alpha()?.values());
+                        Ok(if zero_infinity && loss == f64::INFINITY { 0.0 } else { loss })
                     })
-                    .collect()
-            });
+                    .collect::<Result<_>>()
+            })??;
             Ok(match reduction {
                 Reduction::None => Tensor::from_vec(losses.iter().map(|&l| l as f32).collect(), &[batch])?,
                 Reduction::Sum => Tensor::scalar(losses.iter().sum::<f64>() as f32),
@@ -336,19 +338,27 @@ mod primitive {
         }
 
         fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+            gradients(r, g, d).map_err(|e| e.with_op(NAME))
+        }
+
+        /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+        fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
             if !d.needs_log_probs() {
                 return Ok(());
             }
             let shape = r.input_shapes[0].clone();
             let classes = shape[2];
-            let gv = g.to_vec();
-            let grad = r.log_probs().with_f32(|lp| {
+            let gv = g.try_with_f32(<[f32]>::to_vec)?;
+            let mut lcab = F64Scratch::try_zeroed(classes)?;
+            let lcab = lcab.values();
+            let grad = r.log_probs().try_with_f32(|lp| {
                 Tensor::build_f32(&shape, |out| {
                     out.fill(0.0);
                     for (b, labels) in label_slices(&r.targets, &r.target_lengths).iter().enumerate() {
                         let seq = Sequence::new(lp, &shape, r.blank, b, r.input_lengths[b], labels);
-                        let alpha = seq.alpha();
-                        let loss = seq.loss(&alpha);
+                        let mut alpha = seq.alpha()?;
+                        let alpha = alpha.values();
+                        let loss = seq.loss(alpha);
                         if loss == f64::INFINITY {
                             continue; // impossible alignment: zero gradient (with or without zero_infinity)
                         }
@@ -357,9 +367,9 @@ mod primitive {
                             Reduction::Sum => gv[0] as f64,
                             Reduction::Mean => gv[0] as f64 / (r.batch as f64 * labels.len().max(1) as f64),
                         };
-                        let beta = seq.beta();
+                        let mut beta = seq.beta()?;
+                        let beta = beta.values();
                         let n = seq.ext.len();
-                        let mut lcab = vec![f64::NEG_INFINITY; classes];
                         for t in 0..seq.frames {
                             lcab.fill(f64::NEG_INFINITY);
                             for s in 0..n {
@@ -376,7 +386,7 @@ mod primitive {
                     }
                     Ok(())
                 })
-            })?;
+            })??;
             d.log_probs(grad);
             Ok(())
         }

@@ -7,6 +7,7 @@
 pub mod conv;
 pub mod ctc;
 pub mod elementwise;
+mod fallible;
 pub mod indexing;
 pub mod linalg;
 pub mod lookup;

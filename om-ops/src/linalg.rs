@@ -3,6 +3,7 @@
 //! which reads transposed and broadcast operands in place (spec section 4): gradient
 //! products such as `g·bᵀ` copy nothing.
 
+use crate::fallible::with_f32_opt;
 use om_core::compute::{for_each_chunk_mut, Compute, Settings};
 use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
 use om_core::layout::{broadcast_shapes, broadcast_strides};
@@ -10,14 +11,15 @@ use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// `t` itself if one of its last two dimensions is unit-strided (row-major, or a
-/// transposed view: the GEMM reads either in place), else a contiguous copy.
-fn gemm_readable(t: &Tensor) -> Tensor {
+/// transposed view: the GEMM reads either in place), else a contiguous copy (an error if
+/// the pool refuses it).
+fn gemm_readable(t: &Tensor) -> Result<Tensor> {
     let r = t.rank();
     let unit = |d: usize| t.shape()[d] <= 1 || t.strides()[d] == 1;
     if unit(r - 1) || unit(r - 2) {
-        t.clone()
+        Ok(t.clone())
     } else {
-        t.to_contiguous()
+        t.try_to_contiguous()
     }
 }
 
@@ -69,8 +71,14 @@ const BATCH_PARALLEL_WORK: usize = 1 << 22;
 
 /// Batched product of two tensors of rank ≥ 2 with equal inner dimensions. Operands are
 /// read in place (transposed and broadcast ones too); when B is shared by every batch
-/// entry and A's batches are evenly spaced rows, the whole batch is one product.
+/// entry and A's batches are evenly spaced rows, the whole batch is one product. Every
+/// error names `op`.
 fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    batched_unnamed(op, a, b).map_err(|e| e.with_op(op))
+}
+
+/// [`batched`], whose refused buffers name no operator yet.
+fn batched_unnamed(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (ra, rb) = (a.rank(), b.rank());
     let (m, k) = (a.shape()[ra - 2], a.shape()[ra - 1]);
     let (k2, n) = (b.shape()[rb - 2], b.shape()[rb - 1]);
@@ -79,7 +87,7 @@ fn batched(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let batch = broadcast_shapes(op, &a.shape()[..ra - 2], &b.shape()[..rb - 2])?;
     let nb: usize = batch.iter().product();
-    let (a, b) = (gemm_readable(a), gemm_readable(b));
+    let (a, b) = (gemm_readable(a)?, gemm_readable(b)?);
     let sa = broadcast_strides(&a.shape()[..ra - 2], &a.strides()[..ra - 2], &batch);
     let sb = broadcast_strides(&b.shape()[..rb - 2], &b.strides()[..rb - 2], &batch);
     let mut out_shape = batch.clone();
@@ -206,12 +214,11 @@ pub mod matmul {
 /// epilogue: the bits of `add(matmul(x2, transpose(w)), bias)`, without recording.
 fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let (rows, out_f) = (x2.shape()[0], w.shape()[0]);
-    let (x2, w) = (gemm_readable(x2), gemm_readable(w));
-    let bias = bias.map(Tensor::to_contiguous);
+    let (x2, w) = (gemm_readable(x2)?, gemm_readable(w)?);
     let settings = Compute::settings();
     x2.with_storage_f32(|xs| {
         w.with_storage_f32(|ws| {
-            Tensor::with_f32_opt(bias.as_ref(), |bs| {
+            with_f32_opt(bias, |bs| {
                 Tensor::build_f32(&[rows, out_f], |y| {
                     let (xm, wt) = (mat(xs, &x2, x2.offset(), rows), mat(ws, &w, w.offset(), out_f).t());
                     let y = MatMut::row_major(y, rows, out_f);
@@ -223,7 +230,7 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
                 })
             })
         })
-    })
+    })?
 }
 
 /// Affine map `x·Wᵀ + b` over the last axis of `x` (`[..., in]` → `[..., out]`, with

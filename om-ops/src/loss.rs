@@ -52,6 +52,11 @@ pub mod nll_loss {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         if !d.needs_logp() {
             return Ok(());
         }

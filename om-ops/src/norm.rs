@@ -6,6 +6,7 @@
 //! arithmetic lives in `om_core::kernels::norm` (sums in lockstep, vectorised output loops,
 //! rows or channels in parallel; see `docs/kernels-norm-pool.md`).
 
+use crate::fallible::with_f32_opt;
 use om_core::compute::Compute;
 use om_core::kernels::norm::{self as kernel, Affine, BatchShape};
 use om_core::pool::F64Scratch;
@@ -54,31 +55,37 @@ pub mod layer_norm {
         check_eps(NAME, eps)?;
         let lead = &x.shape()[..x.rank() - 1];
         let settings = Compute::settings();
-        let [y, mean, rstd] = x.with_f32(|xs| {
-            Tensor::with_f32_opt(gamma, |gamma| {
-                Tensor::with_f32_opt(beta, |beta| {
+        let [y, mean, rstd] = x.try_with_f32(|xs| {
+            with_f32_opt(gamma, |gamma| {
+                with_f32_opt(beta, |beta| {
                     Tensor::build_many_f32([x.shape(), lead, lead], |[y, mean, rstd]| {
                         kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, y, mean, rstd);
                         Ok(())
                     })
                 })
             })
-        })?;
+        })????;
         Ok((y, Owned { mean, rstd }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let n = shape[shape.len() - 1];
         let (need_x, need_g, need_b) = (d.needs_x(), d.needs_gamma(), d.needs_beta());
-        let mut dgamma = F64Scratch::zeroed(n);
-        let mut dbeta = F64Scratch::zeroed(n);
+        let sums_len = if need_g || need_b { n } else { 0 };
+        let mut dgamma = F64Scratch::try_zeroed(sums_len)?;
+        let mut dbeta = F64Scratch::try_zeroed(sums_len)?;
         let settings = Compute::settings();
-        let dx = r.x().with_f32(|xs| {
-            g.with_f32(|gs| {
-                r.mean().with_f32(|m| {
-                    r.rstd().with_f32(|s| {
-                        Tensor::with_f32_opt(r.gamma().ok(), |gamma| {
+        let dx = r.x().try_with_f32(|xs| {
+            g.try_with_f32(|gs| {
+                r.mean().try_with_f32(|m| {
+                    r.rstd().try_with_f32(|s| {
+                        with_f32_opt(r.gamma().ok(), |gamma| {
                             let sums = (need_g || need_b).then(|| (dgamma.values(), dbeta.values()));
                             if !need_x {
                                 kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, None, sums);
@@ -93,7 +100,7 @@ pub mod layer_norm {
                     })
                 })
             })
-        })?;
+        })??????;
         if let Some(dx) = dx {
             d.x(dx);
         }
@@ -202,10 +209,10 @@ pub mod batch_norm2d {
         if training && count == 1 {
             return Err(Error::shape(NAME, &[x.shape()], "training needs more than one value per channel"));
         }
-        let mut sq = F64Scratch::zeroed(if training { c } else { 0 });
-        let [y, mean, rstd] = x.with_f32(|xs| {
-            Tensor::with_f32_opt(gamma, |gamma| {
-                Tensor::with_f32_opt(beta, |beta| {
+        let mut sq = F64Scratch::try_zeroed(if training { c } else { 0 })?;
+        let [y, mean, rstd] = x.try_with_f32(|xs| {
+            with_f32_opt(gamma, |gamma| {
+                with_f32_opt(beta, |beta| {
                     let affine = Affine { gamma, beta };
                     Tensor::build_many_f32([x.shape(), &[c], &[c]], |[y, mean, rstd]| {
                         if training {
@@ -215,17 +222,19 @@ pub mod batch_norm2d {
                         let (Some(rm), Some(rv)) = (running_mean, running_var) else {
                             return Err(Error::argument(NAME, "eval mode needs running_mean and running_var"));
                         };
-                        rm.with_f32(|v| mean.copy_from_slice(v));
-                        rv.with_f32(|v| rstd.iter_mut().zip(v).for_each(|(s, &v)| *s = 1.0 / (v + eps).sqrt()));
+                        // Contiguous (checked above): read in place, nothing to allocate.
+                        rm.try_with_f32(|v| mean.copy_from_slice(v))?;
+                        rv.try_with_f32(|v| rstd.iter_mut().zip(v).for_each(|(s, &v)| *s = 1.0 / (v + eps).sqrt()))?;
                         kernel::batch_norm_apply(settings, shape, xs, mean, rstd, affine, y);
                         Ok(())
                     })
                 })
             })
-        })?;
-        // An empty batch leaves the running stats as they are (PyTorch).
+        })????;
+        // Every buffer exists now: the running stats are written last, so a refused
+        // request leaves them unchanged. An empty batch leaves them as they are (PyTorch).
         if let (true, true, Some(rm), Some(rv)) = (training, count > 0, running_mean, running_var) {
-            mean.with_f32(|mean| update_running(rm, rv, momentum, mean, sq.values(), count))?;
+            mean.try_with_f32(|mean| update_running(rm, rv, momentum, mean, sq.values(), count))??;
         }
         Ok((y, Owned { mean, rstd }))
     }
@@ -248,18 +257,23 @@ pub mod batch_norm2d {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let (n, c, hw) = (shape[0], shape[1], shape[2] * shape[3]);
         let shape4 = BatchShape { n, c, hw };
         let settings = Compute::settings();
-        let mut sg = F64Scratch::zeroed(c);
-        let mut sgx = F64Scratch::zeroed(c);
+        let mut sg = F64Scratch::try_zeroed(c)?;
+        let mut sgx = F64Scratch::try_zeroed(c)?;
         let need_x = d.needs_x();
-        let dx = r.x().with_f32(|xs| {
-            g.with_f32(|gs| {
-                r.mean().with_f32(|mean| {
-                    r.rstd().with_f32(|rstd| {
-                        Tensor::with_f32_opt(r.gamma().ok(), |gamma| {
+        let dx = r.x().try_with_f32(|xs| {
+            g.try_with_f32(|gs| {
+                r.mean().try_with_f32(|mean| {
+                    r.rstd().try_with_f32(|rstd| {
+                        with_f32_opt(r.gamma().ok(), |gamma| {
                             let (sg, sgx) = (sg.values(), sgx.values());
                             if !need_x {
                                 kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, None);
@@ -274,7 +288,7 @@ pub mod batch_norm2d {
                     })
                 })
             })
-        })?;
+        })??????;
         if let Some(dx) = dx {
             d.x(dx);
         }

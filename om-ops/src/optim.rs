@@ -7,7 +7,13 @@
 //! parameter's storage version); parameters without a gradient are skipped, as PyTorch
 //! does. Buffers are `f32`, the arithmetic is PyTorch's `f32` formula order, and the bias
 //! corrections are computed in `f64` as PyTorch's Python-side scalars are.
+//!
+//! A step is all-or-nothing: it checks every gradient against its parameter and allocates
+//! any state it still needs before it writes anything, so a step that fails (a refused
+//! state buffer is an `Error::OutOfMemory` naming the optimizer) leaves every parameter
+//! and the optimizer's state as they were.
 
+use om_core::pool::max_buffer_bytes;
 use om_core::{no_grad, DType, Error, Result, Tensor};
 
 /// What every optimizer does.
@@ -46,13 +52,52 @@ fn check_hyper(op: &'static str, name: &str, v: f32, lo: f32, hi_open: f32) -> R
     Ok(())
 }
 
-/// Runs `f(param, grad)` for every parameter that has a gradient, under no-grad.
-fn for_each_grad(params: &[Tensor], mut f: impl FnMut(usize, &Tensor, &[f32]) -> Result<()>) -> Result<()> {
+/// `len` zeros of optimizer state, or `Error::OutOfMemory` naming `op` when the request
+/// is over the pool's limit ([`max_buffer_bytes`]) or the allocator refuses it.
+fn zeroed_state(op: &'static str, len: usize) -> Result<Vec<f32>> {
+    let bytes = len.saturating_mul(4);
+    let limit = max_buffer_bytes();
+    let refused = || Error::OutOfMemory { op, bytes: bytes as u64, limit: limit as u64 };
+    if bytes > limit {
+        return Err(refused());
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| refused())?;
+    v.resize(len, 0.0);
+    Ok(v)
+}
+
+/// One zeroed state buffer per parameter (see [`zeroed_state`]).
+fn zeroed_states(op: &'static str, params: &[Tensor]) -> Result<Vec<Vec<f32>>> {
+    params.iter().map(|p| zeroed_state(op, p.numel())).collect()
+}
+
+/// The parameters that have a gradient, with their gradients as contiguous `f32` tensors,
+/// each checked against its parameter (same shape, the parameter a contiguous `f32`
+/// tensor), so that the updates made from them cannot fail.
+fn checked_grads(op: &'static str, params: &[Tensor]) -> Result<Vec<(usize, Tensor)>> {
+    let mut out = Vec::with_capacity(params.len());
+    for (i, p) in params.iter().enumerate() {
+        let Some(g) = p.grad() else { continue };
+        if p.dtype() != DType::F32 || !p.is_contiguous() {
+            return Err(Error::argument(op, format!("parameter {i} must be a contiguous f32 tensor")));
+        }
+        if g.shape() != p.shape() || g.dtype() != DType::F32 {
+            return Err(Error::shape(op, &[p.shape(), g.shape()], format!("the gradient of parameter {i} must be f32 of its shape")));
+        }
+        // Gradients are contiguous (the engine makes them so); a copy only if one is not.
+        let g = if g.is_contiguous() { g } else { g.try_to_contiguous().map_err(|e| e.with_op(op))? };
+        out.push((i, g));
+    }
+    Ok(out)
+}
+
+/// Runs `f(index, param, grad)` for every parameter that has a gradient, under no-grad,
+/// once every gradient has been checked (see [`checked_grads`]).
+fn for_each_grad(params: &[Tensor], grads: &[(usize, Tensor)], mut f: impl FnMut(usize, &Tensor, &[f32]) -> Result<()>) -> Result<()> {
     no_grad(|| {
-        for (i, p) in params.iter().enumerate() {
-            if let Some(g) = p.grad() {
-                g.with_f32(|gv| f(i, p, gv))?;
-            }
+        for (i, g) in grads {
+            g.try_with_f32(|gv| f(*i, &params[*i], gv))??;
         }
         Ok(())
     })
@@ -89,8 +134,8 @@ impl Sgd {
     /// With momentum `m` (its buffers are allocated here, once).
     pub fn momentum(mut self, m: f32) -> Result<Sgd> {
         check_hyper("Sgd", "momentum", m, 0.0, f32::INFINITY)?;
+        self.bufs = zeroed_states("Sgd", &self.params)?;
         self.momentum = m;
-        self.bufs = self.params.iter().map(|p| vec![0.0; p.numel()]).collect();
         self.started = vec![false; self.params.len()];
         Ok(self)
     }
@@ -106,15 +151,17 @@ impl Sgd {
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
         let (lr, mu, damp, wd, nesterov) = (self.lr, self.momentum, self.dampening, self.weight_decay, self.nesterov);
-        if mu != 0.0 && self.bufs.len() != self.params.len() {
-            self.bufs = self.params.iter().map(|p| vec![0.0; p.numel()]).collect();
-            self.started = vec![false; self.params.len()];
-        }
         if nesterov && (mu <= 0.0 || damp != 0.0) {
             return Err(Error::argument("Sgd", "Nesterov momentum needs a momentum and zero dampening"));
         }
+        let grads = checked_grads("Sgd", &self.params)?;
+        if mu != 0.0 && self.bufs.len() != self.params.len() {
+            // Momentum set through the field: its buffers are allocated on the first step.
+            self.bufs = zeroed_states("Sgd", &self.params)?;
+            self.started = vec![false; self.params.len()];
+        }
         let (bufs, started) = (&mut self.bufs, &mut self.started);
-        for_each_grad(&self.params, |i, p, g| {
+        for_each_grad(&self.params, &grads, |i, p, g| {
             p.update_f32("Sgd", |pv| {
                 if mu == 0.0 {
                     for (p, &g) in pv.iter_mut().zip(g) {
@@ -174,8 +221,8 @@ impl Adam {
     pub fn new(params: Vec<Tensor>, lr: f32) -> Result<Adam> {
         check_params("Adam", &params)?;
         check_hyper("Adam", "lr", lr, 0.0, f32::INFINITY)?;
-        let m = params.iter().map(|p| vec![0.0; p.numel()]).collect();
-        let v = params.iter().map(|p| vec![0.0; p.numel()]).collect();
+        let m = zeroed_states("Adam", &params)?;
+        let v = zeroed_states("Adam", &params)?;
         let steps = vec![0; params.len()];
         Ok(Adam { params, lr, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, decoupled: false, m, v, steps })
     }
@@ -214,8 +261,9 @@ impl Adam {
 impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
         let (lr, (b1, b2), eps, wd, decoupled) = (self.lr, self.betas, self.eps, self.weight_decay, self.decoupled);
+        let grads = checked_grads("Adam", &self.params)?;
         let (ms, vs, steps) = (&mut self.m, &mut self.v, &mut self.steps);
-        for_each_grad(&self.params, |i, p, g| {
+        for_each_grad(&self.params, &grads, |i, p, g| {
             steps[i] += 1;
             let t = steps[i] as i32;
             let bc1 = 1.0 - (b1 as f64).powi(t);

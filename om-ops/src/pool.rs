@@ -87,7 +87,7 @@ pub mod max_pool2d {
         let out_shape = [x.shape()[0], x.shape()[1], geo.oh, geo.ow];
         let settings = Compute::settings();
         let mut y = None;
-        let idx = x.with_f32(|xs| {
+        let idx = x.try_with_f32(|xs| {
             Tensor::build_i32(&out_shape, |idx| {
                 y = Some(Tensor::build_f32(&out_shape, |y| {
                     kernel::max_pool2d(settings, &geo, xs, y, idx);
@@ -95,23 +95,28 @@ pub mod max_pool2d {
                 })?);
                 Ok(())
             })
-        })?;
+        })??;
         let y = y.expect("built with the indices");
         Ok((y, Owned { idx }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let geo = geometry(NAME, shape, r.kernel, r.stride, r.padding, r.dilation)?;
         let settings = Compute::settings();
-        let dx = g.with_f32(|gs| {
-            r.idx().with_i32(|idx| {
+        let dx = g.try_with_f32(|gs| {
+            r.idx().try_with_i32(|idx| {
                 Tensor::build_f32(shape, |dx| {
                     kernel::max_pool2d_backward(settings, &geo, gs, idx, dx);
                     Ok(())
                 })
             })
-        })?;
+        })???;
         d.x(dx);
         Ok(())
     }
@@ -147,24 +152,29 @@ pub mod avg_pool2d {
         let geo = geometry(NAME, x.shape(), kernel, stride, padding, [1, 1])?;
         let out_shape = [x.shape()[0], x.shape()[1], geo.oh, geo.ow];
         let settings = Compute::settings();
-        x.with_f32(|xs| {
+        x.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |y| {
                 kernel::avg_pool2d(settings, &geo, count_include_pad, xs, y);
                 Ok(())
             })
-        })
+        })?
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let geo = geometry(NAME, shape, r.kernel, r.stride, r.padding, [1, 1])?;
         let settings = Compute::settings();
-        let dx = g.with_f32(|gs| {
+        let dx = g.try_with_f32(|gs| {
             Tensor::build_f32(shape, |dx| {
                 kernel::avg_pool2d_backward(settings, &geo, r.count_include_pad, gs, dx);
                 Ok(())
             })
-        })?;
+        })??;
         d.x(dx);
         Ok(())
     }

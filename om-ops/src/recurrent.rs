@@ -23,30 +23,30 @@ use om_macros::op;
 
 // ===== shared helpers =====
 
-/// A pooled f32 scratch of `len` values.
+/// A pooled f32 scratch of `len` values. Every constructor fails with
+/// `Error::OutOfMemory` (naming no operator yet) when the pool refuses the buffer.
 struct Scratch {
     buf: Buffer,
     len: usize,
 }
 
 impl Scratch {
-    fn new(len: usize) -> Scratch {
-        Scratch { buf: Buffer::new(len * 4), len }
+    fn new(len: usize) -> Result<Scratch> {
+        Ok(Scratch { buf: Buffer::try_new(bytes(len))?, len })
     }
 
-    fn zeroed(len: usize) -> Scratch {
-        Scratch { buf: Buffer::zeroed(len * 4), len }
+    fn zeroed(len: usize) -> Result<Scratch> {
+        Ok(Scratch { buf: Buffer::try_zeroed(bytes(len))?, len })
     }
 
     /// A pooled copy of the values of an optional tensor (a bias, an initial state).
-    fn of(t: Option<&Tensor>) -> Option<Scratch> {
-        t.map(|t| {
-            t.with_f32(|v| {
-                let mut s = Scratch::new(v.len());
-                s.get_mut().copy_from_slice(v);
-                s
-            })
-        })
+    fn of(t: Option<&Tensor>) -> Result<Option<Scratch>> {
+        let Some(t) = t else { return Ok(None) };
+        t.try_with_f32(|v| {
+            let mut s = Scratch::new(v.len())?;
+            s.get_mut().copy_from_slice(v);
+            Ok(Some(s))
+        })?
     }
 
     fn get(&self) -> &[f32] {
@@ -56,6 +56,11 @@ impl Scratch {
     fn get_mut(&mut self) -> &mut [f32] {
         &mut self.buf.f32_mut()[..self.len]
     }
+}
+
+/// The bytes of `len` floats (saturating: an impossible count is refused by the pool).
+fn bytes(len: usize) -> usize {
+    len.saturating_mul(4)
 }
 
 /// Step `t` of a `[T, len]` buffer for writing, with the step `prev` (≠ `t`) for reading.
@@ -169,23 +174,23 @@ fn prev_time(t: usize, t_len: usize, reverse: bool) -> Option<usize> {
 }
 
 /// `x·W_ihᵀ` for all steps: `[T·B, gH]`, one GEMM reading `W_ih` transposed in place.
-fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize) -> Scratch {
+fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize) -> Result<Scratch> {
     let rows = dm.t * dm.b;
-    let mut xp = Scratch::new(rows * gh);
-    x.with_f32(|xs| {
-        w_ih.with_f32(|ws| {
+    let mut xp = Scratch::new(rows.saturating_mul(gh))?;
+    x.try_with_f32(|xs| {
+        w_ih.try_with_f32(|ws| {
             let (a, b) = (MatRef::row_major(xs, rows, dm.i), MatRef::row_major(ws, gh, dm.i).t());
             gemm(settings, a, b, MatMut::row_major(xp.get_mut(), rows, gh));
         })
-    });
-    xp
+    })??;
+    Ok(xp)
 }
 
 /// The previous hidden states of every step in time order (`[T·B, H]`): the state of the
 /// step processed just before `t`, `h0` (or zeros) at the first step.
-fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Scratch {
+fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Result<Scratch> {
     let bh = dm.b * dm.h;
-    let mut out = Scratch::new(dm.t * bh);
+    let mut out = Scratch::new(dm.t * bh)?;
     let o = out.get_mut();
     for t in 0..dm.t {
         let dst = &mut o[t * bh..(t + 1) * bh];
@@ -195,7 +200,7 @@ fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Sc
             (None, None) => dst.fill(0.0),
         }
     }
-    out
+    Ok(out)
 }
 
 /// The gradients after the backward loop, each a single product over all steps:
@@ -219,20 +224,20 @@ fn parameter_grads(
     // dXᵀ and dHᵀ are read transposed in place.
     let dxt = MatRef::row_major(dx_gates, rows, gh).t();
     if needs[0] {
-        out[0] = Some(w_ih.with_f32(|ws| {
+        out[0] = Some(w_ih.try_with_f32(|ws| {
             Tensor::build_f32(&[dm.t, dm.b, dm.i], |dx| {
                 gemm(settings, MatRef::row_major(dx_gates, rows, gh), MatRef::row_major(ws, gh, dm.i), MatMut::row_major(dx, rows, dm.i));
                 Ok(())
             })
-        })?);
+        })??);
     }
     if needs[1] {
-        out[1] = Some(x.with_f32(|xs| {
+        out[1] = Some(x.try_with_f32(|xs| {
             Tensor::build_f32(&[gh, dm.i], |dw| {
                 gemm(settings, dxt, MatRef::row_major(xs, rows, dm.i), MatMut::row_major(dw, gh, dm.i));
                 Ok(())
             })
-        })?);
+        })??);
     }
     if needs[2] {
         let dht = dh_gates.map_or(dxt, |dhg| MatRef::row_major(dhg, rows, gh).t());
@@ -259,7 +264,7 @@ fn parameter_grads(
 /// Column sums of the row-major `[rows, cols]` matrix `m`: f64 in increasing row order,
 /// rounded once.
 fn row_sums(m: &[f32], cols: usize) -> Result<Tensor> {
-    let mut acc = F64Scratch::zeroed(cols);
+    let mut acc = F64Scratch::try_zeroed(cols)?;
     let a = acc.values();
     for row in m.chunks_exact(cols) {
         for (s, &v) in a.iter_mut().zip(row) {
@@ -309,14 +314,17 @@ pub mod lstm_layer {
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (4 * h, b * h);
         let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh);
+        let xp = input_projection(settings, x, w_ih, dm, gh)?;
         let xp = xp.get();
-        let (bih, bhh) = (Scratch::of(b_ih), Scratch::of(b_hh));
-        let h0 = Scratch::of(h0).unwrap_or_else(|| Scratch::zeroed(bh));
-        let c0 = Scratch::of(c0);
-        let mut hp = Scratch::new(b * gh);
+        let (bih, bhh) = (Scratch::of(b_ih)?, Scratch::of(b_hh)?);
+        let h0 = match Scratch::of(h0)? {
+            Some(h0) => h0,
+            None => Scratch::zeroed(bh)?,
+        };
+        let c0 = Scratch::of(c0)?;
+        let mut hp = Scratch::new(b * gh)?;
         let mut owned = None;
-        let y = w_hh.with_f32(|whh| {
+        let y = w_hh.try_with_f32(|whh| {
             Tensor::build_f32(&[t_len, b, h], |y| {
                 // W_hhᵀ is read transposed in place by every step's product.
                 let whh_t = MatRef::row_major(whh, gh, h).t();
@@ -351,24 +359,29 @@ pub mod lstm_layer {
                 owned = Some(Owned { gates, c, tanh_c });
                 Ok(())
             })
-        })?;
+        })??;
         Ok((y, owned.expect("built")))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let dm = record_dims(&r.input_shapes);
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (4 * h, b * h);
         let settings = Compute::settings();
-        let c0 = Scratch::of(r.c0().ok());
-        let mut dg = Scratch::new(t_len * b * gh);
-        let mut dh_next = Scratch::zeroed(bh);
-        let mut dc_next = Scratch::zeroed(bh);
-        r.gates().with_f32(|gates| {
-            r.c().with_f32(|c_all| {
-                r.tanh_c().with_f32(|tc_all| {
-                    g.with_f32(|gy| {
-                        r.w_hh().with_f32(|whh| {
+        let c0 = Scratch::of(r.c0().ok())?;
+        let mut dg = Scratch::new(t_len * b * gh)?;
+        let mut dh_next = Scratch::zeroed(bh)?;
+        let mut dc_next = Scratch::zeroed(bh)?;
+        r.gates().try_with_f32(|gates| {
+            r.c().try_with_f32(|c_all| {
+                r.tanh_c().try_with_f32(|tc_all| {
+                    g.try_with_f32(|gy| {
+                        r.w_hh().try_with_f32(|whh| {
                             let dg = dg.get_mut();
                             for s in (0..t_len).rev() {
                                 let t = time_of(s, t_len, r.reverse);
@@ -395,13 +408,13 @@ pub mod lstm_layer {
                     })
                 })
             })
-        });
+        })?????;
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
         let h_prev = if needs[2] {
-            let h0 = Scratch::of(r.h0().ok());
-            r.out().with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))
+            let h0 = Scratch::of(r.h0().ok())?;
+            r.out().try_with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))??
         } else {
-            Scratch::new(0)
+            Scratch::new(0)?
         };
         let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?;
         if let Some(t) = dx {
@@ -517,13 +530,13 @@ pub mod gru_layer {
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (3 * h, b * h);
         let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh);
+        let xp = input_projection(settings, x, w_ih, dm, gh)?;
         let xp = xp.get();
-        let (bih, bhh) = (Scratch::of(b_ih), Scratch::of(b_hh));
-        let h0v = Scratch::of(h0);
-        let zeros = Scratch::zeroed(bh);
-        let mut hp = Scratch::new(b * gh);
-        let [y, gates, hn] = w_hh.with_f32(|whh| {
+        let (bih, bhh) = (Scratch::of(b_ih)?, Scratch::of(b_hh)?);
+        let h0v = Scratch::of(h0)?;
+        let zeros = Scratch::zeroed(bh)?;
+        let mut hp = Scratch::new(b * gh)?;
+        let [y, gates, hn] = w_hh.try_with_f32(|whh| {
             Tensor::build_many_f32([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |[y, gates, hn_all]| {
                 // W_hhᵀ is read transposed in place by every step's product.
                 let whh_t = MatRef::row_major(whh, gh, h).t();
@@ -544,25 +557,30 @@ pub mod gru_layer {
                 }
                 Ok(())
             })
-        })?;
+        })??;
         Ok((y, Owned { gates, hn }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let dm = record_dims(&r.input_shapes);
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (3 * h, b * h);
         let settings = Compute::settings();
-        let h0 = Scratch::of(r.h0().ok());
-        let h_prev = r.out().with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse));
-        let mut dxg = Scratch::new(t_len * b * gh);
-        let mut dhg = Scratch::new(t_len * b * gh);
-        let mut dh_next = Scratch::zeroed(bh);
-        let mut direct = Scratch::new(bh);
-        r.gates().with_f32(|gates| {
-            r.hn().with_f32(|hn_all| {
-                g.with_f32(|gy| {
-                    r.w_hh().with_f32(|whh| {
+        let h0 = Scratch::of(r.h0().ok())?;
+        let h_prev = r.out().try_with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))??;
+        let mut dxg = Scratch::new(t_len * b * gh)?;
+        let mut dhg = Scratch::new(t_len * b * gh)?;
+        let mut dh_next = Scratch::zeroed(bh)?;
+        let mut direct = Scratch::new(bh)?;
+        r.gates().try_with_f32(|gates| {
+            r.hn().try_with_f32(|hn_all| {
+                g.try_with_f32(|gy| {
+                    r.w_hh().try_with_f32(|whh| {
                         let (dxg, dhg) = (dxg.get_mut(), dhg.get_mut());
                         for s in (0..t_len).rev() {
                             let t = time_of(s, t_len, r.reverse);
@@ -588,7 +606,7 @@ pub mod gru_layer {
                     })
                 })
             })
-        });
+        })????;
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
         let [dx, dwih, dwhh, dbih, dbhh] =
             parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;

@@ -49,12 +49,7 @@ fn reduce(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, mea
             })
         });
     }
-    x.try_with_f32(|xs| {
-        Tensor::build_f32(&out_shape, |out| {
-            sum_axis(xs, outer, len, inner, scale, out);
-            Ok(())
-        })
-    })?
+    x.try_with_f32(|xs| Tensor::build_f32(&out_shape, |out| sum_axis(xs, outer, len, inner, scale, out)))?
 }
 
 /// `g` (of the reduced shape) broadcast back to `input_shape`.

@@ -8,6 +8,7 @@
 //! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
 
 use om_core::layout::normalize_axis;
+use om_core::pool::F64Scratch;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -196,12 +197,18 @@ pub mod take_along_axis {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let xs = &r.input_shapes[0];
         let is = r.indices().shape();
         let a = normalize_axis(NAME, r.axis, xs.len(), false)?;
         let (outer, len, inner) = (xs[..a].iter().product::<usize>(), xs[a], xs[a + 1..].iter().product::<usize>());
         let k = is[a];
-        let mut acc = vec![0.0f64; xs.iter().product()];
+        let mut acc = F64Scratch::try_zeroed(xs.iter().product())?;
+        let acc = acc.values();
         g.try_with_f32(|gv| {
             r.indices().try_with_i32(|iv| {
                 for o in 0..outer {
@@ -215,7 +222,7 @@ pub mod take_along_axis {
             })
         })??;
         d.x(Tensor::build_f32(xs, |dx| {
-            dx.iter_mut().zip(&acc).for_each(|(d, &s)| *d = s as f32);
+            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
             Ok(())
         })?);
         Ok(())
@@ -350,7 +357,7 @@ pub mod amax {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis)?);
+        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -370,7 +377,7 @@ pub mod amin {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis)?);
+        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -381,12 +388,26 @@ pub mod amin {
 
 // ===== smooth and moment reductions =====
 
-/// Calls `each(k, row)` for every reduced row, `row` the indices of its `len` elements.
-fn for_rows(outer: usize, len: usize, inner: usize, mut each: impl FnMut(usize, &mut dyn Iterator<Item = usize>)) {
+/// One reduced row: `len` elements of the input, `step` apart from `start` (row-major).
+#[derive(Clone, Copy)]
+struct Row {
+    start: usize,
+    step: usize,
+    len: usize,
+}
+
+impl Row {
+    /// The element indices of the row, in increasing order along the reduced axis.
+    fn indices(self) -> impl Iterator<Item = usize> {
+        (0..self.len).map(move |j| self.start + j * self.step)
+    }
+}
+
+/// Calls `each(k, row)` for every reduced row `k` of an `[outer, len, inner]` input.
+fn for_rows(outer: usize, len: usize, inner: usize, mut each: impl FnMut(usize, Row)) {
     for o in 0..outer {
         for i in 0..inner {
-            let row = o * len * inner + i;
-            each(o * inner + i, &mut (0..len).map(move |j| row + j * inner));
+            each(o * inner + i, Row { start: o * len * inner + i, step: inner, len });
         }
     }
 }
@@ -417,9 +438,8 @@ pub mod logsumexp {
         x.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |out| {
                 for_rows(outer, len, inner, |k, row| {
-                    let rows: Vec<usize> = row.collect();
-                    let m = lse_shift(xs, rows.iter().copied());
-                    let s: f64 = rows.iter().map(|&r| exp(xs[r] - m) as f64).sum();
+                    let m = lse_shift(xs, row.indices());
+                    let s: f64 = row.indices().map(|r| exp(xs[r] - m) as f64).sum();
                     out[k] = log(s as f32) + m;
                 });
                 Ok(())
@@ -428,13 +448,18 @@ pub mod logsumexp {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let x = r.x();
         let (outer, len, inner, _) = geometry(NAME, x.shape(), r.axis, false)?;
         let dx = x.try_with_f32(|xs| {
             r.out().try_with_f32(|ys| {
                 g.try_with_f32(|gs| {
                     Tensor::build_f32(x.shape(), |dx| {
-                        for_rows(outer, len, inner, |k, row| row.for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
+                        for_rows(outer, len, inner, |k, row| row.indices().for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
                         Ok(())
                     })
                 })
@@ -460,10 +485,10 @@ pub mod logsumexp {
 }
 
 /// Row means and centred sums of squares, two-pass in f64: `(mean, Σ (x − mean)², n)`.
-fn moments(xs: &[f32], row: &[usize]) -> (f64, f64) {
-    let n = row.len() as f64;
-    let mean = row.iter().map(|&r| xs[r] as f64).sum::<f64>() / n;
-    (mean, row.iter().map(|&r| (xs[r] as f64 - mean).powi(2)).sum())
+fn moments(xs: &[f32], row: Row) -> (f64, f64) {
+    let n = row.len as f64;
+    let mean = row.indices().map(|r| xs[r] as f64).sum::<f64>() / n;
+    (mean, row.indices().map(|r| (xs[r] as f64 - mean).powi(2)).sum())
 }
 
 /// The divisor of `var`/`std`: `n − 1` when `unbiased` (Bessel), else `n`.
@@ -481,8 +506,7 @@ fn moment_forward(op: &'static str, x: &Tensor, axis: Option<isize>, unbiased: b
     x.try_with_f32(|xs| {
         Tensor::build_f32(&out_shape, |out| {
             for_rows(outer, len, inner, |k, row| {
-                let rows: Vec<usize> = row.collect();
-                let v = moments(xs, &rows).1 / divisor(len, unbiased);
+                let v = moments(xs, row).1 / divisor(len, unbiased);
                 out[k] = if root { v.sqrt() } else { v } as f32;
             });
             Ok(())
@@ -499,15 +523,14 @@ fn moment_backward(op: &'static str, x: &Tensor, y: Option<&Tensor>, g: &Tensor,
         g.try_with_f32(|gs| {
             Tensor::build_f32(x.shape(), |dx| {
                 for_rows(outer, len, inner, |k, row| {
-                    let rows: Vec<usize> = row.collect();
-                    let mean = moments(xs, &rows).0;
+                    let mean = moments(xs, row).0;
                     let scale = match &ys {
                         None => 2.0 * gs[k] as f64 / d,
                         // PyTorch masks the gradient where the deviation is 0 (constant rows).
                         Some(ys) if ys[k] == 0.0 => 0.0,
                         Some(ys) => gs[k] as f64 / (d * ys[k] as f64),
                     };
-                    rows.iter().for_each(|&r| dx[r] = ((xs[r] as f64 - mean) * scale) as f32);
+                    row.indices().for_each(|r| dx[r] = ((xs[r] as f64 - mean) * scale) as f32);
                 });
                 Ok(())
             })
@@ -542,7 +565,7 @@ pub mod var {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(moment_backward(NAME, r.x(), None, g, r.axis, r.unbiased)?);
+        d.x(moment_backward(NAME, r.x(), None, g, r.axis, r.unbiased).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -563,7 +586,7 @@ pub mod std_dev {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, r.axis, r.unbiased)?);
+        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, r.axis, r.unbiased).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -608,12 +631,7 @@ fn sum_over(op: &'static str, x: &Tensor, axes: &[isize], keep_dim: bool, mean: 
     let order: Vec<isize> = kept.iter().chain(&set).map(|&a| a as isize).collect();
     let moved = crate::permute(x, order)?;
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
-    moved.try_with_f32(|xs| {
-        Tensor::build_f32(&out_shape, |out| {
-            om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out);
-            Ok(())
-        })
-    })?
+    moved.try_with_f32(|xs| Tensor::build_f32(&out_shape, |out| om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out)))?
 }
 
 /// `g` (reduced over `axes`) broadcast back to `shape`, divided by the count for a mean.

@@ -3,8 +3,10 @@
 //! bilinear, with or without aligned corners). Layout, coordinate rules and accumulation
 //! order: `docs/ops-conv.md`.
 
+use crate::fallible::with_f32_opt;
 use om_core::compute::Compute;
 use om_core::kernels::conv::{channel_sums, conv2d_backward_weight, conv2d_forward, conv_transpose2d_forward, ConvGeom};
+use om_core::pool::max_buffer_bytes;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
@@ -125,57 +127,42 @@ pub mod conv_transpose2d {
         let geo =
             transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
         let settings = Compute::settings();
-        let bias_c = bias.map(|b| b.to_contiguous());
-        x.with_f32(|xs| {
-            w.with_f32(|ws| {
-                let run = |bs: Option<&[f32]>| {
-                    Tensor::build_f32(&[geo.n, geo.c, geo.h, geo.w], |y| {
-                        conv_transpose2d_forward(settings, &geo, xs, ws, bs, y);
-                        Ok(())
-                    })
-                };
-                Tensor::with_f32_opt(bias_c.as_ref(), run)
+        x.try_with_f32(|xs| {
+            w.try_with_f32(|ws| {
+                with_f32_opt(bias, |bs| {
+                    Tensor::build_f32(&[geo.n, geo.c, geo.h, geo.w], |y| conv_transpose2d_forward(settings, &geo, xs, ws, bs, y))
+                })
             })
-        })
+        })???
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
         let bias_shape = if s[2].is_empty() { None } else { Some(s[2].as_slice()) };
         let geo = transpose_geometry(NAME, &s[0], &s[1], bias_shape, r.stride, r.padding, r.output_padding, r.dilation, r.groups)?;
         let settings = Compute::settings();
-        let g = g.to_contiguous();
+        let g = g.try_to_contiguous()?;
         if d.needs_x() {
             // The convolution of g with the same weight.
-            let dx = g.with_f32(|gs| {
-                r.w().with_f32(|ws| {
-                    Tensor::build_f32(&s[0], |dx| {
-                        conv2d_forward(settings, &geo, gs, ws, None, dx);
-                        Ok(())
-                    })
-                })
-            })?;
+            let dx = g.try_with_f32(|gs| {
+                r.w().try_with_f32(|ws| Tensor::build_f32(&s[0], |dx| conv2d_forward(settings, &geo, gs, ws, None, dx)))
+            })???;
             d.x(dx);
         }
         if d.needs_w() {
             // The convolution's weight gradient with input g and output gradient x.
-            let dw = g.with_f32(|gs| {
-                r.x().with_f32(|xs| {
-                    Tensor::build_f32(&s[1], |dw| {
-                        conv2d_backward_weight(settings, &geo, gs, xs, dw);
-                        Ok(())
-                    })
-                })
-            })?;
+            let dw = g.try_with_f32(|gs| {
+                r.x().try_with_f32(|xs| Tensor::build_f32(&s[1], |dw| conv2d_backward_weight(settings, &geo, gs, xs, dw)))
+            })???;
             d.w(dw);
         }
         if d.needs_bias() {
-            let db = g.with_f32(|gs| {
-                Tensor::build_f32(&[geo.c], |db| {
-                    channel_sums(geo.n, geo.c, geo.h * geo.w, gs, db);
-                    Ok(())
-                })
-            })?;
+            let db = g.try_with_f32(|gs| Tensor::build_f32(&[geo.c], |db| channel_sums(geo.n, geo.c, geo.h * geo.w, gs, db)))??;
             d.bias(db);
         }
         Ok(())
@@ -244,45 +231,54 @@ struct Tap {
 }
 
 /// PyTorch's source coordinates along one axis of `len_in` → `len_out` (both ≥ 1), in f32
-/// as `aten/src/ATen/native/UpSample.h` computes them for `interpolate(size=..)`.
-fn taps(mode: ResizeMode, align_corners: bool, len_in: usize, len_out: usize) -> Vec<Tap> {
+/// as `aten/src/ATen/native/UpSample.h` computes them for `interpolate(size=..)`. Fails
+/// with `Error::OutOfMemory` if the `len_out` taps are refused (over the pool's limit, or
+/// beyond what the allocator can serve).
+fn taps(mode: ResizeMode, align_corners: bool, len_in: usize, len_out: usize) -> Result<Vec<Tap>> {
+    let bytes = len_out.saturating_mul(std::mem::size_of::<Tap>());
+    let limit = max_buffer_bytes();
+    let refused = || Error::OutOfMemory { op: "", bytes: bytes as u64, limit: limit as u64 };
+    let mut out = Vec::new();
+    if bytes > limit {
+        return Err(refused());
+    }
+    out.try_reserve_exact(len_out).map_err(|_| refused())?;
     let last = len_in - 1;
-    (0..len_out)
-        .map(|d| {
-            if len_in == len_out {
-                return Tap { i0: d, i1: d, l0: 1.0, l1: 0.0 };
+    out.extend((0..len_out).map(|d| {
+        if len_in == len_out {
+            return Tap { i0: d, i1: d, l0: 1.0, l1: 0.0 };
+        }
+        match mode {
+            ResizeMode::Nearest => {
+                let i = if len_out == 2 * len_in {
+                    d >> 1
+                } else {
+                    let scale = len_in as f32 / len_out as f32;
+                    ((d as f32 * scale).floor() as usize).min(last)
+                };
+                Tap { i0: i, i1: i, l0: 1.0, l1: 0.0 }
             }
-            match mode {
-                ResizeMode::Nearest => {
-                    let i = if len_out == 2 * len_in {
-                        d >> 1
+            ResizeMode::Bilinear => {
+                let real = if align_corners {
+                    let scale = if len_out > 1 { last as f32 / (len_out - 1) as f32 } else { 0.0 };
+                    scale * d as f32
+                } else {
+                    let scale = len_in as f32 / len_out as f32;
+                    let s = scale * (d as f32 + 0.5) - 0.5;
+                    if s < 0.0 {
+                        0.0
                     } else {
-                        let scale = len_in as f32 / len_out as f32;
-                        ((d as f32 * scale).floor() as usize).min(last)
-                    };
-                    Tap { i0: i, i1: i, l0: 1.0, l1: 0.0 }
-                }
-                ResizeMode::Bilinear => {
-                    let real = if align_corners {
-                        let scale = if len_out > 1 { last as f32 / (len_out - 1) as f32 } else { 0.0 };
-                        scale * d as f32
-                    } else {
-                        let scale = len_in as f32 / len_out as f32;
-                        let s = scale * (d as f32 + 0.5) - 0.5;
-                        if s < 0.0 {
-                            0.0
-                        } else {
-                            s
-                        }
-                    };
-                    let i0 = (real.floor() as usize).min(last);
-                    let l1 = (real - i0 as f32).clamp(0.0, 1.0);
-                    let i1 = if i0 < last { i0 + 1 } else { i0 };
-                    Tap { i0, i1, l0: 1.0 - l1, l1 }
-                }
+                        s
+                    }
+                };
+                let i0 = (real.floor() as usize).min(last);
+                let l1 = (real - i0 as f32).clamp(0.0, 1.0);
+                let i1 = if i0 < last { i0 + 1 } else { i0 };
+                Tap { i0, i1, l0: 1.0 - l1, l1 }
             }
-        })
-        .collect()
+        }
+    }));
+    Ok(out)
 }
 
 /// Validates a resize of `x` and returns `(planes, H, W)`.
@@ -322,9 +318,9 @@ pub mod resize2d {
     pub fn forward(x: &Tensor, out_h: usize, out_w: usize, mode: ResizeMode, align_corners: bool) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
         let (planes, h, w) = resize_geometry(NAME, x.shape(), out_h, out_w, mode, align_corners)?;
-        let (ty, tx) = (taps(mode, align_corners, h, out_h), taps(mode, align_corners, w, out_w));
+        let (ty, tx) = (taps(mode, align_corners, h, out_h)?, taps(mode, align_corners, w, out_w)?);
         let out_shape = [x.shape()[0], x.shape()[1], out_h, out_w];
-        x.with_f32(|xs| {
+        x.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |y| {
                 for (plane, yp) in y.chunks_mut(out_h * out_w).enumerate().take(planes) {
                     let src = &xs[plane * h * w..][..h * w];
@@ -345,15 +341,20 @@ pub mod resize2d {
                 }
                 Ok(())
             })
-        })
+        })?
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
         let (out_h, out_w, mode) = (r.out_h, r.out_w, r.mode);
         let (planes, h, w) = resize_geometry(NAME, shape, out_h, out_w, mode, r.align_corners)?;
-        let (ty, tx) = (taps(mode, r.align_corners, h, out_h), taps(mode, r.align_corners, w, out_w));
-        let dx = g.with_f32(|gs| {
+        let (ty, tx) = (taps(mode, r.align_corners, h, out_h)?, taps(mode, r.align_corners, w, out_w)?);
+        let dx = g.try_with_f32(|gs| {
             Tensor::build_f32(shape, |dx| {
                 dx.fill(0.0);
                 for plane in 0..planes {
@@ -376,7 +377,7 @@ pub mod resize2d {
                 }
                 Ok(())
             })
-        })?;
+        })??;
         d.x(dx);
         Ok(())
     }
@@ -479,7 +480,7 @@ mod tests {
         let mut got = Vec::new();
         for len_in in 1..=24 {
             for len_out in 1..=24 {
-                got.extend(taps(ResizeMode::Nearest, false, len_in, len_out).iter().map(|t| t.i0 as i32));
+                got.extend(taps(ResizeMode::Nearest, false, len_in, len_out).unwrap().iter().map(|t| t.i0 as i32));
             }
         }
         assert_eq!(got, want);

@@ -11,10 +11,10 @@
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::for_each_row_chunk;
 use om_core::kernels::gemm::{gemm, MatMut, MatRef};
+use om_core::kernels::scratch::Refusals;
 use om_core::kernels::softmax::softmax_rows;
 use om_core::kernels::transpose::transpose;
 use om_core::layout::{broadcast_shapes, broadcast_strides};
-use om_core::pool::Buffer;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -169,11 +169,21 @@ fn with_operands<R>(dims: Dims, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option
     })
 }
 
-/// Attention weights `P = softmax(scale·Q·Kᵀ + mask)` of block `b` into `p` (`[Tq, Tk]`).
-fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p: &mut [f32]) {
+/// Values of scratch [`probs`] needs (saturating: a size that overflows is refused).
+fn probs_scratch_len(dims: Dims, ops: &Operands) -> usize {
+    dims.d.saturating_mul(dims.tk).saturating_add(dims.tq.saturating_mul(dims.tk)).saturating_add(ops.q.scratch_len())
+}
+
+/// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
+fn f32_bytes(counts: &[usize]) -> usize {
+    counts.iter().fold(0usize, |s, &c| s.saturating_add(c)).saturating_mul(4)
+}
+
+/// Attention weights `P = softmax(scale·Q·Kᵀ + mask)` of block `b` into `p` (`[Tq, Tk]`),
+/// with `scratch` of [`probs_scratch_len`] values.
+fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p: &mut [f32], scratch: &mut [f32]) {
     let Dims { tq, tk, d, .. } = dims;
-    let mut buf = Buffer::new((d * tk + tq * tk + ops.q.scratch_len()) * 4);
-    let (kt, rest) = buf.f32_mut().split_at_mut(d * tk);
+    let (kt, rest) = scratch.split_at_mut(d * tk);
     let (s, q_scratch) = rest.split_at_mut(tq * tk);
     ops.k.transposed_into(b, kt);
     let (qm, ldq) = ops.q.matrix(b, q_scratch);
@@ -273,19 +283,27 @@ pub mod attention {
         shape[3] = dv;
         with_operands(dims, q, k, v, mask, |ops| {
             Tensor::build_f32(&shape, |out| {
+                let refusals = Refusals::new();
+                let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(dims, &ops));
                 per_block(settings, blocks, [out], [tq * dv], |s, b, [o]| {
-                    let mut buf = Buffer::new((tq * tk + ops.v.scratch_len()) * 4);
-                    let (p, v_scratch) = buf.f32_mut().split_at_mut(tq * tk);
-                    probs(s, dims, scale, &ops, b, p);
+                    let Some(mut buf) = refusals.buffer(f32_bytes(&[tq.saturating_mul(tk), vn, pn])) else { return };
+                    let (p, rest) = buf.f32_mut().split_at_mut(tq * tk);
+                    let (v_scratch, p_scratch) = rest.split_at_mut(vn);
+                    probs(s, dims, scale, &ops, b, p, p_scratch);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
                     gemm(s, MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv), MatMut::with_stride(o, tq, dv, dv));
                 });
-                Ok(())
+                refusals.finish()
             })
         })
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let (q, k, v) = (r.q(), r.k(), r.v());
         let mask = r.mask.as_ref().map(|s| s.tensor());
         let dims = check(NAME, q, k, v, mask, r.scale)?;
@@ -297,16 +315,23 @@ pub mod attention {
             g.with_storage_f32(|gs| {
                 let gview = View::new(gs, g, g.strides(), heads, tq, dv);
                 Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
+                    let refusals = Refusals::new();
+                    let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
+                    let pn = probs_scratch_len(dims, &ops);
                     per_block(settings, blocks, [dq_all, dk_all, dv_all], [nq, nk, nv], |s, b, [dq, dkb, dvb]| {
-                        let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
-                        let mut buf = Buffer::new((3 * tq * tk + dv * tk + gn + kn + qn) * 4);
+                        let Some(mut buf) =
+                            refusals.buffer(f32_bytes(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]))
+                        else {
+                            return;
+                        };
                         let (p, rest) = buf.f32_mut().split_at_mut(tq * tk);
                         let (pt, rest) = rest.split_at_mut(tq * tk);
                         let (dp, rest) = rest.split_at_mut(tq * tk);
                         let (vt, rest) = rest.split_at_mut(dv * tk);
                         let (g_scratch, rest) = rest.split_at_mut(gn);
-                        let (k_scratch, q_scratch) = rest.split_at_mut(kn);
-                        probs(s, dims, scale, &ops, b, p);
+                        let (k_scratch, rest) = rest.split_at_mut(kn);
+                        let (q_scratch, p_scratch) = rest.split_at_mut(qn);
+                        probs(s, dims, scale, &ops, b, p, p_scratch);
                         let (gm, ldg) = gview.matrix(b, g_scratch);
                         // dV = Pᵀ·g
                         transpose(p, tq, tk, tk, 1, pt);
@@ -345,7 +370,7 @@ pub mod attention {
                         );
                         dkb.iter_mut().for_each(|x| *x *= scale);
                     });
-                    Ok(())
+                    refusals.finish()
                 })
             })
         })?;

@@ -89,7 +89,8 @@ pub mod slice {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(scatter_into_zeros(g, &r.input_shapes[0], |l| slice_layout(NAME, l, r.axis, r.start, r.end, r.step))?);
+        d.x(scatter_into_zeros(g, &r.input_shapes[0], |l| slice_layout(NAME, l, r.axis, r.start, r.end, r.step))
+            .map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -125,7 +126,7 @@ pub mod select {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(scatter_into_zeros(g, &r.input_shapes[0], |l| select_layout(NAME, l, r.axis, r.index))?);
+        d.x(scatter_into_zeros(g, &r.input_shapes[0], |l| select_layout(NAME, l, r.axis, r.index)).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 

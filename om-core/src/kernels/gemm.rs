@@ -85,14 +85,16 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     if aliasing_stride(c.row_stride()) && m >= ALIAS_MIN_ROWS {
         // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
         // pooled scratch and copy the rows out (the arithmetic, and so every bit, is the same).
+        // The scratch only saves time: if the pool refuses it, C is computed in place.
         let padded = n + ALIAS_PAD;
-        let mut scratch = crate::pool::Buffer::new(m * padded * 4);
-        let tmp = &mut scratch.f32_mut()[..m * padded];
-        unaliased(settings, a, b, MatMut::with_stride(tmp, m, n, padded), bias);
-        for i in 0..m {
-            c.row_mut(i).copy_from_slice(&tmp[i * padded..][..n]);
+        if let Ok(mut scratch) = crate::pool::Buffer::try_new(m * padded * 4) {
+            let tmp = &mut scratch.f32_mut()[..m * padded];
+            unaliased(settings, a, b, MatMut::with_stride(tmp, m, n, padded), bias);
+            for i in 0..m {
+                c.row_mut(i).copy_from_slice(&tmp[i * padded..][..n]);
+            }
+            return;
         }
-        return;
     }
     unaliased(settings, a, b, c, bias);
 }
@@ -495,6 +497,8 @@ thread_local! {
 }
 
 /// Runs `f` with two 64-byte aligned scratch slices of `a_len` and `b_len` floats.
+/// Both are bounded by the blocking (an A panel and a `KC × nc` B block, at most a few
+/// MiB whatever the shape), so this allocation is infallible by design.
 ///
 /// The buffer is taken out of the thread-local while in use, so a nested call (a GEMM run
 /// from inside another kernel's chunk) gets a fresh buffer instead of a conflict.

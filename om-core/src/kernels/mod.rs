@@ -22,6 +22,7 @@ pub mod norm;
 pub mod parallel;
 pub mod pooling;
 pub mod reduce;
+pub mod scratch;
 pub(crate) mod simd;
 pub mod softmax;
 pub(crate) mod transcendentals;

@@ -104,12 +104,14 @@ pub fn sum_all(x: &[f32]) -> f32 {
 }
 
 /// For `x` viewed as `[outer, len, inner]` (contiguous), sums over the middle axis into
-/// `out` (`[outer, inner]`), scaling each sum by `scale` in f64 before rounding.
-pub fn sum_axis(x: &[f32], outer: usize, len: usize, inner: usize, scale: f64, out: &mut [f32]) {
+/// `out` (`[outer, inner]`), scaling each sum by `scale` in f64 before rounding. Fails
+/// if the `inner` doubles of scratch are refused (see [`crate::pool::F64Scratch`]).
+pub fn sum_axis(x: &[f32], outer: usize, len: usize, inner: usize, scale: f64, out: &mut [f32]) -> crate::Result<()> {
     if inner == 1 {
-        return sum_rows(&x[..outer * len], len, scale, &mut out[..outer]);
+        sum_rows(&x[..outer * len], len, scale, &mut out[..outer]);
+        return Ok(());
     }
-    let mut acc = crate::pool::F64Scratch::zeroed(inner);
+    let mut acc = crate::pool::F64Scratch::try_zeroed(inner)?;
     for o in 0..outer {
         let a = acc.values();
         a.fill(0.0);
@@ -124,6 +126,7 @@ pub fn sum_axis(x: &[f32], outer: usize, len: usize, inner: usize, scale: f64, o
             *dst = (s * scale) as f32;
         }
     }
+    Ok(())
 }
 
 /// Rows summed side by side: one sum per row, `ROWS` independent f64 chains at a time (each
@@ -221,7 +224,7 @@ mod tests {
         let mut all = [0.0f32];
         sum_view(&src, &shape, &strides, 0, None, 1.0 / 60.0, &mut all);
         let mut want = [0.0f32];
-        sum_axis(&gathered, 1, 60, 1, 1.0 / 60.0, &mut want);
+        sum_axis(&gathered, 1, 60, 1, 1.0 / 60.0, &mut want).unwrap();
         assert_eq!(bits(&all), bits(&want));
         for a in 0..3 {
             let outer: usize = shape[..a].iter().product();
@@ -229,7 +232,7 @@ mod tests {
             let mut got = vec![0.0f32; 60 / shape[a]];
             sum_view(&src, &shape, &strides, 0, Some(a), 1.0, &mut got);
             let mut want = vec![0.0f32; 60 / shape[a]];
-            sum_axis(&gathered, outer, shape[a], inner, 1.0, &mut want);
+            sum_axis(&gathered, outer, shape[a], inner, 1.0, &mut want).unwrap();
             assert_eq!(bits(&got), bits(&want), "axis {a}");
         }
     }
@@ -239,7 +242,7 @@ mod tests {
         for (outer, len) in [(1, 1), (7, 3), (8, 64), (19, 5), (33, 1), (4, 0)] {
             let x: Vec<f32> = (0..outer * len).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.37).collect();
             let mut fast = vec![f32::NAN; outer];
-            sum_axis(&x, outer, len, 1, 1.0 / 3.0, &mut fast);
+            sum_axis(&x, outer, len, 1, 1.0 / 3.0, &mut fast).unwrap();
             let slow: Vec<f32> =
                 (0..outer).map(|r| (x[r * len..(r + 1) * len].iter().fold(0.0f64, |a, &v| a + v as f64) * (1.0 / 3.0)) as f32).collect();
             assert_eq!(fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), slow.iter().map(|v| v.to_bits()).collect::<Vec<_>>());

@@ -25,9 +25,15 @@
 //! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K`): each chunk
 //! runs over all images in item order, so no addition is reordered. The bias gradient runs
 //! on the calling thread.
+//!
+//! Every scratch buffer comes from the pool through the fallible path: a refused request
+//! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
+//! operator; the caller's output is then incomplete and is discarded).
 
 use crate::compute::{for_each_chunk_mut, Settings};
+use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatMut, MatRef};
+use crate::kernels::scratch::Refusals;
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
@@ -102,14 +108,15 @@ fn inner_settings(settings: Settings, chunks: usize) -> Settings {
 }
 
 /// Forward: `y` (`[N, O, OH, OW]`) from `x` (`[N, C, H, W]`), `w` (`[O, C/g, kH, kW]`) and
-/// an optional `bias` (`[O]`). All contiguous.
-pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+/// an optional `bias` (`[O]`). All contiguous. Fails if a scratch buffer is refused.
+pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
+    let refusals = Refusals::new();
     for_each_chunk_mut(settings.threads, y, image_out, |n, yn| {
-        let mut scratch = Buffer::new(k * p * 4);
+        let Some(mut scratch) = refusals.buffer(k.saturating_mul(p).saturating_mul(4)) else { return };
         let cols = &mut scratch.f32_mut()[..k * p];
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
@@ -123,24 +130,27 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
             }
         }
     });
+    refusals.finish()
 }
 
 /// Input gradient: `dx` (`[N, C, H, W]`, overwritten) from `g` (`[N, O, OH, OW]`) and `w`.
-pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &[f32], dx: &mut [f32]) {
+/// Fails if a scratch buffer is refused.
+pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &[f32], dx: &mut [f32]) -> Result<()> {
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     // W_gᵀ for every group, row-major [K, og].
-    let mut wt_buf = Buffer::new(geo.o * k * 4);
+    let mut wt_buf = Buffer::try_new(geo.o * k * 4)?;
     let wt = &mut wt_buf.f32_mut()[..geo.o * k];
     for gi in 0..geo.groups {
         transpose(&w[gi * og * k..][..og * k], og, k, k, 1, &mut wt[gi * og * k..]);
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
+    let refusals = Refusals::new();
     for_each_chunk_mut(settings.threads, dx, image_in, |n, dxn| {
         dxn.fill(0.0);
-        let mut scratch = Buffer::new(k * p * 4);
+        let Some(mut scratch) = refusals.buffer(k.saturating_mul(p).saturating_mul(4)) else { return };
         let dcols = &mut scratch.f32_mut()[..k * p];
         for gi in 0..geo.groups {
             let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
@@ -149,6 +159,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
             col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
         }
     });
+    refusals.finish()
 }
 
 /// Weight gradient: `dw` (`[O, C/g, kH, kW]`, overwritten) from `x` and `g`.
@@ -162,15 +173,17 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
 /// the shape); a chunk unfolds only its rows, runs over every image in item order and
 /// accumulates into its own band of `dWᵀ`, so each element's additions keep their order.
-pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32]) {
+///
+/// Fails if a scratch buffer is refused.
+pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32]) -> Result<()> {
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
     if k == 0 || og == 0 {
-        return; // no weights (zero channels): `dw` is empty and there is no band of rows
+        return Ok(()); // no weights (zero channels): `dw` is empty and there is no band of rows
     }
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
     // gᵀ per image and group: [N, groups, P, Og].
-    let mut gt_buf = Buffer::new(geo.n * image_out * 4);
+    let mut gt_buf = Buffer::try_new(geo.n * image_out * 4)?;
     let gt = &mut gt_buf.f32_mut()[..geo.n * image_out];
     for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
         for gi in 0..geo.groups {
@@ -180,16 +193,17 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let gt = &*gt;
     let (band, bands) = weight_bands(k);
     let chunks = geo.groups * bands;
-    let mut acc_buf = Buffer::new(chunks * band * og * 4);
+    let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
     let inner = inner_settings(settings, chunks);
+    let refusals = Refusals::new();
     for_each_chunk_mut(settings.threads, acc, band * og, |i, acc| {
         let (gi, b) = (i / bands, i % bands);
         let rows = b * band..(b * band + band).min(k);
         let m = rows.len();
         let acc = &mut acc[..m * og];
         acc.fill(0.0);
-        let mut scratch = Buffer::new(m * (p + og) * 4);
+        let Some(mut scratch) = refusals.buffer(m * (p + og) * 4) else { return };
         let (cols, part) = scratch.f32_mut().split_at_mut(m * p);
         let part = &mut part[..m * og];
         for n in 0..geo.n {
@@ -200,6 +214,7 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });
+    refusals.finish()?;
     // dw[g·Og + o, k] = dWᵀ_g[k, o].
     for gi in 0..geo.groups {
         let dwg = &mut dw[gi * og * k..][..og * k];
@@ -210,6 +225,7 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
             }
         }
     }
+    Ok(())
 }
 
 /// The weight gradient's chunks: `bands` bands of `band` rows of `K` (the last may be
@@ -226,18 +242,20 @@ fn weight_bands(k: usize) -> (usize, usize) {
     (band, k.div_ceil(band))
 }
 
-/// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner.
-pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) {
-    channel_sums(geo.n, geo.o, geo.p(), g, db);
+/// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner. Fails if
+/// the f64 scratch is refused.
+pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) -> Result<()> {
+    channel_sums(geo.n, geo.o, geo.p(), g, db)
 }
 
 /// `out[c] = Σ g[n, c, :]` over `g` (`[N, C, P]`, contiguous), accumulated in f64 with `n`
 /// outer and positions inner (increasing element order per channel), rounded once.
 /// Eight channels are summed in lockstep (eight independent chains in registers instead of
-/// one latency-bound chain); each channel's own order is unchanged.
-pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) {
+/// one latency-bound chain); each channel's own order is unchanged. Fails if the `c`
+/// doubles of scratch are refused.
+pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) -> Result<()> {
     const LANES: usize = 8;
-    let mut acc = F64Scratch::zeroed(c);
+    let mut acc = F64Scratch::try_zeroed(c)?;
     let a = acc.values();
     for img in 0..n {
         let image = &g[img * c * p..][..c * p];
@@ -263,6 +281,7 @@ pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) {
     for (d, &s) in out.iter_mut().zip(a.iter()) {
         *d = s as f32;
     }
+    Ok(())
 }
 
 /// Transposed convolution (PyTorch's `conv_transpose2d`), the adjoint of the convolution
@@ -270,9 +289,17 @@ pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) {
 /// (`[N, O, OH, OW]`), `w` its weight (`[O, C/g, kH, kW]`, which is PyTorch's transposed
 /// layout `[Cin, Cout/g, kH, kW]`), and `y` (`[N, C, H, W]`, overwritten) its input shape.
 /// Per image and group `dcols = W_gᵀ·x` on the GEMM, then col2im (exactly the
-/// convolution's input gradient), then `+ bias[c]` (one f32 addition per element).
-pub fn conv_transpose2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
-    conv2d_backward_input(settings, geo, x, w, y);
+/// convolution's input gradient), then `+ bias[c]` (one f32 addition per element). Fails
+/// if a scratch buffer is refused.
+pub fn conv_transpose2d_forward(
+    settings: Settings,
+    geo: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) -> Result<()> {
+    conv2d_backward_input(settings, geo, x, w, y)?;
     if let Some(b) = bias {
         let plane = geo.h * geo.w;
         if plane > 0 {
@@ -282,6 +309,7 @@ pub fn conv_transpose2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -293,7 +321,7 @@ mod tests {
         let (n, c, p) = (3, 11, 37);
         let g: Vec<f32> = (0..n * c * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 9) as i32 - 4)).collect();
         let mut got = vec![0.0f32; c];
-        channel_sums(n, c, p, &g, &mut got);
+        channel_sums(n, c, p, &g, &mut got).unwrap();
         for ch in 0..c {
             let mut s = 0.0f64;
             for img in 0..n {

@@ -44,11 +44,8 @@ pub struct ConvArgs {
 /// Runs `om bench conv ...`.
 pub fn run(o: &ConvArgs) -> Outcome {
     let (settings, reps, only, min) = (o.kernel.settings()?, o.reps, o.layer, o.stat == Stat::Min);
-    let time_ms = |f: &mut dyn FnMut()| -> Result<f64> {
-        let t = time_ms(1, reps, 1, || {
-            f();
-            Ok(())
-        })?;
+    let time_ms = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+        let t = time_ms(1, reps, 1, f)?;
         Ok(if min { t.min() } else { t.median() })
     };
     for (i, &(n, c, side, o)) in LAYERS.iter().enumerate() {
