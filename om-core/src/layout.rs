@@ -1,13 +1,22 @@
 //! Shapes, strides and the walks over strided memory that every kernel shares:
 //! broadcasting, axis normalisation, and [`for_each_row`], which visits a (possibly
 //! broadcast, strided or transposed) N-d layout one innermost row at a time in row-major
-//! order, after merging the dimensions that can be merged.
+//! order, after merging the dimensions that can be merged. A shape or strides is a [`Dims`],
+//! held inline up to [`INLINE_RANK`] dimensions (so a tensor handle, a view or a broadcast
+//! allocates no vector for them) and on the heap beyond.
 
 use crate::error::{Error, Result};
+use crate::inline_vec::InlineVec;
+
+/// The rank up to which a [`Dims`] needs no heap allocation.
+pub const INLINE_RANK: usize = 6;
+
+/// A shape or strides: dereferences to `&[usize]`; inline up to [`INLINE_RANK`] entries.
+pub type Dims = InlineVec<usize, INLINE_RANK>;
 
 /// Row-major (C-order) strides of `shape`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; shape.len()];
+pub fn contiguous_strides(shape: &[usize]) -> Dims {
+    let mut strides = Dims::from_elem(0, shape.len());
     let mut s = 1usize;
     for (i, &d) in shape.iter().enumerate().rev() {
         strides[i] = s;
@@ -30,9 +39,9 @@ pub fn numel(shape: &[usize]) -> usize {
 }
 
 /// The broadcast of two shapes (NumPy rules), or a shape error naming `op`.
-pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Dims> {
     let rank = a.len().max(b.len());
-    let mut out = vec![0; rank];
+    let mut out = Dims::from_elem(0, rank);
     for i in 0..rank {
         let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
         let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
@@ -48,7 +57,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 
 /// Strides that read a tensor of `shape`/`strides` as if broadcast to `out_shape`
 /// (0 on broadcast dimensions). The caller has checked that the shapes broadcast.
-pub fn broadcast_strides(shape: &[usize], strides: &[usize], out_shape: &[usize]) -> Vec<usize> {
+pub fn broadcast_strides(shape: &[usize], strides: &[usize], out_shape: &[usize]) -> Dims {
     let lead = out_shape.len() - shape.len();
     (0..out_shape.len()).map(|i| if i < lead || shape[i - lead] == 1 && out_shape[i] != 1 { 0 } else { strides[i - lead] }).collect()
 }

@@ -5,15 +5,15 @@
 use crate::autograd::{self, Meta, Node};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row};
+use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims};
 use crate::pool::Buffer;
 use crate::storage::Storage;
 use std::sync::{Arc, Mutex};
 
 pub(crate) struct Inner {
     pub(crate) storage: Arc<Storage>,
-    pub(crate) shape: Vec<usize>,
-    pub(crate) strides: Vec<usize>,
+    pub(crate) shape: Dims,
+    pub(crate) strides: Dims,
     pub(crate) offset: usize,
     pub(crate) meta: Arc<Mutex<Meta>>,
 }
@@ -46,7 +46,7 @@ fn checked_bytes(shape: &[usize]) -> Result<usize> {
 impl Tensor {
     // ----- construction -----
 
-    pub(crate) fn from_storage(storage: Arc<Storage>, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+    pub(crate) fn from_storage(storage: Arc<Storage>, shape: Dims, strides: Dims, offset: usize) -> Tensor {
         let t = Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Arc::new(Mutex::new(Meta::default())) }));
         crate::scope::track(&t);
         t
@@ -60,7 +60,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.f32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape.to_vec(), contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), Dims::from_slice(shape), contiguous_strides(shape), 0))
     }
 
     /// `N` new contiguous tensors of `shapes` whose values `fill` writes together (an
@@ -95,7 +95,7 @@ impl Tensor {
         Ok(bufs.map(|buf| {
             let t = Tensor::from_storage(
                 Arc::new(Storage::new(buf, counts[i], DType::F32)),
-                shapes[i].to_vec(),
+                Dims::from_slice(shapes[i]),
                 contiguous_strides(shapes[i]),
                 0,
             );
@@ -109,7 +109,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.i32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), shape.to_vec(), contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), Dims::from_slice(shape), contiguous_strides(shape), 0))
     }
 
     /// A tensor holding `data` in row-major order.
@@ -260,8 +260,11 @@ impl Tensor {
     }
 
     /// A new handle on the same storage with another layout and no autograd history.
-    /// The caller guarantees that the layout stays inside the storage.
-    pub fn view_as(&self, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+    /// The caller guarantees that the layout stays inside the storage. `shape` and
+    /// `strides` are a [`Dims`] (no allocation up to [`layout::INLINE_RANK`] dimensions) or
+    /// a `Vec<usize>`.
+    pub fn view_as(&self, shape: impl Into<Dims>, strides: impl Into<Dims>, offset: usize) -> Tensor {
+        let (shape, strides) = (shape.into(), strides.into());
         debug_assert_eq!(shape.len(), strides.len());
         Tensor::from_storage(self.0.storage.clone(), shape, strides, offset)
     }
@@ -548,7 +551,7 @@ impl Tensor {
 
     /// A handle on the same storage with no autograd history.
     pub fn detach(&self) -> Tensor {
-        self.view_as(self.shape().to_vec(), self.strides().to_vec(), self.offset())
+        self.view_as(self.0.shape.clone(), self.0.strides.clone(), self.offset())
     }
 
     /// Back-propagates from this one-element tensor (seed 1) and releases the graph.
