@@ -15,7 +15,8 @@ pub(crate) struct Inner {
     pub(crate) shape: Dims,
     pub(crate) strides: Dims,
     pub(crate) offset: usize,
-    pub(crate) meta: Arc<Mutex<Meta>>,
+    /// This handle's autograd state (a leaf's gradient edge holds the handle itself).
+    pub(crate) meta: Mutex<Meta>,
 }
 
 /// An n-dimensional array of `f32` (or `i32`) values with optional gradient tracking.
@@ -47,7 +48,7 @@ impl Tensor {
     // ----- construction -----
 
     pub(crate) fn from_storage(storage: Arc<Storage>, shape: Dims, strides: Dims, offset: usize) -> Tensor {
-        let t = Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Arc::new(Mutex::new(Meta::default())) }));
+        let t = Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Mutex::new(Meta::default()) }));
         crate::scope::track(&t);
         t
     }
@@ -486,8 +487,8 @@ impl Tensor {
         self.0.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn meta_arc(&self) -> &Arc<Mutex<Meta>> {
-        &self.0.meta
+    pub(crate) fn inner_arc(&self) -> &Arc<Inner> {
+        &self.0
     }
 
     /// Marks this tensor as a leaf that accumulates gradients (PyTorch's

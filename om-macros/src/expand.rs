@@ -356,6 +356,9 @@ fn generate(op: &Op) -> TokenStream {
                     let mut d = Grads { sink };
                     backward(self, g, &mut d)
                 }
+                fn input_shape(&self, i: usize) -> &[usize] {
+                    &self.input_shapes[i]
+                }
             }
 
             #[doc(hidden)]

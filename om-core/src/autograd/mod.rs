@@ -10,7 +10,8 @@ pub use engine::backward;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::inline_vec::InlineVec;
+use crate::tensor::{Inner, Tensor};
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
@@ -79,16 +80,19 @@ pub(crate) struct Meta {
 pub(crate) enum Edge {
     /// Into the pending gradient of the record that produced the input.
     Node(Arc<Node>),
-    /// Into the `grad` of a leaf.
-    Leaf(Arc<Mutex<Meta>>),
+    /// Into the `grad` of a leaf (the leaf's handle, as PyTorch's `AccumulateGrad` holds it).
+    Leaf(Arc<Inner>),
 }
 
-/// One recorded operator: its record, and an edge per input that needs a gradient.
+/// The edges a node keeps inline (more inputs spill to the heap).
+const INLINE_EDGES: usize = 4;
+
+/// One recorded operator: its record, and an edge per input that needs a gradient. The
+/// record also answers each input's shape, which the engine fits the gradients to.
 pub struct Node {
     name: &'static str,
     record: Mutex<Option<Box<dyn Backward>>>,
-    edges: Vec<Option<Edge>>,
-    input_shapes: Vec<Vec<usize>>,
+    edges: InlineVec<Option<Edge>, INLINE_EDGES>,
 }
 
 impl Node {
@@ -105,6 +109,8 @@ pub trait Backward: Send + Sync {
     /// Emits the gradient of each input that needs one into `sink`, given the gradient `g`
     /// of the output.
     fn backward(&self, g: &Tensor, sink: &mut GradSink) -> Result<()>;
+    /// The shape of tensor input `i` at the forward pass (empty for an absent input).
+    fn input_shape(&self, i: usize) -> &[usize];
 }
 
 /// Collects what a backward rule emits, one slot per input.
@@ -187,7 +193,7 @@ pub fn check_grad_dtypes(op: &'static str, names: &[&'static str], inputs: &[Opt
 /// Attaches a record to a freshly computed output: the returned handle shares the output's
 /// storage and carries the graph node. `inputs` are the operator's tensor inputs in order.
 pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: &[Option<&Tensor>]) -> Tensor {
-    let edges: Vec<Option<Edge>> = inputs
+    let edges: InlineVec<Option<Edge>, INLINE_EDGES> = inputs
         .iter()
         .map(|t| {
             let t = (*t)?;
@@ -195,16 +201,13 @@ pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: 
             if let Some(node) = &m.grad_fn {
                 Some(Edge::Node(node.clone()))
             } else if m.requires_grad {
-                Some(Edge::Leaf(t.meta_arc().clone()))
+                Some(Edge::Leaf(t.inner_arc().clone()))
             } else {
                 None
             }
         })
         .collect();
-    // Shapes only where a gradient flows (the engine fits those); the rest stay empty.
-    let input_shapes =
-        inputs.iter().zip(&edges).map(|(t, e)| t.filter(|_| e.is_some()).map(|t| t.shape().to_vec()).unwrap_or_default()).collect();
-    let node = Arc::new(Node { name: op, record: Mutex::new(Some(record)), edges, input_shapes });
+    let node = Arc::new(Node { name: op, record: Mutex::new(Some(record)), edges });
     // A fresh output nobody else holds takes the node itself; otherwise (an operator that
     // returned a handle it was given) a new handle on the same storage does.
     let result = if is_unshared_plain(&out) { out } else { out.detach() };
@@ -214,7 +217,7 @@ pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: 
 
 /// One handle, with autograd state of its own that is still the default.
 fn is_unshared_plain(t: &Tensor) -> bool {
-    if Arc::strong_count(&t.0) != 1 || Arc::strong_count(&t.0.meta) != 1 {
+    if Arc::strong_count(&t.0) != 1 {
         return false;
     }
     let m = t.meta();
