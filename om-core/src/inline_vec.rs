@@ -145,10 +145,12 @@ impl<T, const N: usize> std::borrow::Borrow<[T]> for InlineVec<T, N> {
 
 impl<T: Default, const N: usize> FromIterator<T> for InlineVec<T, N> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut v = InlineVec::new();
-        for x in iter {
-            v.push(x);
+        let iter = iter.into_iter();
+        if iter.size_hint().0 > N {
+            return InlineVec(Repr::Heap(iter.collect())); // one allocation of the known size
         }
+        let mut v = InlineVec::new();
+        v.extend(iter);
         v
     }
 }

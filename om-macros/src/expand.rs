@@ -378,7 +378,7 @@ fn generate(op: &Op) -> TokenStream {
                     #(#inits,)*
                     input_shapes: #input_shapes_init,
                 };
-                ::core::result::Result::Ok(::om_core::__private::attach(NAME, __out, ::std::boxed::Box::new(__rec), &__inputs))
+                ::core::result::Result::Ok(::om_core::__private::attach(NAME, __out, __rec, &__inputs))
             }
 
             const _: () = {

@@ -28,9 +28,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Default)]
 struct Scratch {
     order: Vec<Arc<Node>>,
-    seen: HashSet<*const Node>,
+    seen: HashSet<*const ()>,
     stack: Vec<(Arc<Node>, usize)>,
-    index: HashMap<*const Node, usize>,
+    index: HashMap<*const (), usize>,
     pending: Vec<Option<Tensor>>,
     sink: GradSink,
     leaves: LeafUpdates,
@@ -158,11 +158,11 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
     post_order(&root_node, order, seen, stack);
     // A released record anywhere in the graph fails the pass before any work is done.
     for node in order.iter() {
-        if lock(&node.record).is_none() {
+        if lock(&node.record).get().is_none() {
             return Err(Error::GraphReleased { op: node.name });
         }
     }
-    index.extend(order.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n), i)));
+    index.extend(order.iter().enumerate().map(|(i, n)| (key(n), i)));
     pending.resize(order.len(), None);
     pending[order.len() - 1] = Some(seed);
 
@@ -171,61 +171,79 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         let Some(g) = pending[i].take() else {
             // No gradient reached this record (its consumers emitted none for it).
             if !retain_graph {
-                lock(&node.record).take();
+                lock(&node.record).release();
             }
             continue;
         };
         sink.reset(&node.edges);
         let mut slot = lock(&node.record);
-        {
-            let record = slot.as_ref().ok_or(Error::GraphReleased { op: node.name })?;
-            record.check_versions()?;
-            record.backward(&g, sink)?;
-        }
+        let record = slot.get().ok_or(Error::GraphReleased { op: node.name })?;
+        record.check_versions()?;
+        record.backward(&g, sink)?;
         drop(g);
-        // Released now, dropped once its input shapes have fitted the gradients.
-        let released = if retain_graph { None } else { slot.take() };
-        let record: &dyn Backward = match &released {
-            Some(r) => &**r,
-            None => slot.as_deref().ok_or(Error::GraphReleased { op: node.name })?,
-        };
-        for (j, edge) in node.edges.iter().enumerate() {
-            let Some(edge) = edge else { continue };
-            let Some(grad) = sink.grads[j].take() else {
-                return Err(Error::argument(node.name, format!("the backward rule emitted no gradient for input {j}, which needs one")));
-            };
-            let grad = fit_to_input(node.name, record.input_shape(j), j, grad)?;
-            match edge {
-                Edge::Node(target) => {
-                    let t = index[&Arc::as_ptr(target)];
-                    pending[t] = Some(match pending[t].take() {
-                        None => grad,
-                        Some(acc) => basic::add_same_shape(&acc, &grad)?,
-                    });
-                }
-                Edge::Leaf(leaf) => leaves.emit(leaf, grad)?,
-            }
+        // The record is released once its input shapes have fitted the gradients (also
+        // when routing them fails).
+        let routed = route(node, record, sink, index, pending, leaves);
+        if !retain_graph {
+            slot.release();
         }
+        routed?;
     }
     leaves.apply()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Fits each gradient `record`'s rule emitted to its input's shape and sends it along its
+/// edge: into the pending gradient of the record that produced the input, or held back for
+/// a leaf.
+fn route(
+    node: &Node,
+    record: &dyn Backward,
+    sink: &mut GradSink,
+    index: &HashMap<*const (), usize>,
+    pending: &mut [Option<Tensor>],
+    leaves: &mut LeafUpdates,
+) -> Result<()> {
+    for (j, edge) in node.edges.iter().enumerate() {
+        let Some(edge) = edge else { continue };
+        let Some(grad) = sink.grads[j].take() else {
+            return Err(Error::argument(node.name, format!("the backward rule emitted no gradient for input {j}, which needs one")));
+        };
+        let grad = fit_to_input(node.name, record.input_shape(j), j, grad)?;
+        match edge {
+            Edge::Node(target) => {
+                let t = index[&key(target)];
+                pending[t] = Some(match pending[t].take() {
+                    None => grad,
+                    Some(acc) => basic::add_same_shape(&acc, &grad)?,
+                });
+            }
+            Edge::Leaf(leaf) => leaves.emit(leaf, grad)?,
+        }
+    }
+    Ok(())
+}
+
+/// A node's identity in the traversal's sets and maps (its address).
+fn key(node: &Arc<Node>) -> *const () {
+    Arc::as_ptr(node).cast()
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Iterative post-order DFS over node edges in input order into `order` (empty on entry);
 /// the root comes last.
-fn post_order(root: &Arc<Node>, order: &mut Vec<Arc<Node>>, seen: &mut HashSet<*const Node>, stack: &mut Vec<(Arc<Node>, usize)>) {
+fn post_order(root: &Arc<Node>, order: &mut Vec<Arc<Node>>, seen: &mut HashSet<*const ()>, stack: &mut Vec<(Arc<Node>, usize)>) {
     stack.push((root.clone(), 0));
-    seen.insert(Arc::as_ptr(root));
+    seen.insert(key(root));
     while let Some((node, next)) = stack.last_mut() {
         let node = node.clone();
         if *next < node.edges.len() {
             let e = *next;
             *next += 1;
             if let Some(Edge::Node(child)) = &node.edges[e] {
-                if seen.insert(Arc::as_ptr(child)) {
+                if seen.insert(key(child)) {
                     stack.push((child.clone(), 0));
                 }
             }

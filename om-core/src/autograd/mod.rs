@@ -87,18 +87,38 @@ pub(crate) enum Edge {
 /// The edges a node keeps inline (more inputs spill to the heap).
 const INLINE_EDGES: usize = 4;
 
-/// One recorded operator: its record, and an edge per input that needs a gradient. The
-/// record also answers each input's shape, which the engine fits the gradients to.
-pub struct Node {
+/// One recorded operator: an edge per input that needs a gradient, and its record (until
+/// released) in the same allocation: a `Node<Option<R>>` of the operator's record type
+/// `R`, used as a `Node` (of `dyn RecordSlot`). The record also answers each input's
+/// shape, which the engine fits the gradients to.
+pub(crate) struct Node<S: ?Sized + RecordSlot = dyn RecordSlot> {
     name: &'static str,
-    record: Mutex<Option<Box<dyn Backward>>>,
     edges: InlineVec<Option<Edge>, INLINE_EDGES>,
+    record: Mutex<S>,
 }
 
 impl Node {
     /// The operator's name.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         self.name
+    }
+}
+
+/// A node's record, or nothing once released: `Option<R>` of a record type.
+pub(crate) trait RecordSlot: Send + Sync {
+    /// The record, unless released.
+    fn get(&self) -> Option<&dyn Backward>;
+    /// Drops the record (and the tensors it saved).
+    fn release(&mut self);
+}
+
+impl<R: Backward> RecordSlot for Option<R> {
+    fn get(&self) -> Option<&dyn Backward> {
+        self.as_ref().map(|r| r as &dyn Backward)
+    }
+
+    fn release(&mut self) {
+        *self = None;
     }
 }
 
@@ -191,8 +211,9 @@ pub fn check_grad_dtypes(op: &'static str, names: &[&'static str], inputs: &[Opt
 }
 
 /// Attaches a record to a freshly computed output: the returned handle shares the output's
-/// storage and carries the graph node. `inputs` are the operator's tensor inputs in order.
-pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: &[Option<&Tensor>]) -> Tensor {
+/// storage and carries the graph node (one allocation holding the node and the record).
+/// `inputs` are the operator's tensor inputs in order.
+pub fn attach<R: Backward + 'static>(op: &'static str, out: Tensor, record: R, inputs: &[Option<&Tensor>]) -> Tensor {
     let edges: InlineVec<Option<Edge>, INLINE_EDGES> = inputs
         .iter()
         .map(|t| {
@@ -207,7 +228,7 @@ pub fn attach(op: &'static str, out: Tensor, record: Box<dyn Backward>, inputs: 
             }
         })
         .collect();
-    let node = Arc::new(Node { name: op, record: Mutex::new(Some(record)), edges });
+    let node: Arc<Node> = Arc::new(Node { name: op, edges, record: Mutex::new(Some(record)) });
     // A fresh output nobody else holds takes the node itself; otherwise (an operator that
     // returned a handle it was given) a new handle on the same storage does.
     let result = if is_unshared_plain(&out) { out } else { out.detach() };
