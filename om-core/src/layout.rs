@@ -8,11 +8,51 @@
 use crate::error::{Error, Result};
 use crate::inline_vec::InlineVec;
 
-/// The rank up to which a [`Dims`] needs no heap allocation.
-pub const INLINE_RANK: usize = 6;
+/// The rank up to which a [`Dims`] or a tensor handle's layout needs no heap allocation
+/// (the benchmark models' tensors have at most 4 dimensions: NCHW images, attention's
+/// batch × heads × positions × features).
+pub const INLINE_RANK: usize = 4;
 
 /// A shape or strides: dereferences to `&[usize]`; inline up to [`INLINE_RANK`] entries.
 pub type Dims = InlineVec<usize, INLINE_RANK>;
+
+/// A tensor handle's shape and strides packed together: one inline array up to
+/// [`INLINE_RANK`] dimensions, one heap slice beyond (shape first, then strides).
+#[derive(Clone)]
+pub(crate) enum ShapeStrides {
+    Inline { rank: u8, dims: [usize; 2 * INLINE_RANK] },
+    Heap(Box<[usize]>),
+}
+
+impl ShapeStrides {
+    /// Packs `shape` and `strides` (of equal length).
+    pub(crate) fn new(shape: &[usize], strides: &[usize]) -> ShapeStrides {
+        debug_assert_eq!(shape.len(), strides.len());
+        let rank = shape.len();
+        if rank <= INLINE_RANK {
+            let mut dims = [0; 2 * INLINE_RANK];
+            dims[..rank].copy_from_slice(shape);
+            dims[INLINE_RANK..INLINE_RANK + rank].copy_from_slice(strides);
+            ShapeStrides::Inline { rank: rank as u8, dims }
+        } else {
+            ShapeStrides::Heap(shape.iter().chain(strides).copied().collect())
+        }
+    }
+
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            ShapeStrides::Inline { rank, dims } => &dims[..usize::from(*rank)],
+            ShapeStrides::Heap(d) => &d[..d.len() / 2],
+        }
+    }
+
+    pub(crate) fn strides(&self) -> &[usize] {
+        match self {
+            ShapeStrides::Inline { rank, dims } => &dims[INLINE_RANK..INLINE_RANK + usize::from(*rank)],
+            ShapeStrides::Heap(d) => &d[d.len() / 2..],
+        }
+    }
+}
 
 /// Row-major (C-order) strides of `shape`.
 pub fn contiguous_strides(shape: &[usize]) -> Dims {
@@ -195,6 +235,17 @@ mod tests {
         for_each_offset(&shape, &rev, 0, |o| seen.push(o));
         let expected: Vec<usize> = (0..512usize).map(|i| (0..9).map(|b| ((i >> b) & 1) << (8 - b)).sum()).collect();
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn packed_layouts_give_back_their_shape_and_strides() {
+        for rank in [0, 1, INLINE_RANK, INLINE_RANK + 3] {
+            let shape: Vec<usize> = (2..2 + rank).collect();
+            let strides = contiguous_strides(&shape);
+            let p = ShapeStrides::new(&shape, &strides);
+            assert_eq!((p.shape(), p.strides()), (&shape[..], &strides[..]));
+            assert_eq!(matches!(p, ShapeStrides::Inline { .. }), rank <= INLINE_RANK);
+        }
     }
 
     #[test]

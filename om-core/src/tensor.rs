@@ -5,15 +5,14 @@
 use crate::autograd::{self, Meta, Node};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims};
+use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims, ShapeStrides};
 use crate::pool::Buffer;
 use crate::storage::Storage;
 use std::sync::{Arc, Mutex};
 
 pub(crate) struct Inner {
     pub(crate) storage: Arc<Storage>,
-    pub(crate) shape: Dims,
-    pub(crate) strides: Dims,
+    layout: ShapeStrides,
     pub(crate) offset: usize,
     /// This handle's autograd state (a leaf's gradient edge holds the handle itself).
     pub(crate) meta: Mutex<Meta>,
@@ -47,8 +46,9 @@ fn checked_bytes(shape: &[usize]) -> Result<usize> {
 impl Tensor {
     // ----- construction -----
 
-    pub(crate) fn from_storage(storage: Arc<Storage>, shape: Dims, strides: Dims, offset: usize) -> Tensor {
-        let t = Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Mutex::new(Meta::default()) }));
+    pub(crate) fn from_storage(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Tensor {
+        let layout = ShapeStrides::new(shape, strides);
+        let t = Tensor(Arc::new(Inner { storage, layout, offset, meta: Mutex::new(Meta::default()) }));
         crate::scope::track(&t);
         t
     }
@@ -61,7 +61,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.f32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), Dims::from_slice(shape), contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape, &contiguous_strides(shape), 0))
     }
 
     /// `N` new contiguous tensors of `shapes` whose values `fill` writes together (an
@@ -94,12 +94,7 @@ impl Tensor {
         }))?;
         let mut i = 0;
         Ok(bufs.map(|buf| {
-            let t = Tensor::from_storage(
-                Arc::new(Storage::new(buf, counts[i], DType::F32)),
-                Dims::from_slice(shapes[i]),
-                contiguous_strides(shapes[i]),
-                0,
-            );
+            let t = Tensor::from_storage(Arc::new(Storage::new(buf, counts[i], DType::F32)), shapes[i], &contiguous_strides(shapes[i]), 0);
             i += 1;
             t
         }))
@@ -110,7 +105,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.i32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), Dims::from_slice(shape), contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), shape, &contiguous_strides(shape), 0))
     }
 
     /// A tensor holding `data` in row-major order.
@@ -202,12 +197,12 @@ impl Tensor {
 
     /// The dimensions.
     pub fn shape(&self) -> &[usize] {
-        &self.0.shape
+        self.0.layout.shape()
     }
 
     /// Element strides of each dimension.
     pub fn strides(&self) -> &[usize] {
-        &self.0.strides
+        self.0.layout.strides()
     }
 
     /// Element offset of the first element in the storage.
@@ -217,12 +212,12 @@ impl Tensor {
 
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
-        self.0.shape.len()
+        self.shape().len()
     }
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        layout::numel(&self.0.shape)
+        layout::numel(self.shape())
     }
 
     /// Element type.
@@ -233,7 +228,7 @@ impl Tensor {
     /// Whether the elements lie in row-major order without gaps.
     pub fn is_contiguous(&self) -> bool {
         let mut expect = 1;
-        for (&d, &s) in self.0.shape.iter().zip(&self.0.strides).rev() {
+        for (&d, &s) in self.shape().iter().zip(self.strides()).rev() {
             if d != 1 && s != expect {
                 return false;
             }
@@ -267,7 +262,7 @@ impl Tensor {
     pub fn view_as(&self, shape: impl Into<Dims>, strides: impl Into<Dims>, offset: usize) -> Tensor {
         let (shape, strides) = (shape.into(), strides.into());
         debug_assert_eq!(shape.len(), strides.len());
-        Tensor::from_storage(self.0.storage.clone(), shape, strides, offset)
+        Tensor::from_storage(self.0.storage.clone(), &shape, &strides, offset)
     }
 
     // ----- data access -----
@@ -319,7 +314,7 @@ impl Tensor {
                     }
                 }
                 // Whole rows at a time: a copy where the row is contiguous in storage.
-                for_each_row(&self.0.shape, [&self.0.strides], [self.0.offset], |[start], len, [step]| {
+                for_each_row(self.shape(), [self.strides()], [self.0.offset], |[start], len, [step]| {
                     let dst = &mut out[i..i + len];
                     if step == 1 {
                         dst.copy_from_slice(&src[start..start + len]);
@@ -331,7 +326,7 @@ impl Tensor {
             }
             DType::I32 => {
                 let src = storage.i32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
                     out[i] = src[o] as f32;
                     i += 1;
                 });
@@ -383,14 +378,14 @@ impl Tensor {
         match self.dtype() {
             DType::I32 => {
                 let src = storage.i32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
                     out[i] = src[o];
                     i += 1;
                 });
             }
             DType::F32 => {
                 let src = storage.f32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
                     out[i] = src[o] as i32;
                     i += 1;
                 });
@@ -552,7 +547,7 @@ impl Tensor {
 
     /// A handle on the same storage with no autograd history.
     pub fn detach(&self) -> Tensor {
-        self.view_as(self.0.shape.clone(), self.0.strides.clone(), self.offset())
+        Tensor::from_storage(self.0.storage.clone(), self.shape(), self.strides(), self.offset())
     }
 
     /// Back-propagates from this one-element tensor (seed 1) and releases the graph.
