@@ -177,6 +177,11 @@ impl Buffer {
         Ok(Buffer { blocks })
     }
 
+    /// A buffer of no bytes, holding nothing from the pool (a placeholder).
+    pub(crate) fn empty() -> Buffer {
+        Buffer { blocks: Vec::new() }
+    }
+
     /// A buffer of at least `bytes` bytes filled with zero bytes.
     ///
     /// # Panics

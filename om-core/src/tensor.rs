@@ -18,6 +18,12 @@ pub(crate) struct Inner {
     pub(crate) meta: Mutex<Meta>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        crate::storage::release(&mut self.storage);
+    }
+}
+
 /// An n-dimensional array of `f32` (or `i32`) values with optional gradient tracking.
 ///
 /// ```
@@ -61,7 +67,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.f32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape, &contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(crate::storage::shared(buf, n, DType::F32), shape, &contiguous_strides(shape), 0))
     }
 
     /// `N` new contiguous tensors of `shapes` whose values `fill` writes together (an
@@ -94,7 +100,7 @@ impl Tensor {
         }))?;
         let mut i = 0;
         Ok(bufs.map(|buf| {
-            let t = Tensor::from_storage(Arc::new(Storage::new(buf, counts[i], DType::F32)), shapes[i], &contiguous_strides(shapes[i]), 0);
+            let t = Tensor::from_storage(crate::storage::shared(buf, counts[i], DType::F32), shapes[i], &contiguous_strides(shapes[i]), 0);
             i += 1;
             t
         }))
@@ -105,7 +111,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.i32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), shape, &contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(crate::storage::shared(buf, n, DType::I32), shape, &contiguous_strides(shape), 0))
     }
 
     /// A tensor holding `data` in row-major order.
