@@ -39,12 +39,18 @@ pub(crate) fn shared(buffer: Buffer, len: usize, dtype: DType) -> Arc<Storage> {
     }
 }
 
+/// This thread's empty placeholder storage (a clone of one handle), or `None` while the
+/// thread is being torn down.
+pub(crate) fn placeholder() -> Option<Arc<Storage>> {
+    PLACEHOLDER.try_with(Arc::clone).ok()
+}
+
 /// Gives up one handle on a storage (a tensor handle being dropped): when it is the last,
 /// the buffer goes back to the pool now and the allocation is kept for [`shared`].
 pub(crate) fn release(slot: &mut Arc<Storage>) {
     let Some(storage) = Arc::get_mut(slot) else { return };
     drop(std::mem::replace(storage.data.get_mut().unwrap_or_else(|e| e.into_inner()), Buffer::empty()));
-    let Ok(placeholder) = PLACEHOLDER.try_with(Arc::clone) else { return };
+    let Some(placeholder) = placeholder() else { return };
     let emptied = std::mem::replace(slot, placeholder);
     let _ = RECYCLED.try_with(|r| {
         let mut r = r.borrow_mut();

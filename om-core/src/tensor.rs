@@ -7,8 +7,10 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims, ShapeStrides};
 use crate::pool::Buffer;
-use crate::storage::Storage;
-use std::sync::{Arc, Mutex};
+use crate::storage::{self, Storage};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub(crate) struct Inner {
     pub(crate) storage: Arc<Storage>,
@@ -16,11 +18,60 @@ pub(crate) struct Inner {
     pub(crate) offset: usize,
     /// This handle's autograd state (a leaf's gradient edge holds the handle itself).
     pub(crate) meta: Mutex<Meta>,
+    /// Where this thread's scope log holds the handle, if it does (see `scope::track`).
+    pub(crate) log_slot: AtomicUsize,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        crate::storage::release(&mut self.storage);
+        storage::release(&mut self.storage);
+    }
+}
+
+/// Emptied handle allocations kept per thread for reuse (at most this many).
+const RECYCLED_MAX: usize = 4096;
+
+thread_local! {
+    /// Emptied handle allocations, each with no other handle and no weak reference.
+    static RECYCLED: RefCell<Vec<Arc<Inner>>> = const { RefCell::new(Vec::new()) };
+    /// What a recycled handle's slot holds until the handle is gone.
+    static PLACEHOLDER: Option<Arc<Inner>> =
+        storage::placeholder().map(|storage| Arc::new(Inner::new(storage, &[], &[], 0)));
+}
+
+impl Inner {
+    fn new(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Inner {
+        let layout = ShapeStrides::new(shape, strides);
+        Inner { storage, layout, offset, meta: Mutex::new(Meta::default()), log_slot: AtomicUsize::new(usize::MAX) }
+    }
+}
+
+/// The last handle of a tensor created on this thread gives its allocation back for reuse
+/// (a warm step then allocates no handle): its storage handle and autograd state are
+/// dropped now, exactly when they would have been.
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.0) != 1 {
+            return;
+        }
+        if Arc::weak_count(&self.0) == 1 {
+            crate::scope::forget(&self.0);
+        }
+        let Some(placeholder) = PLACEHOLDER.try_with(Clone::clone).ok().flatten() else { return };
+        let Some(storage_placeholder) = storage::placeholder() else { return };
+        let Some(inner) = Arc::get_mut(&mut self.0) else { return };
+        let mut old = std::mem::replace(&mut inner.storage, storage_placeholder);
+        storage::release(&mut old);
+        drop(old);
+        drop(std::mem::take(inner.meta.get_mut().unwrap_or_else(PoisonError::into_inner)));
+        let emptied = std::mem::replace(&mut self.0, placeholder);
+        let _ = RECYCLED.try_with(|r| {
+            if let Ok(mut r) = r.try_borrow_mut() {
+                if r.len() < RECYCLED_MAX {
+                    r.push(emptied);
+                }
+            }
+        });
     }
 }
 
@@ -53,8 +104,19 @@ impl Tensor {
     // ----- construction -----
 
     pub(crate) fn from_storage(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Tensor {
-        let layout = ShapeStrides::new(shape, strides);
-        let t = Tensor(Arc::new(Inner { storage, layout, offset, meta: Mutex::new(Meta::default()) }));
+        let fresh = Inner::new(storage, shape, strides, offset);
+        let spare = RECYCLED.try_with(|r| r.try_borrow_mut().ok().and_then(|mut r| r.pop())).ok().flatten();
+        let inner = match spare {
+            Some(mut a) => match Arc::get_mut(&mut a) {
+                Some(slot) => {
+                    *slot = fresh;
+                    a
+                }
+                None => Arc::new(fresh),
+            },
+            None => Arc::new(fresh),
+        };
+        let t = Tensor(inner);
         crate::scope::track(&t);
         t
     }
