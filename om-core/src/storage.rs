@@ -2,7 +2,7 @@
 //! counter that every in-place write bumps (the engine compares it with the version
 //! recorded when a tensor was saved for backward).
 //!
-//! The shared allocation of a storage is recycled per thread ([`shared`], [`release`]): when
+//! The shared allocation of a storage is recycled per thread (`shared`, `release`): when
 //! its last handle goes, its buffer goes back to the pool and the emptied allocation waits
 //! for the next tensor built on that thread, so a warm step allocates none.
 

@@ -2,7 +2,7 @@
 //! metadata. Views (slice, transpose, reshape, ...) share storage; cloning a `Tensor` clones
 //! the handle (like PyTorch), not the data.
 
-use crate::autograd::{self, Meta, Node};
+use crate::autograd::{self, Meta, NodeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims, ShapeStrides};
@@ -590,7 +590,7 @@ impl Tensor {
         self.meta().grad_fn.as_ref().map(|n| n.name())
     }
 
-    pub(crate) fn grad_fn(&self) -> Option<Arc<Node>> {
+    pub(crate) fn grad_fn(&self) -> Option<NodeRef> {
         self.meta().grad_fn.clone()
     }
 

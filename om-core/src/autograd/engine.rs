@@ -15,21 +15,21 @@
 //! The traversal's vectors, maps and the gradient sink are kept per thread and reused, so
 //! a warm step's backward pass does not allocate them again.
 
-use super::{Backward, Edge, GradSink, NoGradGuard, Node};
+use super::{lock, Backward, Edge, GradSink, NoGradGuard, NodeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::basic;
 use crate::tensor::{Inner, Tensor};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The engine's working set, reused across calls on one thread (cleared after each).
 #[derive(Default)]
 struct Scratch {
-    order: Vec<Arc<Node>>,
+    order: Vec<NodeRef>,
     seen: HashSet<*const ()>,
-    stack: Vec<(Arc<Node>, usize)>,
+    stack: Vec<(NodeRef, usize)>,
     index: HashMap<*const (), usize>,
     pending: Vec<Option<Tensor>>,
     sink: GradSink,
@@ -158,11 +158,11 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
     post_order(&root_node, order, seen, stack);
     // A released record anywhere in the graph fails the pass before any work is done.
     for node in order.iter() {
-        if lock(&node.record).get().is_none() {
-            return Err(Error::GraphReleased { op: node.name });
+        if released(node) {
+            return Err(Error::GraphReleased { op: node.name() });
         }
     }
-    index.extend(order.iter().enumerate().map(|(i, n)| (key(n), i)));
+    index.extend(order.iter().enumerate().map(|(i, n)| (n.key(), i)));
     pending.resize(order.len(), None);
     pending[order.len() - 1] = Some(seed);
 
@@ -171,23 +171,27 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         let Some(g) = pending[i].take() else {
             // No gradient reached this record (its consumers emitted none for it).
             if !retain_graph {
-                lock(&node.record).release();
+                release(node);
             }
             continue;
         };
-        sink.reset(&node.edges);
-        let mut slot = lock(&node.record);
-        let record = slot.get().ok_or(Error::GraphReleased { op: node.name })?;
-        record.check_versions()?;
-        record.backward(&g, sink)?;
-        drop(g);
-        // The record is released once its input shapes have fitted the gradients (also
-        // when routing them fails).
-        let routed = route(node, record, sink, index, pending, leaves);
-        if !retain_graph {
-            slot.release();
-        }
-        routed?;
+        sink.reset(node.edges());
+        let mut g = Some(g);
+        node.with_record(&mut |slot| {
+            let record = slot.get().ok_or(Error::GraphReleased { op: node.name() })?;
+            record.check_versions()?;
+            // Dropped as soon as the rule has run (the closure runs once).
+            if let Some(g) = g.take() {
+                record.backward(&g, sink)?;
+            }
+            // The record is released once its input shapes have fitted the gradients (also
+            // when routing them fails).
+            let routed = route(node, record, sink, index, pending, leaves);
+            if !retain_graph {
+                slot.release();
+            }
+            routed
+        })?;
     }
     leaves.apply()
 }
@@ -196,22 +200,22 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
 /// edge: into the pending gradient of the record that produced the input, or held back for
 /// a leaf.
 fn route(
-    node: &Node,
+    node: &NodeRef,
     record: &dyn Backward,
     sink: &mut GradSink,
     index: &HashMap<*const (), usize>,
     pending: &mut [Option<Tensor>],
     leaves: &mut LeafUpdates,
 ) -> Result<()> {
-    for (j, edge) in node.edges.iter().enumerate() {
+    for (j, edge) in node.edges().iter().enumerate() {
         let Some(edge) = edge else { continue };
         let Some(grad) = sink.grads[j].take() else {
-            return Err(Error::argument(node.name, format!("the backward rule emitted no gradient for input {j}, which needs one")));
+            return Err(Error::argument(node.name(), format!("the backward rule emitted no gradient for input {j}, which needs one")));
         };
-        let grad = fit_to_input(node.name, record.input_shape(j), j, grad)?;
+        let grad = fit_to_input(node.name(), record.input_shape(j), j, grad)?;
         match edge {
             Edge::Node(target) => {
-                let t = index[&key(target)];
+                let t = index[&target.key()];
                 pending[t] = Some(match pending[t].take() {
                     None => grad,
                     Some(acc) => basic::add_same_shape(&acc, &grad)?,
@@ -223,27 +227,36 @@ fn route(
     Ok(())
 }
 
-/// A node's identity in the traversal's sets and maps (its address).
-fn key(node: &Arc<Node>) -> *const () {
-    Arc::as_ptr(node).cast()
+/// Whether a node's record was released.
+fn released(node: &NodeRef) -> bool {
+    let mut released = false;
+    let _ = node.with_record(&mut |slot| {
+        released = slot.get().is_none();
+        Ok(())
+    });
+    released
 }
 
-fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Releases a node's record.
+fn release(node: &NodeRef) {
+    let _ = node.with_record(&mut |slot| {
+        slot.release();
+        Ok(())
+    });
 }
 
 /// Iterative post-order DFS over node edges in input order into `order` (empty on entry);
 /// the root comes last.
-fn post_order(root: &Arc<Node>, order: &mut Vec<Arc<Node>>, seen: &mut HashSet<*const ()>, stack: &mut Vec<(Arc<Node>, usize)>) {
+fn post_order(root: &NodeRef, order: &mut Vec<NodeRef>, seen: &mut HashSet<*const ()>, stack: &mut Vec<(NodeRef, usize)>) {
     stack.push((root.clone(), 0));
-    seen.insert(key(root));
+    seen.insert(root.key());
     while let Some((node, next)) = stack.last_mut() {
         let node = node.clone();
-        if *next < node.edges.len() {
+        if *next < node.edges().len() {
             let e = *next;
             *next += 1;
-            if let Some(Edge::Node(child)) = &node.edges[e] {
-                if seen.insert(key(child)) {
+            if let Some(Edge::Node(child)) = &node.edges()[e] {
+                if seen.insert(child.key()) {
                     stack.push((child.clone(), 0));
                 }
             }
