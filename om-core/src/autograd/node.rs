@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The edges a node keeps inline (more inputs spill to the heap).
-pub(crate) const INLINE_EDGES: usize = 4;
+pub(crate) const INLINE_EDGES: usize = 8;
 
 /// A node's input edges: one per tensor input, `None` where no gradient flows.
 pub(crate) type Edges = InlineVec<Option<Edge>, INLINE_EDGES>;
