@@ -38,7 +38,7 @@ fn kept(n: usize, elide: bool) -> Vec<Option<usize>> {
 struct Printer<'a> {
     values: &'a [f32],
     shape: &'a [usize],
-    strides: Vec<usize>,
+    strides: crate::layout::Dims,
     cells: Vec<String>,
     width: usize,
     elide: bool,

@@ -1,13 +1,62 @@
 //! Shapes, strides and the walks over strided memory that every kernel shares:
 //! broadcasting, axis normalisation, and [`for_each_row`], which visits a (possibly
 //! broadcast, strided or transposed) N-d layout one innermost row at a time in row-major
-//! order, after merging the dimensions that can be merged.
+//! order, after merging the dimensions that can be merged. A shape or strides is a [`Dims`],
+//! held inline up to [`INLINE_RANK`] dimensions (so a tensor handle, a view or a broadcast
+//! allocates no vector for them) and on the heap beyond.
 
 use crate::error::{Error, Result};
+use crate::inline_vec::InlineVec;
+
+/// The rank up to which a [`Dims`] or a tensor handle's layout needs no heap allocation
+/// (the benchmark models' tensors have at most 4 dimensions: NCHW images, attention's
+/// batch × heads × positions × features).
+pub const INLINE_RANK: usize = 4;
+
+/// A shape or strides: dereferences to `&[usize]`; inline up to [`INLINE_RANK`] entries.
+pub type Dims = InlineVec<usize, INLINE_RANK>;
+
+/// A tensor handle's shape and strides packed together: one inline array up to
+/// [`INLINE_RANK`] dimensions, one heap slice beyond (shape first, then strides).
+#[derive(Clone)]
+pub(crate) enum ShapeStrides {
+    Inline { rank: u8, dims: [usize; 2 * INLINE_RANK] },
+    Heap(Box<[usize]>),
+}
+
+impl ShapeStrides {
+    /// Packs `shape` and `strides` (of equal length).
+    pub(crate) fn new(shape: &[usize], strides: &[usize]) -> ShapeStrides {
+        debug_assert_eq!(shape.len(), strides.len());
+        let rank = shape.len();
+        if rank <= INLINE_RANK {
+            let mut dims = [0; 2 * INLINE_RANK];
+            dims[..rank].copy_from_slice(shape);
+            dims[INLINE_RANK..INLINE_RANK + rank].copy_from_slice(strides);
+            ShapeStrides::Inline { rank: rank as u8, dims }
+        } else {
+            ShapeStrides::Heap(shape.iter().chain(strides).copied().collect())
+        }
+    }
+
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            ShapeStrides::Inline { rank, dims } => &dims[..usize::from(*rank)],
+            ShapeStrides::Heap(d) => &d[..d.len() / 2],
+        }
+    }
+
+    pub(crate) fn strides(&self) -> &[usize] {
+        match self {
+            ShapeStrides::Inline { rank, dims } => &dims[INLINE_RANK..INLINE_RANK + usize::from(*rank)],
+            ShapeStrides::Heap(d) => &d[d.len() / 2..],
+        }
+    }
+}
 
 /// Row-major (C-order) strides of `shape`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; shape.len()];
+pub fn contiguous_strides(shape: &[usize]) -> Dims {
+    let mut strides = Dims::from_elem(0, shape.len());
     let mut s = 1usize;
     for (i, &d) in shape.iter().enumerate().rev() {
         strides[i] = s;
@@ -30,9 +79,9 @@ pub fn numel(shape: &[usize]) -> usize {
 }
 
 /// The broadcast of two shapes (NumPy rules), or a shape error naming `op`.
-pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Dims> {
     let rank = a.len().max(b.len());
-    let mut out = vec![0; rank];
+    let mut out = Dims::from_elem(0, rank);
     for i in 0..rank {
         let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
         let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
@@ -48,7 +97,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 
 /// Strides that read a tensor of `shape`/`strides` as if broadcast to `out_shape`
 /// (0 on broadcast dimensions). The caller has checked that the shapes broadcast.
-pub fn broadcast_strides(shape: &[usize], strides: &[usize], out_shape: &[usize]) -> Vec<usize> {
+pub fn broadcast_strides(shape: &[usize], strides: &[usize], out_shape: &[usize]) -> Dims {
     let lead = out_shape.len() - shape.len();
     (0..out_shape.len()).map(|i| if i < lead || shape[i - lead] == 1 && out_shape[i] != 1 { 0 } else { strides[i - lead] }).collect()
 }
@@ -186,6 +235,17 @@ mod tests {
         for_each_offset(&shape, &rev, 0, |o| seen.push(o));
         let expected: Vec<usize> = (0..512usize).map(|i| (0..9).map(|b| ((i >> b) & 1) << (8 - b)).sum()).collect();
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn packed_layouts_give_back_their_shape_and_strides() {
+        for rank in [0, 1, INLINE_RANK, INLINE_RANK + 3] {
+            let shape: Vec<usize> = (2..2 + rank).collect();
+            let strides = contiguous_strides(&shape);
+            let p = ShapeStrides::new(&shape, &strides);
+            assert_eq!((p.shape(), p.strides()), (&shape[..], &strides[..]));
+            assert_eq!(matches!(p, ShapeStrides::Inline { .. }), rank <= INLINE_RANK);
+        }
     }
 
     #[test]

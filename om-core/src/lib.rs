@@ -22,6 +22,7 @@ mod display;
 pub mod dtype;
 pub mod error;
 pub mod gradcheck;
+pub mod inline_vec;
 pub mod io;
 pub mod kernels;
 pub mod layout;

@@ -169,6 +169,11 @@ impl Buffer {
         Ok(Buffer { blocks })
     }
 
+    /// A buffer of no bytes, holding nothing from the pool (a placeholder).
+    pub(crate) fn empty() -> Buffer {
+        Buffer { blocks: Vec::new() }
+    }
+
     /// [`Buffer::try_new`] filled with zero bytes.
     pub fn try_zeroed(bytes: usize) -> Result<Buffer> {
         let mut b = Buffer::try_new(bytes)?;

@@ -210,6 +210,7 @@ pub(crate) fn track(t: &Tensor) {
             if l.len() >= COMPACT_AT && l.len() == l.capacity() {
                 STARTS.with(|s| compact(&mut l, &mut s.borrow_mut()));
             }
+            t.0.log_slot.store(l.len(), Ordering::Relaxed);
             l.push(Arc::downgrade(&t.0));
         });
     }
@@ -227,7 +228,8 @@ fn compact(log: &mut Vec<Weak<Inner>>, starts: &mut [usize]) {
             starts[scope] = kept;
             scope += 1;
         }
-        if log[i].strong_count() > 0 {
+        if let Some(t) = log[i].upgrade() {
+            t.log_slot.store(kept, Ordering::Relaxed);
             log.swap(kept, i);
             kept += 1;
         }
@@ -236,6 +238,18 @@ fn compact(log: &mut Vec<Weak<Inner>>, starts: &mut [usize]) {
         *s = kept;
     }
     log.truncate(kept);
+}
+
+/// Drops this thread's log entry for a tensor whose last handle is going (so that its
+/// allocation can be reused); a tensor logged on another thread, or no longer, is left alone.
+pub(crate) fn forget(inner: &Arc<Inner>) {
+    let (i, ptr) = (inner.log_slot.load(Ordering::Relaxed), Arc::as_ptr(inner));
+    let _ = LOG.try_with(|l| {
+        let Ok(mut l) = l.try_borrow_mut() else { return };
+        if l.get(i).is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr)) {
+            l[i] = Weak::new();
+        }
+    });
 }
 
 /// Forgets a tensor that became a leaf's gradient: leaf gradients are never tied to a scope.

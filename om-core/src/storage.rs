@@ -1,11 +1,64 @@
 //! `Storage`: one pooled buffer shared by a tensor and all its views, with the version
 //! counter that every in-place write bumps (the engine compares it with the version
 //! recorded when a tensor was saved for backward).
+//!
+//! The shared allocation of a storage is recycled per thread (`shared`, `release`): when
+//! its last handle goes, its buffer goes back to the pool and the emptied allocation waits
+//! for the next tensor built on that thread, so a warm step allocates none.
 
 use crate::dtype::DType;
 use crate::pool::Buffer;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Emptied storage allocations kept per thread for reuse (at most this many).
+const RECYCLED_MAX: usize = 4096;
+
+thread_local! {
+    /// Emptied storage allocations, each with no other handle.
+    static RECYCLED: RefCell<Vec<Arc<Storage>>> = const { RefCell::new(Vec::new()) };
+    /// What a released handle's slot holds until the handle is gone.
+    static PLACEHOLDER: Arc<Storage> = Arc::new(Storage::new(Buffer::empty(), 0, DType::F32));
+}
+
+/// A shared storage of `buffer` (holding `len` elements of `dtype`), in a recycled
+/// allocation when this thread has one.
+pub(crate) fn shared(buffer: Buffer, len: usize, dtype: DType) -> Arc<Storage> {
+    let storage = Storage::new(buffer, len, dtype);
+    let spare = RECYCLED.try_with(|r| r.borrow_mut().pop()).ok().flatten();
+    match spare {
+        Some(mut a) => match Arc::get_mut(&mut a) {
+            Some(slot) => {
+                *slot = storage;
+                a
+            }
+            None => Arc::new(storage),
+        },
+        None => Arc::new(storage),
+    }
+}
+
+/// This thread's empty placeholder storage (a clone of one handle), or `None` while the
+/// thread is being torn down.
+pub(crate) fn placeholder() -> Option<Arc<Storage>> {
+    PLACEHOLDER.try_with(Arc::clone).ok()
+}
+
+/// Gives up one handle on a storage (a tensor handle being dropped): when it is the last,
+/// the buffer goes back to the pool now and the allocation is kept for [`shared`].
+pub(crate) fn release(slot: &mut Arc<Storage>) {
+    let Some(storage) = Arc::get_mut(slot) else { return };
+    drop(std::mem::replace(storage.data.get_mut().unwrap_or_else(|e| e.into_inner()), Buffer::empty()));
+    let Some(placeholder) = placeholder() else { return };
+    let emptied = std::mem::replace(slot, placeholder);
+    let _ = RECYCLED.try_with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() < RECYCLED_MAX {
+            r.push(emptied);
+        }
+    });
+}
 
 /// A buffer of `len` elements of one dtype, shared by views.
 pub struct Storage {

@@ -2,20 +2,77 @@
 //! metadata. Views (slice, transpose, reshape, ...) share storage; cloning a `Tensor` clones
 //! the handle (like PyTorch), not the data.
 
-use crate::autograd::{self, Meta, Node};
+use crate::autograd::{self, Meta, NodeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row};
+use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims, ShapeStrides};
 use crate::pool::Buffer;
-use crate::storage::Storage;
-use std::sync::{Arc, Mutex};
+use crate::storage::{self, Storage};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub(crate) struct Inner {
     pub(crate) storage: Arc<Storage>,
-    pub(crate) shape: Vec<usize>,
-    pub(crate) strides: Vec<usize>,
+    layout: ShapeStrides,
     pub(crate) offset: usize,
-    pub(crate) meta: Arc<Mutex<Meta>>,
+    /// This handle's autograd state (a leaf's gradient edge holds the handle itself).
+    pub(crate) meta: Mutex<Meta>,
+    /// Where this thread's scope log holds the handle, if it does (see `scope::track`).
+    pub(crate) log_slot: AtomicUsize,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        storage::release(&mut self.storage);
+    }
+}
+
+/// Emptied handle allocations kept per thread for reuse (at most this many).
+const RECYCLED_MAX: usize = 4096;
+
+thread_local! {
+    /// Emptied handle allocations, each with no other handle and no weak reference.
+    static RECYCLED: RefCell<Vec<Arc<Inner>>> = const { RefCell::new(Vec::new()) };
+    /// What a recycled handle's slot holds until the handle is gone.
+    static PLACEHOLDER: Option<Arc<Inner>> =
+        storage::placeholder().map(|storage| Arc::new(Inner::new(storage, &[], &[], 0)));
+}
+
+impl Inner {
+    fn new(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Inner {
+        let layout = ShapeStrides::new(shape, strides);
+        Inner { storage, layout, offset, meta: Mutex::new(Meta::default()), log_slot: AtomicUsize::new(usize::MAX) }
+    }
+}
+
+/// The last handle of a tensor created on this thread gives its allocation back for reuse
+/// (a warm step then allocates no handle): its storage handle and autograd state are
+/// dropped now, exactly when they would have been.
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.0) != 1 {
+            return;
+        }
+        if Arc::weak_count(&self.0) == 1 {
+            crate::scope::forget(&self.0);
+        }
+        let Some(placeholder) = PLACEHOLDER.try_with(Clone::clone).ok().flatten() else { return };
+        let Some(storage_placeholder) = storage::placeholder() else { return };
+        let Some(inner) = Arc::get_mut(&mut self.0) else { return };
+        let mut old = std::mem::replace(&mut inner.storage, storage_placeholder);
+        storage::release(&mut old);
+        drop(old);
+        drop(std::mem::take(inner.meta.get_mut().unwrap_or_else(PoisonError::into_inner)));
+        let emptied = std::mem::replace(&mut self.0, placeholder);
+        let _ = RECYCLED.try_with(|r| {
+            if let Ok(mut r) = r.try_borrow_mut() {
+                if r.len() < RECYCLED_MAX {
+                    r.push(emptied);
+                }
+            }
+        });
+    }
 }
 
 /// An n-dimensional array of `f32` (or `i32`) values with optional gradient tracking.
@@ -46,8 +103,20 @@ fn checked_bytes(shape: &[usize]) -> Result<usize> {
 impl Tensor {
     // ----- construction -----
 
-    pub(crate) fn from_storage(storage: Arc<Storage>, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
-        let t = Tensor(Arc::new(Inner { storage, shape, strides, offset, meta: Arc::new(Mutex::new(Meta::default())) }));
+    pub(crate) fn from_storage(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Tensor {
+        let fresh = Inner::new(storage, shape, strides, offset);
+        let spare = RECYCLED.try_with(|r| r.try_borrow_mut().ok().and_then(|mut r| r.pop())).ok().flatten();
+        let inner = match spare {
+            Some(mut a) => match Arc::get_mut(&mut a) {
+                Some(slot) => {
+                    *slot = fresh;
+                    a
+                }
+                None => Arc::new(fresh),
+            },
+            None => Arc::new(fresh),
+        };
+        let t = Tensor(inner);
         crate::scope::track(&t);
         t
     }
@@ -60,7 +129,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.f32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::F32)), shape.to_vec(), contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(crate::storage::shared(buf, n, DType::F32), shape, &contiguous_strides(shape), 0))
     }
 
     /// `N` new contiguous tensors of `shapes` whose values `fill` writes together (an
@@ -93,12 +162,7 @@ impl Tensor {
         }))?;
         let mut i = 0;
         Ok(bufs.map(|buf| {
-            let t = Tensor::from_storage(
-                Arc::new(Storage::new(buf, counts[i], DType::F32)),
-                shapes[i].to_vec(),
-                contiguous_strides(shapes[i]),
-                0,
-            );
+            let t = Tensor::from_storage(crate::storage::shared(buf, counts[i], DType::F32), shapes[i], &contiguous_strides(shapes[i]), 0);
             i += 1;
             t
         }))
@@ -109,7 +173,7 @@ impl Tensor {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.i32_mut()[..n])?;
-        Ok(Tensor::from_storage(Arc::new(Storage::new(buf, n, DType::I32)), shape.to_vec(), contiguous_strides(shape), 0))
+        Ok(Tensor::from_storage(crate::storage::shared(buf, n, DType::I32), shape, &contiguous_strides(shape), 0))
     }
 
     /// A tensor holding `data` in row-major order.
@@ -201,12 +265,12 @@ impl Tensor {
 
     /// The dimensions.
     pub fn shape(&self) -> &[usize] {
-        &self.0.shape
+        self.0.layout.shape()
     }
 
     /// Element strides of each dimension.
     pub fn strides(&self) -> &[usize] {
-        &self.0.strides
+        self.0.layout.strides()
     }
 
     /// Element offset of the first element in the storage.
@@ -216,12 +280,12 @@ impl Tensor {
 
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
-        self.0.shape.len()
+        self.shape().len()
     }
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        layout::numel(&self.0.shape)
+        layout::numel(self.shape())
     }
 
     /// Element type.
@@ -232,7 +296,7 @@ impl Tensor {
     /// Whether the elements lie in row-major order without gaps.
     pub fn is_contiguous(&self) -> bool {
         let mut expect = 1;
-        for (&d, &s) in self.0.shape.iter().zip(&self.0.strides).rev() {
+        for (&d, &s) in self.shape().iter().zip(self.strides()).rev() {
             if d != 1 && s != expect {
                 return false;
             }
@@ -260,10 +324,13 @@ impl Tensor {
     }
 
     /// A new handle on the same storage with another layout and no autograd history.
-    /// The caller guarantees that the layout stays inside the storage.
-    pub fn view_as(&self, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+    /// The caller guarantees that the layout stays inside the storage. `shape` and
+    /// `strides` are a [`Dims`] (no allocation up to [`layout::INLINE_RANK`] dimensions) or
+    /// a `Vec<usize>`.
+    pub fn view_as(&self, shape: impl Into<Dims>, strides: impl Into<Dims>, offset: usize) -> Tensor {
+        let (shape, strides) = (shape.into(), strides.into());
         debug_assert_eq!(shape.len(), strides.len());
-        Tensor::from_storage(self.0.storage.clone(), shape, strides, offset)
+        Tensor::from_storage(self.0.storage.clone(), &shape, &strides, offset)
     }
 
     // ----- data access -----
@@ -315,7 +382,7 @@ impl Tensor {
                     }
                 }
                 // Whole rows at a time: a copy where the row is contiguous in storage.
-                for_each_row(&self.0.shape, [&self.0.strides], [self.0.offset], |[start], len, [step]| {
+                for_each_row(self.shape(), [self.strides()], [self.0.offset], |[start], len, [step]| {
                     let dst = &mut out[i..i + len];
                     if step == 1 {
                         dst.copy_from_slice(&src[start..start + len]);
@@ -327,7 +394,7 @@ impl Tensor {
             }
             DType::I32 => {
                 let src = storage.i32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
                     out[i] = src[o] as f32;
                     i += 1;
                 });
@@ -379,14 +446,14 @@ impl Tensor {
         match self.dtype() {
             DType::I32 => {
                 let src = storage.i32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
                     out[i] = src[o];
                     i += 1;
                 });
             }
             DType::F32 => {
                 let src = storage.f32();
-                for_each_offset(&self.0.shape, &self.0.strides, self.0.offset, |o| {
+                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
                     out[i] = src[o] as i32;
                     i += 1;
                 });
@@ -483,8 +550,8 @@ impl Tensor {
         self.0.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn meta_arc(&self) -> &Arc<Mutex<Meta>> {
-        &self.0.meta
+    pub(crate) fn inner_arc(&self) -> &Arc<Inner> {
+        &self.0
     }
 
     /// Marks this tensor as a leaf that accumulates gradients (PyTorch's
@@ -523,7 +590,7 @@ impl Tensor {
         self.meta().grad_fn.as_ref().map(|n| n.name())
     }
 
-    pub(crate) fn grad_fn(&self) -> Option<Arc<Node>> {
+    pub(crate) fn grad_fn(&self) -> Option<NodeRef> {
         self.meta().grad_fn.clone()
     }
 
@@ -548,7 +615,7 @@ impl Tensor {
 
     /// A handle on the same storage with no autograd history.
     pub fn detach(&self) -> Tensor {
-        self.view_as(self.shape().to_vec(), self.strides().to_vec(), self.offset())
+        Tensor::from_storage(self.0.storage.clone(), self.shape(), self.strides(), self.offset())
     }
 
     /// Back-propagates from this one-element tensor (seed 1) and releases the graph.

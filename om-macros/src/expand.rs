@@ -137,7 +137,7 @@ fn generate(op: &Op) -> TokenStream {
         })
         .collect();
     // Pushes every tensor input (a variadic one element by element) into `__inputs`, and
-    // its name into `__names`.
+    // its name into `__names` (variadic operators only; fixed-arity ones build arrays).
     let push_inputs: Vec<TokenStream> = op
         .inputs
         .iter()
@@ -272,6 +272,41 @@ fn generate(op: &Op) -> TokenStream {
     } else {
         (quote!(), quote! { let __out: ::om_core::Tensor = __result; })
     };
+    // The tensor inputs, their names, which need a gradient and their shapes: arrays of
+    // the operator's arity (no heap allocation per call), or vectors for a variadic one.
+    let variadic = op.inputs.iter().any(|i| i.kind == InputKind::Many);
+    let arity = op.inputs.len();
+    let (gather_inputs, input_shapes_ty, input_shapes_init) = if variadic {
+        (
+            quote! {
+                let mut __inputs: ::std::vec::Vec<::core::option::Option<&::om_core::Tensor>> = ::std::vec::Vec::new();
+                let mut __names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
+                #(#push_inputs)*
+                let __record = ::om_core::__private::should_record(&__inputs);
+                let __needs: ::std::vec::Vec<bool> = __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
+            },
+            quote!(::std::vec::Vec<::om_core::layout::Dims>),
+            quote!(__inputs.iter().map(|t| t.map(|t| ::om_core::layout::Dims::from_slice(t.shape())).unwrap_or_default()).collect()),
+        )
+    } else {
+        let elems = op.inputs.iter().map(|i| {
+            let n = &i.name;
+            match i.kind {
+                InputKind::Optional => quote!(#n),
+                _ => quote!(::core::option::Option::Some(#n)),
+            }
+        });
+        (
+            quote! {
+                let __inputs: [::core::option::Option<&::om_core::Tensor>; #arity] = [#(#elems),*];
+                let __names: [&'static str; #arity] = [#(#input_strs),*];
+                let __record = ::om_core::__private::should_record(&__inputs);
+                let __needs: [bool; #arity] = ::core::array::from_fn(|i| __record && __inputs[i].is_some_and(|t| t.needs_grad()));
+            },
+            quote!([::om_core::layout::Dims; #arity]),
+            quote!(::core::array::from_fn(|i| __inputs[i].map(|t| ::om_core::layout::Dims::from_slice(t.shape())).unwrap_or_default())),
+        )
+    };
     let wrapper_doc = format!(
         "\n\n*Operator `{name}`* — saved: {}; attributes: {}.",
         if saved_strs.is_empty() { "none".to_string() } else { saved_strs.join(", ") },
@@ -296,9 +331,7 @@ fn generate(op: &Op) -> TokenStream {
             pub struct Record {
                 #(#fields,)*
                 /// Shapes of the tensor inputs (empty for an absent optional input).
-                pub input_shapes: ::std::vec::Vec<::std::vec::Vec<usize>>,
-                /// Element types of the tensor inputs (`None` for an absent optional input).
-                pub input_dtypes: ::std::vec::Vec<::core::option::Option<::om_core::DType>>,
+                pub input_shapes: #input_shapes_ty,
             }
 
             impl Record {
@@ -323,16 +356,15 @@ fn generate(op: &Op) -> TokenStream {
                     let mut d = Grads { sink };
                     backward(self, g, &mut d)
                 }
+                fn input_shape(&self, i: usize) -> &[usize] {
+                    &self.input_shapes[i]
+                }
             }
 
             #[doc(hidden)]
             #[allow(clippy::too_many_arguments)]
             pub fn __op #generics (#fwd_args) -> ::om_core::Result<::om_core::Tensor> {
-                let mut __inputs: ::std::vec::Vec<::core::option::Option<&::om_core::Tensor>> = ::std::vec::Vec::new();
-                let mut __names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
-                #(#push_inputs)*
-                let __record = ::om_core::__private::should_record(&__inputs);
-                let __needs: ::std::vec::Vec<bool> = __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
+                #gather_inputs
                 if __record {
                     ::om_core::__private::check_grad_dtypes(NAME, &__names, &__inputs)?;
                 }
@@ -344,10 +376,9 @@ fn generate(op: &Op) -> TokenStream {
                 }
                 let __rec = Record {
                     #(#inits,)*
-                    input_shapes: __inputs.iter().map(|t| t.map(|t| t.shape().to_vec()).unwrap_or_default()).collect(),
-                    input_dtypes: __inputs.iter().map(|t| t.map(|t| t.dtype())).collect(),
+                    input_shapes: #input_shapes_init,
                 };
-                ::core::result::Result::Ok(::om_core::__private::attach(NAME, __out, ::std::boxed::Box::new(__rec), &__inputs))
+                ::core::result::Result::Ok(::om_core::__private::attach(NAME, __out, __rec, &__inputs))
             }
 
             const _: () = {

@@ -280,7 +280,7 @@ fn row_sums(m: &[f32], cols: usize) -> Result<Tensor> {
 }
 
 /// The shapes of the inputs of a layer record: `[T, B, I]` and `H`.
-fn record_dims(input_shapes: &[Vec<usize>]) -> Dims {
+fn record_dims(input_shapes: &[om_core::layout::Dims]) -> Dims {
     let (x, w_hh) = (&input_shapes[0], &input_shapes[2]);
     Dims { t: x[0], b: x[1], i: x[2], h: w_hh[1] }
 }

@@ -3,12 +3,12 @@
 //! (`reshape` and `contiguous` copy when it does not); `flip` and `cast` copy.
 //! Backward: scatter into zeros, inverse permutation, reshape back, sum-to, flip, cast back.
 
-use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis};
+use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis, Dims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// A strided layout: shape, strides, offset.
-type Layout = (Vec<usize>, Vec<usize>, usize);
+type Layout = (Dims, Dims, usize);
 
 /// A borrowed strided layout: shape, strides, offset.
 type LayoutRef<'a> = (&'a [usize], &'a [usize], usize);
@@ -54,8 +54,8 @@ fn slice_layout(
     if start > end || end > dim {
         return Err(Error::argument(op, format!("range {start}..{end} does not fit axis {axis} of size {dim} (shape {shape:?})")));
     }
-    let mut s = shape.to_vec();
-    let mut st = strides.to_vec();
+    let mut s = Dims::from_slice(shape);
+    let mut st = Dims::from_slice(strides);
     s[a] = (end - start).div_ceil(step);
     st[a] = strides[a] * step;
     let off = if s[a] == 0 { offset } else { offset + start * strides[a] };
@@ -108,8 +108,8 @@ fn select_layout(op: &'static str, (shape, strides, offset): LayoutRef, axis: is
     if i < 0 || i >= dim {
         return Err(Error::argument(op, format!("index {index} is out of range for axis {axis} of size {dim}")));
     }
-    let mut s = shape.to_vec();
-    let mut st = strides.to_vec();
+    let mut s = Dims::from_slice(shape);
+    let mut st = Dims::from_slice(strides);
     s.remove(a);
     st.remove(a);
     Ok((s, st, offset + i as usize * strides[a]))
@@ -163,8 +163,8 @@ pub mod permute {
 
     pub fn forward(x: &Tensor, dims: Vec<isize>) -> Result<Tensor> {
         let p = check_permutation(NAME, &dims, x.rank())?;
-        let shape = p.iter().map(|&a| x.shape()[a]).collect();
-        let strides = p.iter().map(|&a| x.strides()[a]).collect();
+        let shape: Dims = p.iter().map(|&a| x.shape()[a]).collect();
+        let strides: Dims = p.iter().map(|&a| x.strides()[a]).collect();
         Ok(x.view_as(shape, strides, x.offset()))
     }
 
@@ -191,8 +191,8 @@ pub mod transpose {
     pub fn forward(x: &Tensor, dim0: isize, dim1: isize) -> Result<Tensor> {
         let a = normalize_axis(NAME, dim0, x.rank(), false)?;
         let b = normalize_axis(NAME, dim1, x.rank(), false)?;
-        let mut shape = x.shape().to_vec();
-        let mut strides = x.strides().to_vec();
+        let mut shape = Dims::from_slice(x.shape());
+        let mut strides = Dims::from_slice(x.strides());
         shape.swap(a, b);
         strides.swap(a, b);
         Ok(x.view_as(shape, strides, x.offset()))
@@ -215,7 +215,7 @@ pub mod transpose {
 // ===== shape changes =====
 
 /// Resolves a requested shape with at most one `-1` against `numel` elements.
-fn resolve_shape(op: &'static str, from: &[usize], requested: &[isize], numel: usize) -> Result<Vec<usize>> {
+fn resolve_shape(op: &'static str, from: &[usize], requested: &[isize], numel: usize) -> Result<Dims> {
     let mut infer = None;
     let mut known = 1usize;
     for (i, &d) in requested.iter().enumerate() {
@@ -226,7 +226,7 @@ fn resolve_shape(op: &'static str, from: &[usize], requested: &[isize], numel: u
             d => known = known.checked_mul(d as usize).ok_or_else(|| Error::argument(op, format!("shape {requested:?} overflows")))?,
         }
     }
-    let mut shape: Vec<usize> = requested.iter().map(|&d| d.max(0) as usize).collect();
+    let mut shape: Dims = requested.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
         if known == 0 || !numel.is_multiple_of(known) {
             return Err(Error::shape(op, &[from], format!("cannot infer the -1 in {requested:?} for {numel} elements")));
@@ -241,11 +241,11 @@ fn resolve_shape(op: &'static str, from: &[usize], requested: &[isize], numel: u
 
 /// Strides that view a layout as `new_shape` without copying, if any exist (the rule
 /// PyTorch's `view` uses: each run of mutually contiguous input axes maps to output axes).
-fn view_strides(old_shape: &[usize], old_strides: &[usize], new_shape: &[usize]) -> Option<Vec<usize>> {
+fn view_strides(old_shape: &[usize], old_strides: &[usize], new_shape: &[usize]) -> Option<Dims> {
     if old_shape.iter().product::<usize>() <= 1 || old_shape.is_empty() {
         return Some(contiguous_strides(new_shape));
     }
-    let mut new_strides = vec![0usize; new_shape.len()];
+    let mut new_strides = Dims::from_elem(0, new_shape.len());
     let mut view_d = new_shape.len() as isize - 1;
     let mut chunk_base = *old_strides.last()?;
     let mut tensor_numel = 1usize;
@@ -277,7 +277,7 @@ fn view_strides(old_shape: &[usize], old_strides: &[usize], new_shape: &[usize])
 
 /// `x` with the same elements in row-major order as `shape` (`-1` infers one dimension):
 /// a view when the strides allow, else a contiguous copy.
-fn reshape_to(x: &Tensor, shape: Vec<usize>) -> Result<Tensor> {
+fn reshape_to(x: &Tensor, shape: Dims) -> Result<Tensor> {
     match view_strides(x.shape(), x.strides(), &shape) {
         Some(strides) => Ok(x.view_as(shape, strides, x.offset())),
         None => {
@@ -320,14 +320,18 @@ pub mod squeeze {
     use super::*;
 
     pub fn forward(x: &Tensor, axis: Option<isize>) -> Result<Tensor> {
-        let keep: Vec<usize> = match axis {
+        let keep: Dims = match axis {
             Some(a) => {
                 let a = normalize_axis(NAME, a, x.rank(), false)?;
                 (0..x.rank()).filter(|&i| i != a || x.shape()[i] != 1).collect()
             }
             None => (0..x.rank()).filter(|&i| x.shape()[i] != 1).collect(),
         };
-        Ok(x.view_as(keep.iter().map(|&i| x.shape()[i]).collect(), keep.iter().map(|&i| x.strides()[i]).collect(), x.offset()))
+        Ok(x.view_as(
+            keep.iter().map(|&i| x.shape()[i]).collect::<Dims>(),
+            keep.iter().map(|&i| x.strides()[i]).collect::<Dims>(),
+            x.offset(),
+        ))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -350,8 +354,8 @@ pub mod unsqueeze {
 
     pub fn forward(x: &Tensor, axis: isize) -> Result<Tensor> {
         let a = normalize_axis(NAME, axis, x.rank(), true)?;
-        let mut shape = x.shape().to_vec();
-        let mut strides = x.strides().to_vec();
+        let mut shape = Dims::from_slice(x.shape());
+        let mut strides = Dims::from_slice(x.strides());
         let s = if a < x.rank() { x.strides()[a] * x.shape()[a] } else { 1 };
         shape.insert(a, 1);
         strides.insert(a, s);
@@ -402,8 +406,8 @@ pub mod expand {
             return Err(Error::argument(NAME, format!("target {shape:?} has fewer axes than the input shape {:?}", x.shape())));
         }
         let lead = shape.len() - r;
-        let mut out_shape = Vec::with_capacity(shape.len());
-        let mut strides = Vec::with_capacity(shape.len());
+        let mut out_shape = Dims::new();
+        let mut strides = Dims::new();
         for (i, &want) in shape.iter().enumerate() {
             if i < lead {
                 if want < 0 {

@@ -15,22 +15,22 @@
 //! The traversal's vectors, maps and the gradient sink are kept per thread and reused, so
 //! a warm step's backward pass does not allocate them again.
 
-use super::{Edge, GradSink, Meta, NoGradGuard, Node};
+use super::{lock, Backward, Edge, GradSink, NoGradGuard, NodeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::basic;
-use crate::tensor::Tensor;
+use crate::tensor::{Inner, Tensor};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The engine's working set, reused across calls on one thread (cleared after each).
 #[derive(Default)]
 struct Scratch {
-    order: Vec<Arc<Node>>,
-    seen: HashSet<*const Node>,
-    stack: Vec<(Arc<Node>, usize)>,
-    index: HashMap<*const Node, usize>,
+    order: Vec<NodeRef>,
+    seen: HashSet<*const ()>,
+    stack: Vec<(NodeRef, usize)>,
+    index: HashMap<*const (), usize>,
     pending: Vec<Option<Tensor>>,
     sink: GradSink,
     leaves: LeafUpdates,
@@ -42,8 +42,8 @@ struct LeafUpdates {
     /// Each leaf reached, in first-emission order, with its new gradient when it had none
     /// (built as emissions arrive: the first adopted or copied, the rest added into it, as
     /// `.grad` itself would have been).
-    leaves: Vec<(Arc<Mutex<Meta>>, Option<Tensor>)>,
-    index: HashMap<*const Mutex<Meta>, usize>,
+    leaves: Vec<(Arc<Inner>, Option<Tensor>)>,
+    index: HashMap<*const Inner, usize>,
     /// Emissions to leaves that already had a gradient: (leaf position, contiguous
     /// gradient), in emission order, added into `.grad` at the end.
     adds: Vec<(usize, Tensor)>,
@@ -57,12 +57,12 @@ impl LeafUpdates {
     }
 
     /// Holds back one emission to a leaf.
-    fn emit(&mut self, meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
+    fn emit(&mut self, leaf: &Arc<Inner>, grad: Tensor) -> Result<()> {
         let next = self.leaves.len();
-        let i = *self.index.entry(Arc::as_ptr(meta)).or_insert(next);
+        let i = *self.index.entry(Arc::as_ptr(leaf)).or_insert(next);
         if i == next {
-            let fresh = lock(meta).grad.is_none();
-            self.leaves.push((meta.clone(), None));
+            let fresh = lock(&leaf.meta).grad.is_none();
+            self.leaves.push((leaf.clone(), None));
             if fresh {
                 self.leaves[i].1 = Some(private_copy(grad)?);
                 return Ok(());
@@ -80,9 +80,9 @@ impl LeafUpdates {
 
     /// Writes the held-back gradients into the leaves.
     fn apply(&mut self) -> Result<()> {
-        for (meta, fresh) in &mut self.leaves {
+        for (leaf, fresh) in &mut self.leaves {
             if let Some(g) = fresh.take() {
-                install_leaf_grad(meta, g)?;
+                install_leaf_grad(leaf, g)?;
             }
         }
         for (i, g) in self.adds.drain(..) {
@@ -150,7 +150,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
     let _no_grad = NoGradGuard::new();
     let Some(root_node) = root.grad_fn() else {
         // A leaf: the seed is its gradient.
-        return install_leaf_grad(root.meta_arc(), seed);
+        return install_leaf_grad(root.inner_arc(), seed);
     };
 
     let mut scratch = Borrowed::take();
@@ -158,11 +158,11 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
     post_order(&root_node, order, seen, stack);
     // A released record anywhere in the graph fails the pass before any work is done.
     for node in order.iter() {
-        if lock(&node.record).is_none() {
-            return Err(Error::GraphReleased { op: node.name });
+        if released(node) {
+            return Err(Error::GraphReleased { op: node.name() });
         }
     }
-    index.extend(order.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n), i)));
+    index.extend(order.iter().enumerate().map(|(i, n)| (n.key(), i)));
     pending.resize(order.len(), None);
     pending[order.len() - 1] = Some(seed);
 
@@ -171,58 +171,92 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
         let Some(g) = pending[i].take() else {
             // No gradient reached this record (its consumers emitted none for it).
             if !retain_graph {
-                lock(&node.record).take();
+                release(node);
             }
             continue;
         };
-        sink.reset(&node.edges);
-        {
-            let mut slot = lock(&node.record);
-            let record = slot.as_ref().ok_or(Error::GraphReleased { op: node.name })?;
+        sink.reset(node.edges());
+        let mut g = Some(g);
+        node.with_record(&mut |slot| {
+            let record = slot.get().ok_or(Error::GraphReleased { op: node.name() })?;
             record.check_versions()?;
-            record.backward(&g, sink)?;
+            // Dropped as soon as the rule has run (the closure runs once).
+            if let Some(g) = g.take() {
+                record.backward(&g, sink)?;
+            }
+            // The record is released once its input shapes have fitted the gradients (also
+            // when routing them fails).
+            let routed = route(node, record, sink, index, pending, leaves);
             if !retain_graph {
-                slot.take();
+                slot.release();
             }
-        }
-        drop(g);
-        for (j, edge) in node.edges.iter().enumerate() {
-            let Some(edge) = edge else { continue };
-            let Some(grad) = sink.grads[j].take() else {
-                return Err(Error::argument(node.name, format!("the backward rule emitted no gradient for input {j}, which needs one")));
-            };
-            let grad = fit_to_input(node, j, grad)?;
-            match edge {
-                Edge::Node(target) => {
-                    let t = index[&Arc::as_ptr(target)];
-                    pending[t] = Some(match pending[t].take() {
-                        None => grad,
-                        Some(acc) => basic::add_same_shape(&acc, &grad)?,
-                    });
-                }
-                Edge::Leaf(meta) => leaves.emit(meta, grad)?,
-            }
-        }
+            routed
+        })?;
     }
     leaves.apply()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Fits each gradient `record`'s rule emitted to its input's shape and sends it along its
+/// edge: into the pending gradient of the record that produced the input, or held back for
+/// a leaf.
+fn route(
+    node: &NodeRef,
+    record: &dyn Backward,
+    sink: &mut GradSink,
+    index: &HashMap<*const (), usize>,
+    pending: &mut [Option<Tensor>],
+    leaves: &mut LeafUpdates,
+) -> Result<()> {
+    for (j, edge) in node.edges().iter().enumerate() {
+        let Some(edge) = edge else { continue };
+        let Some(grad) = sink.grads[j].take() else {
+            return Err(Error::argument(node.name(), format!("the backward rule emitted no gradient for input {j}, which needs one")));
+        };
+        let grad = fit_to_input(node.name(), record.input_shape(j), j, grad)?;
+        match edge {
+            Edge::Node(target) => {
+                let t = index[&target.key()];
+                pending[t] = Some(match pending[t].take() {
+                    None => grad,
+                    Some(acc) => basic::add_same_shape(&acc, &grad)?,
+                });
+            }
+            Edge::Leaf(leaf) => leaves.emit(leaf, grad)?,
+        }
+    }
+    Ok(())
+}
+
+/// Whether a node's record was released.
+fn released(node: &NodeRef) -> bool {
+    let mut released = false;
+    let _ = node.with_record(&mut |slot| {
+        released = slot.get().is_none();
+        Ok(())
+    });
+    released
+}
+
+/// Releases a node's record.
+fn release(node: &NodeRef) {
+    let _ = node.with_record(&mut |slot| {
+        slot.release();
+        Ok(())
+    });
 }
 
 /// Iterative post-order DFS over node edges in input order into `order` (empty on entry);
 /// the root comes last.
-fn post_order(root: &Arc<Node>, order: &mut Vec<Arc<Node>>, seen: &mut HashSet<*const Node>, stack: &mut Vec<(Arc<Node>, usize)>) {
+fn post_order(root: &NodeRef, order: &mut Vec<NodeRef>, seen: &mut HashSet<*const ()>, stack: &mut Vec<(NodeRef, usize)>) {
     stack.push((root.clone(), 0));
-    seen.insert(Arc::as_ptr(root));
+    seen.insert(root.key());
     while let Some((node, next)) = stack.last_mut() {
         let node = node.clone();
-        if *next < node.edges.len() {
+        if *next < node.edges().len() {
             let e = *next;
             *next += 1;
-            if let Some(Edge::Node(child)) = &node.edges[e] {
-                if seen.insert(Arc::as_ptr(child)) {
+            if let Some(Edge::Node(child)) = &node.edges()[e] {
+                if seen.insert(child.key()) {
                     stack.push((child.clone(), 0));
                 }
             }
@@ -235,17 +269,16 @@ fn post_order(root: &Arc<Node>, order: &mut Vec<Arc<Node>>, seen: &mut HashSet<*
 
 /// Checks an emitted gradient against its input's shape, summing a broadcast gradient
 /// down to the input's shape (the engine does this once for every rule).
-fn fit_to_input(node: &Node, j: usize, grad: Tensor) -> Result<Tensor> {
-    let shape = &node.input_shapes[j];
+fn fit_to_input(op: &'static str, shape: &[usize], j: usize, grad: Tensor) -> Result<Tensor> {
     if grad.dtype() != DType::F32 {
-        return Err(Error::DType { op: node.name, arg: "gradient", expected: DType::F32, got: grad.dtype() });
+        return Err(Error::DType { op, arg: "gradient", expected: DType::F32, got: grad.dtype() });
     }
-    if grad.shape() == shape.as_slice() {
+    if grad.shape() == shape {
         return Ok(grad);
     }
     if !broadcasts_to(shape, grad.shape()) {
         return Err(Error::shape(
-            node.name,
+            op,
             &[shape, grad.shape()],
             format!("the backward rule emitted a gradient for input {j} that does not broadcast from the input's shape"),
         ));
@@ -268,8 +301,8 @@ fn private_copy(grad: Tensor) -> Result<Tensor> {
 }
 
 /// Adds `grad` into a leaf's gradient, or makes it the gradient (privately) if it has none.
-fn install_leaf_grad(meta: &Arc<Mutex<Meta>>, grad: Tensor) -> Result<()> {
-    let mut m = lock(meta);
+fn install_leaf_grad(leaf: &Arc<Inner>, grad: Tensor) -> Result<()> {
+    let mut m = lock(&leaf.meta);
     match &m.grad {
         None => m.grad = Some(private_copy(grad)?),
         Some(acc) => return basic::add_assign(acc, &grad),

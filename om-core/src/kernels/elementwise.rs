@@ -9,13 +9,13 @@
 use crate::compute::{for_each_chunk_mut, Compute};
 use crate::error::Result;
 use crate::kernels::lanes::{self, Binary, Src, Unary};
-use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
+use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row, Dims};
 use crate::tensor::Tensor;
 
 /// `out[i] = f(x[i])` as a new contiguous tensor of `x`'s shape.
 pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
     x.expect_f32(op, "x")?;
-    let shape = x.shape().to_vec();
+    let shape = Dims::from_slice(x.shape());
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
         Tensor::build_f32(&shape, |out| {
@@ -64,7 +64,7 @@ fn src(data: &[f32], start: usize, len: usize, step: usize) -> Src<'_> {
 pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
     x.expect_f32(name, "x")?;
     let settings = Compute::settings();
-    let shape = x.shape().to_vec();
+    let shape = Dims::from_slice(x.shape());
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
         Tensor::build_f32(&shape, |out| {
