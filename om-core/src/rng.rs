@@ -28,10 +28,7 @@ impl Rng {
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix(self.state)
     }
 
     /// Uniform in `[0, 1)` with 53 random bits.
@@ -68,6 +65,13 @@ impl Rng {
     }
 }
 
+/// SplitMix64's output function: 64 well-mixed bits of `z`.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// The seed of threads whose stream [`manual_seed`] has not set (PyTorch's initial seed).
 pub const DEFAULT_SEED: u64 = 67_280_421_310_721;
 
@@ -98,10 +102,7 @@ pub fn next_seed() -> u64 {
 /// A uniform value in `[0, 1)` (24 random bits, exactly representable) for element `i` of a
 /// call seeded with `seed`: a pure function of both, so any thread may compute any element.
 pub fn uniform_at(seed: u64, i: u64) -> f32 {
-    let mut z = seed ^ i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = mix(seed ^ i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     (z >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
 }
 
