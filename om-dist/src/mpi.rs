@@ -15,7 +15,7 @@ use crate::communicator::{check_sum, split, weighted_sum, Communicator, Layout};
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
+use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Root as _};
 use mpi::Count;
 use om_core::{Error, Result};
 use std::cell::RefCell;
