@@ -290,6 +290,9 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
     if let Some(last) = &last_eval {
         println!("{}", task.summary(last, wall));
     }
+    if !sharding.is_empty() {
+        println!("parameters: hash {:016x}, bit-identical on {ranks} process(es)", dp.hash());
+    }
     let (loss_title, metric_title) = T::CURVE_TITLES;
     let curves = Curves {
         loss_title,
