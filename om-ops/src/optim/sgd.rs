@@ -1,0 +1,144 @@
+//! Stochastic gradient descent as `torch.optim.SGD`.
+
+use super::config::{hyper_params, HyperParams};
+use super::params::{checked_grads, for_each_grad, ParamState, Params};
+use super::{state, Optimizer};
+use om_core::{Error, Result, Tensor};
+use std::collections::BTreeMap;
+
+hyper_params! {
+    /// Hyper-parameters of [`Sgd`] (`torch.optim.SGD`'s arguments and defaults).
+    ///
+    /// ```
+    /// use om_ops::optim::{Optimizer, SgdConfig};
+    /// use om_ops::Tensor;
+    /// let p = Tensor::ones(&[3])?.requires_grad()?;
+    /// let opt = SgdConfig::default().lr(0.1).momentum(0.9).nesterov(true).build(vec![p])?;
+    /// assert_eq!(opt.lr(), 0.1);
+    /// assert!(SgdConfig::default().lr(-1.0).build(vec![]).is_err());
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
+    pub struct SgdConfig for "Sgd" {
+        /// Learning rate.
+        lr: f32 = 1e-3, NonNegative;
+        /// Momentum factor μ (0 = none).
+        momentum: f32 = 0.0, NonNegative;
+        /// Dampening of the momentum's new term.
+        dampening: f32 = 0.0, Finite;
+        /// L2 penalty added to the gradient.
+        weight_decay: f32 = 0.0, NonNegative;
+        /// Nesterov momentum (needs a momentum and zero dampening).
+        nesterov: bool = false;
+    }
+}
+
+impl SgdConfig {
+    /// Checks every field (and Nesterov's needs, as PyTorch does).
+    pub fn validate(&self) -> Result<()> {
+        self.check_ranges()?;
+        if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
+            return Err(Error::argument("Sgd", "Nesterov momentum needs a momentum and zero dampening"));
+        }
+        Ok(())
+    }
+
+    /// The state buffer (`momentum_buffer`): needed with a momentum, starting at 0.
+    fn buffers(&self) -> Vec<(bool, f32)> {
+        vec![(self.momentum != 0.0, 0.0)]
+    }
+
+    /// An [`Sgd`] over `params` with this config.
+    pub fn build(self, params: impl Into<Params>) -> Result<Sgd> {
+        self.validate()?;
+        let params = params.into().checked("Sgd")?;
+        let mut state = ParamState::unallocated(SLOTS, &params);
+        if self.momentum != 0.0 {
+            state.allocate("Sgd", 0, &params, 0.0)?;
+        }
+        Ok(Sgd { params, config: self, state })
+    }
+}
+
+const SLOTS: &[&str] = &["momentum_buffer"];
+
+/// Stochastic gradient descent as `torch.optim.SGD`:
+/// `d = g + wd·p`; with momentum `b = d` on a parameter's first step, then
+/// `b = μ·b + (1 − dampening)·d`, and `d = d + μ·b` (Nesterov) or `d = b`; `p −= lr·d`.
+/// Configured by [`SgdConfig`]; its state is a momentum buffer per parameter (the step
+/// count is the number of momentum updates).
+pub struct Sgd {
+    params: Params,
+    config: SgdConfig,
+    state: ParamState,
+}
+
+impl Sgd {
+    /// Plain SGD with learning rate `lr` (see [`SgdConfig`] for the rest).
+    pub fn new(params: impl Into<Params>, lr: f32) -> Result<Sgd> {
+        SgdConfig::default().lr(lr).build(params)
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &SgdConfig {
+        &self.config
+    }
+
+    /// Replaces the hyper-parameters (checked; the state is kept, a momentum buffer newly
+    /// needed is allocated by the next step).
+    pub fn set_config(&mut self, config: SgdConfig) -> Result<()> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        let SgdConfig { lr, momentum: mu, dampening: damp, weight_decay: wd, nesterov } = self.config;
+        let grads = checked_grads("Sgd", self.params.tensors())?;
+        if mu != 0.0 {
+            // Momentum set after construction: its buffers are allocated on the first step.
+            self.state.allocate("Sgd", 0, &self.params, 0.0)?;
+        }
+        let ParamState { bufs, steps, .. } = &mut self.state;
+        for_each_grad(self.params.tensors(), &grads, |i, p, g| {
+            p.update_f32("Sgd", |pv| {
+                if mu == 0.0 {
+                    for (p, &g) in pv.iter_mut().zip(g) {
+                        let d = if wd != 0.0 { g + wd * *p } else { g };
+                        *p -= lr * d;
+                    }
+                    return;
+                }
+                let first = steps[i] == 0;
+                steps[i] += 1;
+                for ((p, &g), b) in pv.iter_mut().zip(g).zip(bufs[0][i].iter_mut()) {
+                    let d = if wd != 0.0 { g + wd * *p } else { g };
+                    *b = if first { d } else { mu * *b + (1.0 - damp) * d };
+                    let d = if nesterov { d + mu * *b } else { *b };
+                    *p -= lr * d;
+                }
+            })
+        })
+    }
+
+    fn params(&self) -> &[Tensor] {
+        self.params.tensors()
+    }
+
+    fn lr(&self) -> f32 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f32) {
+        self.config.lr = lr;
+    }
+
+    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+        state::state_dict("Sgd", &self.config, &self.params, &self.state)
+    }
+
+    fn load_state_dict(&mut self, file: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
+        state::load_state_dict(&mut self.config, &self.params, &mut self.state, file, from, SgdConfig::validate, SgdConfig::buffers)
+    }
+}
