@@ -39,6 +39,9 @@ fn tmp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// Named tensors (a state dict).
+type Named = Vec<(String, Tensor)>;
+
 type Make = fn(Vec<(String, Tensor)>) -> Result<Box<dyn Optimizer>>;
 
 /// Every optimizer, in settings that use every state buffer.
@@ -66,7 +69,11 @@ fn train(model: &Mlp, opt: &mut dyn Optimizer, steps: std::ops::Range<usize>) ->
 fn bits(list: &[(String, Tensor)]) -> Vec<(String, Vec<u32>)> {
     list.iter()
         .map(|(n, t)| {
-            let v = if t.dtype() == om_core::DType::F32 { t.to_vec().iter().map(|v| v.to_bits()).collect() } else { t.to_vec_i32().iter().map(|&v| v as u32).collect() };
+            let v = if t.dtype() == om_core::DType::F32 {
+                t.to_vec().iter().map(|v| v.to_bits()).collect()
+            } else {
+                t.to_vec_i32().iter().map(|&v| v as u32).collect()
+            };
             (n.clone(), v)
         })
         .collect()
@@ -131,12 +138,14 @@ fn bad_state_files_are_errors_naming_the_file_that_change_nothing() -> Result<()
         io::save(&path, list.iter().map(|(n, t)| (n.as_str(), t))).unwrap();
         path
     };
-    let edited = |f: &dyn Fn(&mut Vec<(String, Tensor)>)| {
+    let edited = |f: &dyn Fn(&mut Named)| {
         let mut l = good.clone();
         f(&mut l);
         l
     };
-    let set = |key: &'static str, t: Tensor| move |l: &mut Vec<(String, Tensor)>| l.iter_mut().filter(|(n, _)| n == key).for_each(|(_, v)| *v = t.clone());
+    let set = |key: &'static str, t: Tensor| {
+        move |l: &mut Vec<(String, Tensor)>| l.iter_mut().filter(|(n, _)| n == key).for_each(|(_, v)| *v = t.clone())
+    };
     let garbage = tmp("garbage.safetensors");
     std::fs::write(&garbage, b"not a safetensors file").unwrap();
     let sgd_file = tmp("sgd_state.safetensors");
@@ -147,13 +156,25 @@ fn bad_state_files_are_errors_naming_the_file_that_change_nothing() -> Result<()
         ("missing file", tmp("does-not-exist.safetensors"), "does-not-exist"),
         ("garbage", garbage, "not valid safetensors"),
         ("another optimizer's", sgd_file, "hyper.betas"),
-        ("missing buffer", write("missing.safetensors", &edited(&|l| l.retain(|(n, _)| n != "b.weight.exp_avg_sq"))), "b.weight.exp_avg_sq"),
+        (
+            "missing buffer",
+            write("missing.safetensors", &edited(&|l| l.retain(|(n, _)| n != "b.weight.exp_avg_sq"))),
+            "b.weight.exp_avg_sq",
+        ),
         ("buffer without step", write("nostep.safetensors", &edited(&|l| l.retain(|(n, _)| n != "a.bias.step"))), "a.bias.step"),
-        ("extra", write("extra.safetensors", &edited(&|l| l.push(("c.weight.exp_avg".into(), Tensor::zeros(&[1]).unwrap())))), "c.weight.exp_avg"),
+        (
+            "extra",
+            write("extra.safetensors", &edited(&|l| l.push(("c.weight.exp_avg".into(), Tensor::zeros(&[1]).unwrap())))),
+            "c.weight.exp_avg",
+        ),
         ("shape", write("shape.safetensors", &edited(&set("a.weight.exp_avg", Tensor::zeros(&[4, 6])?))), "a.weight.exp_avg"),
         ("step dtype", write("step.safetensors", &edited(&set("a.weight.step", Tensor::scalar(2.0)))), "a.weight.step"),
         ("lr out of range", write("lr.safetensors", &edited(&set("hyper.lr", Tensor::from_vec(vec![-1.0], &[])?))), "lr must be"),
-        ("betas out of range", write("betas.safetensors", &edited(&set("hyper.betas", Tensor::from_vec(vec![0.9, 1.0], &[2])?))), "betas.1"),
+        (
+            "betas out of range",
+            write("betas.safetensors", &edited(&set("hyper.betas", Tensor::from_vec(vec![0.9, 1.0], &[2])?))),
+            "betas.1",
+        ),
         ("flag", write("flag.safetensors", &edited(&set("hyper.decoupled", Tensor::from_vec_i32(vec![7], &[])?))), "hyper.decoupled"),
     ];
     let before = bits(&adam.state_dict()?);
@@ -210,7 +231,11 @@ fn every_hyper_parameter_is_checked_with_pytorch_ranges() {
     }
     // PyTorch's defaults pass, lr 0 included (PyTorch accepts it)
     assert!(SgdConfig::default().lr(0.0).build(p()).is_ok());
-    assert!(AdamConfig::default().build(p()).is_ok() && RMSpropConfig::default().build(p()).is_ok() && AdagradConfig::default().build(p()).is_ok());
+    assert!(
+        AdamConfig::default().build(p()).is_ok()
+            && RMSpropConfig::default().build(p()).is_ok()
+            && AdagradConfig::default().build(p()).is_ok()
+    );
     assert_eq!(AdagradConfig::default().eps, 1e-10);
     assert_eq!(RMSpropConfig::default().alpha, 0.99);
 }

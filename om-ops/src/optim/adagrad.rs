@@ -14,7 +14,7 @@ hyper_params! {
     /// use om_ops::Tensor;
     /// let p = Tensor::ones(&[3])?.requires_grad()?;
     /// let opt = AdagradConfig::default().lr(0.1).lr_decay(1e-3).build(vec![p])?;
-    /// assert!(AdagradConfig::default().initial_accumulator_value(-1.0).build(vec![]).is_err());
+    /// assert!(AdagradConfig::default().initial_accumulator_value(-1.0).build(Vec::<Tensor>::new()).is_err());
     /// # Ok::<(), om_ops::Error>(())
     /// ```
     pub struct AdagradConfig for "Adagrad" {

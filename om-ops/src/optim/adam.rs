@@ -16,7 +16,7 @@ hyper_params! {
     /// let p = Tensor::ones(&[3])?.requires_grad()?;
     /// let opt = AdamConfig::adamw().lr(3e-4).betas((0.9, 0.95)).build(vec![p])?;
     /// assert_eq!(opt.config().weight_decay, 0.01);
-    /// let e = AdamConfig::default().betas((1.0, 0.999)).build(vec![]).err().unwrap();
+    /// let e = AdamConfig::default().betas((1.0, 0.999)).build(Vec::<Tensor>::new()).err().unwrap();
     /// assert!(e.to_string().contains("betas.0 must be in [0, 1), got 1"), "{e}");
     /// # Ok::<(), om_ops::Error>(())
     /// ```

@@ -39,7 +39,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f32, norm_type: f32, error_if
     if !(max_norm >= 0.0 && max_norm.is_finite()) {
         return Err(Error::argument(OP, format!("max_norm must be a finite number ≥ 0, got {max_norm}")));
     }
-    if !(norm_type > 0.0) {
+    if norm_type.is_nan() || norm_type <= 0.0 {
         return Err(Error::argument(OP, format!("norm_type must be above 0 (or infinity), got {norm_type}")));
     }
     let grads = grads(OP, params)?;
@@ -96,7 +96,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f32, norm_type: f32, error_if
 /// ```
 pub fn clip_grad_value(params: &[Tensor], clip_value: f32) -> Result<()> {
     const OP: &str = "clip_grad_value";
-    if !(clip_value >= 0.0) {
+    if clip_value.is_nan() || clip_value < 0.0 {
         return Err(Error::argument(OP, format!("clip_value must be ≥ 0, got {clip_value}")));
     }
     let grads = grads(OP, params)?;

@@ -101,7 +101,9 @@ pub(crate) fn hyper_key(name: &str) -> String {
 pub(crate) fn take_hyper<T: Hyper>(op: &'static str, file: &mut BTreeMap<String, Tensor>, name: &str, from: &str) -> Result<T> {
     let key = hyper_key(name);
     let t = file.remove(&key).ok_or_else(|| Error::argument(op, format!("{from} has no `{key}` (is it a state file of {op}?)")))?;
-    T::from_tensor(&t).ok_or_else(|| Error::argument(op, format!("`{key}` in {from} is not a {} (is it a state file of {op}?)", std::any::type_name::<T>())))
+    T::from_tensor(&t).ok_or_else(|| {
+        Error::argument(op, format!("`{key}` in {from} is not a {} (is it a state file of {op}?)", std::any::type_name::<T>()))
+    })
 }
 
 /// What [`hyper_params!`] generates for a config beyond its struct and setters.

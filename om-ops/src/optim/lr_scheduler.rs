@@ -128,7 +128,7 @@ impl StepLR {
     }
 
     fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
-        Ok(if epoch % self.step_size != 0 { lr } else { lr * self.gamma })
+        Ok(if epoch.is_multiple_of(self.step_size) { lr * self.gamma } else { lr })
     }
 }
 scheduler!(StepLR);
@@ -336,7 +336,10 @@ impl OneCycleLR {
             if step_num <= ph.end_step || i == self.phases.len() - 1 {
                 let pct = (step_num - start_step) / (ph.end_step - start_step);
                 if !pct.is_finite() {
-                    return Err(Error::argument("OneCycleLR", format!("phase {i} is empty (pct_start too small for {} steps)", self.total_steps)));
+                    return Err(Error::argument(
+                        "OneCycleLR",
+                        format!("phase {i} is empty (pct_start too small for {} steps)", self.total_steps),
+                    ));
                 }
                 return Ok(match self.anneal {
                     Anneal::Cos => ph.end + (ph.start - ph.end) / 2.0 * ((PI * pct).cos() + 1.0),

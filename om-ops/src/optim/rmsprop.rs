@@ -14,7 +14,7 @@ hyper_params! {
     /// use om_ops::Tensor;
     /// let p = Tensor::ones(&[3])?.requires_grad()?;
     /// let opt = RMSpropConfig::default().lr(1e-3).momentum(0.9).centered(true).build(vec![p])?;
-    /// assert!(RMSpropConfig::default().alpha(-0.5).build(vec![]).is_err());
+    /// assert!(RMSpropConfig::default().alpha(-0.5).build(Vec::<Tensor>::new()).is_err());
     /// # Ok::<(), om_ops::Error>(())
     /// ```
     pub struct RMSpropConfig for "RMSprop" {

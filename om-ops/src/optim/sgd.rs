@@ -15,7 +15,7 @@ hyper_params! {
     /// let p = Tensor::ones(&[3])?.requires_grad()?;
     /// let opt = SgdConfig::default().lr(0.1).momentum(0.9).nesterov(true).build(vec![p])?;
     /// assert_eq!(opt.lr(), 0.1);
-    /// assert!(SgdConfig::default().lr(-1.0).build(vec![]).is_err());
+    /// assert!(SgdConfig::default().lr(-1.0).build(Vec::<Tensor>::new()).is_err());
     /// # Ok::<(), om_ops::Error>(())
     /// ```
     pub struct SgdConfig for "Sgd" {

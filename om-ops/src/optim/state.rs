@@ -61,7 +61,8 @@ pub(crate) fn state_tensors(op: &'static str, params: &Params, state: &ParamStat
         if steps == 0 {
             continue;
         }
-        let step = i32::try_from(steps).map_err(|_| Error::argument(op, format!("`{name}` has taken {steps} steps, more than a state file holds")))?;
+        let step = i32::try_from(steps)
+            .map_err(|_| Error::argument(op, format!("`{name}` has taken {steps} steps, more than a state file holds")))?;
         out.push((format!("{name}.step"), Tensor::from_vec_i32(vec![step], &[])?));
         for (slot, bufs) in state.slots.iter().zip(&state.bufs) {
             if let Some(b) = bufs.get(i) {
@@ -126,7 +127,12 @@ pub(crate) fn read_state(
 }
 
 /// An optimizer's state-file tensors: its config's hyper-parameters, then its state.
-pub(crate) fn state_dict<C: HyperParams>(op: &'static str, config: &C, params: &Params, state: &ParamState) -> Result<Vec<(String, Tensor)>> {
+pub(crate) fn state_dict<C: HyperParams>(
+    op: &'static str,
+    config: &C,
+    params: &Params,
+    state: &ParamState,
+) -> Result<Vec<(String, Tensor)>> {
     let mut out = config.to_tensors()?;
     out.extend(state_tensors(op, params, state)?);
     Ok(out)
