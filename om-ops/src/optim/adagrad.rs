@@ -1,10 +1,10 @@
 //! Adagrad as `torch.optim.Adagrad`.
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, ParamState, Params};
-use super::{state, Optimizer};
-use om_core::{Result, Tensor};
-use std::collections::BTreeMap;
+use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+#[cfg(doc)]
+use super::Optimizer;
+use om_core::Result;
 
 hyper_params! {
     /// Hyper-parameters of [`Adagrad`] (`torch.optim.Adagrad`'s arguments and defaults).
@@ -38,8 +38,8 @@ impl AdagradConfig {
     }
 
     /// The state buffer (`sum`): needed, starting at `initial_accumulator_value`.
-    fn buffers(&self) -> Vec<(bool, f32)> {
-        vec![(true, self.initial_accumulator_value)]
+    fn buffers(&self) -> [(bool, f32); 1] {
+        [(true, self.initial_accumulator_value)]
     }
 
     /// An [`Adagrad`] over `params` with this config (its sums allocated here).
@@ -68,21 +68,8 @@ impl Adagrad {
         AdagradConfig::default().lr(lr).build(params)
     }
 
-    /// The hyper-parameters.
-    pub fn config(&self) -> &AdagradConfig {
-        &self.config
-    }
-
-    /// Replaces the hyper-parameters (checked; the sums and step counts are kept).
-    pub fn set_config(&mut self, config: AdagradConfig) -> Result<()> {
-        config.validate()?;
-        self.config = config;
-        Ok(())
-    }
-}
-
-impl Optimizer for Adagrad {
-    fn step(&mut self) -> Result<()> {
+    /// One step (the [`Optimizer::step`] of this optimizer).
+    fn update(&mut self) -> Result<()> {
         let AdagradConfig { lr, lr_decay, weight_decay: wd, eps, .. } = self.config;
         let grads = checked_grads("Adagrad", self.params.tensors())?;
         let ParamState { bufs, steps, .. } = &mut self.state;
@@ -99,24 +86,6 @@ impl Optimizer for Adagrad {
             })
         })
     }
-
-    fn params(&self) -> &[Tensor] {
-        self.params.tensors()
-    }
-
-    fn lr(&self) -> f32 {
-        self.config.lr
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.config.lr = lr;
-    }
-
-    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
-        state::state_dict("Adagrad", &self.config, &self.params, &self.state)
-    }
-
-    fn load_state_dict(&mut self, file: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
-        state::load_state_dict(&mut self.config, &self.params, &mut self.state, file, from, AdagradConfig::validate, AdagradConfig::buffers)
-    }
 }
+
+optimizer_impl!(Adagrad, AdagradConfig);

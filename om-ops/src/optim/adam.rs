@@ -1,10 +1,10 @@
 //! Adam and AdamW as `torch.optim.Adam` / `torch.optim.AdamW` (without amsgrad).
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, ParamState, Params};
-use super::{state, Optimizer};
-use om_core::{Result, Tensor};
-use std::collections::BTreeMap;
+use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+#[cfg(doc)]
+use super::Optimizer;
+use om_core::Result;
 
 hyper_params! {
     /// Hyper-parameters of [`Adam`] (`torch.optim.Adam`'s arguments and defaults;
@@ -46,8 +46,8 @@ impl AdamConfig {
     }
 
     /// The state buffers (`exp_avg`, `exp_avg_sq`): both needed, starting at 0.
-    fn buffers(&self) -> Vec<(bool, f32)> {
-        vec![(true, 0.0), (true, 0.0)]
+    fn buffers(&self) -> [(bool, f32); 2] {
+        [(true, 0.0), (true, 0.0)]
     }
 
     /// An [`Adam`] over `params` with this config (its moment buffers allocated here).
@@ -83,21 +83,8 @@ impl Adam {
         AdamConfig::adamw().lr(lr).build(params)
     }
 
-    /// The hyper-parameters.
-    pub fn config(&self) -> &AdamConfig {
-        &self.config
-    }
-
-    /// Replaces the hyper-parameters (checked; the moments and step counts are kept).
-    pub fn set_config(&mut self, config: AdamConfig) -> Result<()> {
-        config.validate()?;
-        self.config = config;
-        Ok(())
-    }
-}
-
-impl Optimizer for Adam {
-    fn step(&mut self) -> Result<()> {
+    /// One step (the [`Optimizer::step`] of this optimizer).
+    fn update(&mut self) -> Result<()> {
         let AdamConfig { lr, betas: (b1, b2), eps, weight_decay: wd, decoupled } = self.config;
         let grads = checked_grads("Adam", self.params.tensors())?;
         let ParamState { bufs, steps, .. } = &mut self.state;
@@ -130,24 +117,6 @@ impl Optimizer for Adam {
             })
         })
     }
-
-    fn params(&self) -> &[Tensor] {
-        self.params.tensors()
-    }
-
-    fn lr(&self) -> f32 {
-        self.config.lr
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.config.lr = lr;
-    }
-
-    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
-        state::state_dict("Adam", &self.config, &self.params, &self.state)
-    }
-
-    fn load_state_dict(&mut self, file: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
-        state::load_state_dict(&mut self.config, &self.params, &mut self.state, file, from, AdamConfig::validate, AdamConfig::buffers)
-    }
 }
+
+optimizer_impl!(Adam, AdamConfig);

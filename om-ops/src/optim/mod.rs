@@ -41,7 +41,7 @@ pub mod lr_scheduler;
 mod params;
 mod rmsprop;
 mod sgd;
-mod state;
+pub(crate) mod state;
 
 pub use adagrad::{Adagrad, AdagradConfig};
 pub use adam::{Adam, AdamConfig};
@@ -52,7 +52,7 @@ pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{Sgd, SgdConfig};
 pub use state::{load, save};
 
-use om_core::{Result, Tensor};
+use om_core::{Error, Result, Tensor};
 use std::collections::BTreeMap;
 
 /// What every optimizer does.
@@ -75,10 +75,17 @@ pub trait Optimizer {
     fn set_lr(&mut self, lr: f32);
 
     /// The hyper-parameters and per-parameter state as named tensors (what [`save`]
-    /// writes; the keys are listed in `docs/optim.md`).
-    fn state_dict(&self) -> Result<Vec<(String, Tensor)>>;
+    /// writes; the keys are listed in `docs/optim.md`). An optimizer of your own that does
+    /// not override it cannot be saved.
+    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+        Err(Error::argument("optim::save", "this optimizer does not implement state_dict"))
+    }
 
     /// Replaces the hyper-parameters and state with those of `tensors` (read from
-    /// `from`, which errors name); on any error nothing changes.
-    fn load_state_dict(&mut self, tensors: BTreeMap<String, Tensor>, from: &str) -> Result<()>;
+    /// `from`, which errors name); on any error nothing changes. An optimizer of your own
+    /// that does not override it cannot be loaded.
+    fn load_state_dict(&mut self, tensors: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
+        let _ = tensors;
+        Err(Error::argument("optim::load", format!("{from}: this optimizer does not implement load_state_dict")))
+    }
 }

@@ -148,3 +148,63 @@ pub(crate) fn for_each_grad(
         Ok(())
     })
 }
+
+/// The parts of an optimizer that are the same for all: for a struct `$name` with fields
+/// `params: Params`, `config: $config` and `state: ParamState`, and an inherent
+/// `fn update(&mut self) -> Result<()>` (its step), generates `config` and `set_config`
+/// and the whole [`Optimizer`](super::Optimizer) impl.
+macro_rules! optimizer_impl {
+    ($name:ident, $config:ident) => {
+        impl $name {
+            /// The hyper-parameters.
+            pub fn config(&self) -> &$config {
+                &self.config
+            }
+
+            /// Replaces the hyper-parameters, checked first (on an error nothing changes).
+            /// The state is kept; a buffer the new config needs and the old one did not is
+            /// allocated by the next step.
+            pub fn set_config(&mut self, config: $config) -> om_core::Result<()> {
+                config.validate()?;
+                self.config = config;
+                Ok(())
+            }
+        }
+
+        impl $crate::optim::Optimizer for $name {
+            fn step(&mut self) -> om_core::Result<()> {
+                self.update()
+            }
+
+            fn params(&self) -> &[om_core::Tensor] {
+                self.params.tensors()
+            }
+
+            fn lr(&self) -> f32 {
+                self.config.lr
+            }
+
+            fn set_lr(&mut self, lr: f32) {
+                self.config.lr = lr;
+            }
+
+            fn state_dict(&self) -> om_core::Result<Vec<(String, om_core::Tensor)>> {
+                $crate::optim::state::state_dict(stringify!($name), &self.config, &self.params, &self.state)
+            }
+
+            fn load_state_dict(&mut self, file: std::collections::BTreeMap<String, om_core::Tensor>, from: &str) -> om_core::Result<()> {
+                $crate::optim::state::load_state_dict(
+                    &mut self.config,
+                    &self.params,
+                    &mut self.state,
+                    file,
+                    from,
+                    $config::validate,
+                    $config::buffers,
+                )
+            }
+        }
+    };
+}
+
+pub(crate) use optimizer_impl;

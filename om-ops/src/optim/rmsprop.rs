@@ -1,10 +1,10 @@
 //! RMSprop as `torch.optim.RMSprop` (plain or centered, with or without momentum).
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, ParamState, Params};
-use super::{state, Optimizer};
-use om_core::{Result, Tensor};
-use std::collections::BTreeMap;
+use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+#[cfg(doc)]
+use super::Optimizer;
+use om_core::Result;
 
 hyper_params! {
     /// Hyper-parameters of [`RMSprop`] (`torch.optim.RMSprop`'s arguments and defaults).
@@ -42,8 +42,8 @@ impl RMSpropConfig {
     /// The state buffers (`square_avg`, `momentum_buffer`, `grad_avg`): the average
     /// always, the momentum buffer with a momentum, the gradient average when centered;
     /// all start at 0.
-    fn buffers(&self) -> Vec<(bool, f32)> {
-        vec![(true, 0.0), (self.momentum > 0.0, 0.0), (self.centered, 0.0)]
+    fn buffers(&self) -> [(bool, f32); 3] {
+        [(true, 0.0), (self.momentum > 0.0, 0.0), (self.centered, 0.0)]
     }
 
     /// An [`RMSprop`] over `params` with this config (its buffers allocated here).
@@ -77,22 +77,8 @@ impl RMSprop {
         RMSpropConfig::default().lr(lr).build(params)
     }
 
-    /// The hyper-parameters.
-    pub fn config(&self) -> &RMSpropConfig {
-        &self.config
-    }
-
-    /// Replaces the hyper-parameters (checked; the state is kept, buffers newly needed are
-    /// allocated by the next step).
-    pub fn set_config(&mut self, config: RMSpropConfig) -> Result<()> {
-        config.validate()?;
-        self.config = config;
-        Ok(())
-    }
-}
-
-impl Optimizer for RMSprop {
-    fn step(&mut self) -> Result<()> {
+    /// One step (the [`Optimizer::step`] of this optimizer).
+    fn update(&mut self) -> Result<()> {
         let RMSpropConfig { lr, alpha, eps, weight_decay: wd, momentum: mu, centered } = self.config;
         let grads = checked_grads("RMSprop", self.params.tensors())?;
         for (slot, (needed, init)) in self.config.buffers().into_iter().enumerate() {
@@ -131,24 +117,6 @@ impl Optimizer for RMSprop {
             })
         })
     }
-
-    fn params(&self) -> &[Tensor] {
-        self.params.tensors()
-    }
-
-    fn lr(&self) -> f32 {
-        self.config.lr
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.config.lr = lr;
-    }
-
-    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
-        state::state_dict("RMSprop", &self.config, &self.params, &self.state)
-    }
-
-    fn load_state_dict(&mut self, file: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
-        state::load_state_dict(&mut self.config, &self.params, &mut self.state, file, from, RMSpropConfig::validate, RMSpropConfig::buffers)
-    }
 }
+
+optimizer_impl!(RMSprop, RMSpropConfig);

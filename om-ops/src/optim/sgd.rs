@@ -1,10 +1,10 @@
 //! Stochastic gradient descent as `torch.optim.SGD`.
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, ParamState, Params};
-use super::{state, Optimizer};
-use om_core::{Error, Result, Tensor};
-use std::collections::BTreeMap;
+use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+#[cfg(doc)]
+use super::Optimizer;
+use om_core::{Error, Result};
 
 hyper_params! {
     /// Hyper-parameters of [`Sgd`] (`torch.optim.SGD`'s arguments and defaults).
@@ -43,8 +43,8 @@ impl SgdConfig {
     }
 
     /// The state buffer (`momentum_buffer`): needed with a momentum, starting at 0.
-    fn buffers(&self) -> Vec<(bool, f32)> {
-        vec![(self.momentum != 0.0, 0.0)]
+    fn buffers(&self) -> [(bool, f32); 1] {
+        [(self.momentum != 0.0, 0.0)]
     }
 
     /// An [`Sgd`] over `params` with this config.
@@ -78,22 +78,8 @@ impl Sgd {
         SgdConfig::default().lr(lr).build(params)
     }
 
-    /// The hyper-parameters.
-    pub fn config(&self) -> &SgdConfig {
-        &self.config
-    }
-
-    /// Replaces the hyper-parameters (checked; the state is kept, a momentum buffer newly
-    /// needed is allocated by the next step).
-    pub fn set_config(&mut self, config: SgdConfig) -> Result<()> {
-        config.validate()?;
-        self.config = config;
-        Ok(())
-    }
-}
-
-impl Optimizer for Sgd {
-    fn step(&mut self) -> Result<()> {
+    /// One step (the [`Optimizer::step`] of this optimizer).
+    fn update(&mut self) -> Result<()> {
         let SgdConfig { lr, momentum: mu, dampening: damp, weight_decay: wd, nesterov } = self.config;
         let grads = checked_grads("Sgd", self.params.tensors())?;
         if mu != 0.0 {
@@ -121,24 +107,6 @@ impl Optimizer for Sgd {
             })
         })
     }
-
-    fn params(&self) -> &[Tensor] {
-        self.params.tensors()
-    }
-
-    fn lr(&self) -> f32 {
-        self.config.lr
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.config.lr = lr;
-    }
-
-    fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
-        state::state_dict("Sgd", &self.config, &self.params, &self.state)
-    }
-
-    fn load_state_dict(&mut self, file: BTreeMap<String, Tensor>, from: &str) -> Result<()> {
-        state::load_state_dict(&mut self.config, &self.params, &mut self.state, file, from, SgdConfig::validate, SgdConfig::buffers)
-    }
 }
+
+optimizer_impl!(Sgd, SgdConfig);

@@ -141,19 +141,19 @@ pub(crate) fn state_dict<C: HyperParams>(
 /// Replaces an optimizer's config and state with a state file's (see [`read_state`]), both
 /// or neither: `validate` checks the config read, `buffers` says which buffers it needs
 /// and their initial values.
-pub(crate) fn load_state_dict<C: HyperParams>(
+pub(crate) fn load_state_dict<C: HyperParams, const N: usize>(
     config: &mut C,
     params: &Params,
     state: &mut ParamState,
     mut file: BTreeMap<String, Tensor>,
     from: &str,
     validate: fn(&C) -> Result<()>,
-    buffers: fn(&C) -> Vec<(bool, f32)>,
+    buffers: fn(&C) -> [(bool, f32); N],
 ) -> Result<()> {
     const OP: &str = "optim::load";
     let loaded = C::from_tensors(&mut file, from)?;
     validate(&loaded).map_err(|e| Error::argument(OP, format!("{from}: {e}")))?;
-    let (needed, inits): (Vec<bool>, Vec<f32>) = buffers(&loaded).into_iter().unzip();
+    let (needed, inits) = (buffers(&loaded).map(|b| b.0), buffers(&loaded).map(|b| b.1));
     let new_state = read_state(OP, params, state, &needed, &inits, file, from)?;
     (*config, *state) = (loaded, new_state);
     Ok(())
