@@ -1,6 +1,7 @@
 //! Optimizer state files (`om_ops::optim::{save, load}`): a run stopped after N steps,
 //! saved (weights and optimizer state), reloaded into fresh objects and continued gives the
-//! same bits as the run that never stopped, for every optimizer; bad files are errors that
+//! same bits as the run that never stopped, for every optimizer (and with a schedule and
+//! clipping, the schedule rebuilt and advanced); bad files are errors that
 //! name the file and leave the optimizer as it was.
 
 use om_core::{io, Result, Tensor};
@@ -252,5 +253,50 @@ fn a_rejected_config_leaves_the_optimizer_as_it_was() -> Result<()> {
     train(&m, &mut opt, 0..2)?;
     let keys: Vec<String> = opt.state_dict()?.into_iter().map(|(n, _)| n).filter(|n| n.starts_with("a.bias.")).collect();
     assert_eq!(keys, ["a.bias.step", "a.bias.square_avg", "a.bias.momentum_buffer", "a.bias.grad_avg"]);
+    Ok(())
+}
+
+/// Steps `k` of a run with a per-step schedule.
+fn train_scheduled(model: &Mlp, opt: &mut dyn Optimizer, schedule: &mut dyn LrScheduler, steps: std::ops::Range<usize>) -> Result<()> {
+    for k in steps {
+        let x = Tensor::rand_uniform(&[5, 4], -1.0, 1.0, k as u64)?;
+        opt.zero_grad()?;
+        model.loss(&x)?.backward()?;
+        clip_grad_norm(opt.params(), 1.0, 2.0, true)?;
+        opt.step()?;
+        schedule.step(opt)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_run_with_a_schedule_resumes_by_rebuilding_and_advancing_the_schedule() -> Result<()> {
+    const N: usize = 5;
+    let one_cycle = |opt: &mut dyn Optimizer| OneCycleLR::new(opt, 0.05, 2 * N, OneCycleOptions::default());
+    let whole = Mlp::new(1);
+    let mut opt = AdamConfig::adamw().build(whole.parameters())?;
+    let mut schedule = one_cycle(&mut opt)?;
+    train_scheduled(&whole, &mut opt, &mut schedule, 0..2 * N)?;
+
+    let first = Mlp::new(1);
+    let mut opt1 = AdamConfig::adamw().build(first.parameters())?;
+    let mut schedule1 = one_cycle(&mut opt1)?;
+    train_scheduled(&first, &mut opt1, &mut schedule1, 0..N)?;
+    let (weights, state) = (tmp("scheduled_weights.safetensors"), tmp("scheduled_state.safetensors"));
+    nn::save(&first, &weights)?;
+    optim::save(&opt1, &state)?;
+
+    let resumed = Mlp::new(2);
+    let mut opt2 = AdamConfig::adamw().build(resumed.parameters())?;
+    let mut schedule2 = one_cycle(&mut opt2)?;
+    for _ in 0..N {
+        schedule2.advance()?;
+    }
+    nn::load(&resumed, &weights)?;
+    optim::load(&mut opt2, &state)?;
+    assert_eq!(opt2.lr(), schedule2.lr() as f32, "the saved rate is the schedule's");
+    train_scheduled(&resumed, &mut opt2, &mut schedule2, N..2 * N)?;
+    assert_eq!(bits(&nn::state(&resumed)), bits(&nn::state(&whole)));
+    assert_eq!(bits(&opt2.state_dict()?), bits(&opt.state_dict()?));
     Ok(())
 }
