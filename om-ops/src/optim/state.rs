@@ -44,7 +44,9 @@ pub fn save(opt: &dyn Optimizer, path: impl AsRef<Path>) -> Result<()> {
 }
 
 /// Reads a file written by [`save`] into `opt` (the same optimizer over parameters of the
-/// same names and shapes). On any error — unreadable file, a missing or extra key, a wrong
+/// same names and shapes): the file's hyper-parameters (the rate included) replace `opt`'s,
+/// as PyTorch's `load_state_dict` does, and its per-parameter state replaces `opt`'s
+/// (a parameter without state in the file starts afresh). On any error — unreadable file, a missing or extra key, a wrong
 /// shape or dtype, a hyper-parameter out of range — the error names the file and `opt` is
 /// left unchanged.
 pub fn load(opt: &mut dyn Optimizer, path: impl AsRef<Path>) -> Result<()> {
