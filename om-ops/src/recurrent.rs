@@ -285,6 +285,92 @@ fn record_dims(input_shapes: &[om_core::layout::Dims]) -> Dims {
     Dims { t: x[0], b: x[1], i: x[2], h: w_hh[1] }
 }
 
+/// What both layers' forwards start from: the validated sizes, the settings, every step's
+/// input projection `x·W_ihᵀ`, pooled copies of the biases and of the initial hidden state
+/// (zeros when absent), and the buffer of one step's hidden projection `h·W_hhᵀ`.
+struct Prologue {
+    dm: Dims,
+    settings: Settings,
+    xp: Scratch,
+    b_ih: Option<Scratch>,
+    b_hh: Option<Scratch>,
+    h0: Scratch,
+    has_h0: bool,
+    hp: Scratch,
+}
+
+impl Prologue {
+    /// Validates one layer with `gates` gate blocks (`states`: its optional `[B, H]`
+    /// initial states by name, the hidden state first) and prepares its buffers.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        op: &'static str,
+        gates: usize,
+        x: &Tensor,
+        w_ih: &Tensor,
+        w_hh: &Tensor,
+        b_ih: Option<&Tensor>,
+        b_hh: Option<&Tensor>,
+        states: &[(&'static str, Option<&Tensor>)],
+    ) -> Result<Prologue> {
+        x.expect_f32(op, "x")?;
+        let dm = check_layer(op, gates, x.shape(), w_ih, w_hh, b_ih, b_hh, states)?;
+        let gh = gates * dm.h;
+        let settings = Compute::settings();
+        let xp = input_projection(settings, x, w_ih, dm, gh)?;
+        let h0 = states.first().and_then(|&(_, h0)| h0);
+        Ok(Prologue {
+            dm,
+            settings,
+            xp,
+            b_ih: Scratch::of(b_ih)?,
+            b_hh: Scratch::of(b_hh)?,
+            h0: match Scratch::of(h0)? {
+                Some(h0) => h0,
+                None => Scratch::zeroed(dm.b * dm.h)?,
+            },
+            has_h0: h0.is_some(),
+            hp: Scratch::new(dm.b * gh)?,
+        })
+    }
+
+    /// The step inputs of time `t`, after `hp` holds the step's hidden projection; `prev`
+    /// is the previous state the cell update reads (`c'` for the LSTM, `h'` for the GRU).
+    fn cell_inputs<'a>(&'a self, t: usize, gh: usize, prev: Option<&'a [f32]>) -> CellInputs<'a> {
+        let rows = t * self.dm.b * gh..(t + 1) * self.dm.b * gh;
+        CellInputs {
+            xp: &self.xp.get()[rows],
+            hp: self.hp.get(),
+            b_ih: self.b_ih.as_ref().map(Scratch::get),
+            b_hh: self.b_hh.as_ref().map(Scratch::get),
+            prev,
+        }
+    }
+}
+
+/// Emits `[dx, dw_ih, dw_hh, db_ih, db_hh]` from [`parameter_grads`] to the inputs of a
+/// layer's `Grads` (the two layers' generated `Grads` share these method names).
+macro_rules! emit_parameter_grads {
+    ($d:ident, $grads:expr) => {{
+        let [dx, dwih, dwhh, dbih, dbhh] = $grads;
+        if let Some(t) = dx {
+            $d.x(t);
+        }
+        if let Some(t) = dwih {
+            $d.w_ih(t);
+        }
+        if let Some(t) = dwhh {
+            $d.w_hh(t);
+        }
+        if let Some(t) = dbih {
+            $d.b_ih(t);
+        }
+        if let Some(t) = dbhh {
+            $d.b_hh(t);
+        }
+    }};
+}
+
 // ===== LSTM layer =====
 
 /// One direction of one LSTM layer (PyTorch gate order `i,f,g,o`): `x` `[T, B, I]`,
@@ -315,20 +401,10 @@ pub mod lstm_layer {
         reverse: bool,
         final_cell: bool,
     ) -> Result<(Tensor, Owned)> {
-        x.expect_f32(NAME, "x")?;
-        let dm = check_layer(NAME, 4, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
-        let Dims { t: t_len, b, h, .. } = dm;
+        let mut p = Prologue::new(NAME, 4, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
+        let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (4 * h, b * h);
-        let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh)?;
-        let xp = xp.get();
-        let (bih, bhh) = (Scratch::of(b_ih)?, Scratch::of(b_hh)?);
-        let h0 = match Scratch::of(h0)? {
-            Some(h0) => h0,
-            None => Scratch::zeroed(bh)?,
-        };
         let c0 = Scratch::of(c0)?;
-        let mut hp = Scratch::new(b * gh)?;
         let mut owned = None;
         let y = w_hh.try_with_f32(|whh| {
             Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
@@ -341,15 +417,9 @@ pub mod lstm_layer {
                             let prev = prev_time(t, t_len, reverse);
                             let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
                             let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
-                            let h_prev = MatRef::row_major(y_prev.unwrap_or(h0.get()), b, h);
-                            gemm(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
-                            let inp = CellInputs {
-                                xp: &xp[t * b * gh..(t + 1) * b * gh],
-                                hp: hp.get(),
-                                b_ih: bih.as_ref().map(Scratch::get),
-                                b_hh: bhh.as_ref().map(Scratch::get),
-                                prev: c_prev.or(c0.as_ref().map(Scratch::get)),
-                            };
+                            let h_prev = MatRef::row_major(y_prev.unwrap_or(p.h0.get()), b, h);
+                            gemm(settings, h_prev, whh_t, MatMut::row_major(p.hp.get_mut(), b, gh));
+                            let inp = p.cell_inputs(t, gh, c_prev.or(c0.as_ref().map(Scratch::get)));
                             gates::lstm_forward(
                                 settings,
                                 h,
@@ -430,22 +500,7 @@ pub mod lstm_layer {
         } else {
             Scratch::new(0)?
         };
-        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?;
-        if let Some(t) = dx {
-            d.x(t);
-        }
-        if let Some(t) = dwih {
-            d.w_ih(t);
-        }
-        if let Some(t) = dwhh {
-            d.w_hh(t);
-        }
-        if let Some(t) = dbih {
-            d.b_ih(t);
-        }
-        if let Some(t) = dbhh {
-            d.b_hh(t);
-        }
+        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?);
         if d.needs_h0() {
             d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }
@@ -557,17 +612,9 @@ pub mod gru_layer {
         h0: Option<&Tensor>,
         reverse: bool,
     ) -> Result<(Tensor, Owned)> {
-        x.expect_f32(NAME, "x")?;
-        let dm = check_layer(NAME, 3, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
-        let Dims { t: t_len, b, h, .. } = dm;
+        let mut p = Prologue::new(NAME, 3, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
+        let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (3 * h, b * h);
-        let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh)?;
-        let xp = xp.get();
-        let (bih, bhh) = (Scratch::of(b_ih)?, Scratch::of(b_hh)?);
-        let h0v = Scratch::of(h0)?;
-        let zeros = Scratch::zeroed(bh)?;
-        let mut hp = Scratch::new(b * gh)?;
         let [y, gates, hn] = w_hh.try_with_f32(|whh| {
             Tensor::build_many_f32([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |[y, gates, hn_all]| {
                 // W_hhᵀ is read transposed in place by every step's product.
@@ -575,16 +622,12 @@ pub mod gru_layer {
                 for s in 0..t_len {
                     let t = time_of(s, t_len, reverse);
                     let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
-                    let h_prev = y_prev.or(h0v.as_ref().map(Scratch::get));
-                    let a = MatRef::row_major(h_prev.unwrap_or(zeros.get()), b, h);
-                    gemm(settings, a, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
-                    let inp = CellInputs {
-                        xp: &xp[t * b * gh..(t + 1) * b * gh],
-                        hp: hp.get(),
-                        b_ih: bih.as_ref().map(Scratch::get),
-                        b_hh: bhh.as_ref().map(Scratch::get),
-                        prev: h_prev,
-                    };
+                    // The cell update reads h' only when there is one (no h0: none at the
+                    // first step); the product reads zeros then.
+                    let h_prev = y_prev.or(p.has_h0.then(|| p.h0.get()));
+                    let a = MatRef::row_major(h_prev.unwrap_or(p.h0.get()), b, h);
+                    gemm(settings, a, whh_t, MatMut::row_major(p.hp.get_mut(), b, gh));
+                    let inp = p.cell_inputs(t, gh, h_prev);
                     gates::gru_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], &mut hn_all[t * bh..(t + 1) * bh], y_t);
                 }
                 Ok(())
@@ -640,23 +683,7 @@ pub mod gru_layer {
             })
         })????;
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
-        let [dx, dwih, dwhh, dbih, dbhh] =
-            parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
-        if let Some(t) = dx {
-            d.x(t);
-        }
-        if let Some(t) = dwih {
-            d.w_ih(t);
-        }
-        if let Some(t) = dwhh {
-            d.w_hh(t);
-        }
-        if let Some(t) = dbih {
-            d.b_ih(t);
-        }
-        if let Some(t) = dbhh {
-            d.b_hh(t);
-        }
+        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?);
         if d.needs_h0() {
             d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }
