@@ -862,6 +862,7 @@ fn state(s: Option<&Tensor>, k: usize) -> Result<Option<Tensor>> {
 /// and direction in PyTorch's order, optional `h0`, `c0` `[layers·dirs, B, H]`. Layer l+1
 /// reads the concatenation of layer l's directions. Returns the last layer's states `y`
 /// and the final hidden states `h_n`; the final cell states are not returned.
+/// Backward: through `lstm_layer` (and the concatenation of directions).
 #[op(composition)]
 pub mod lstm {
     use super::*;
@@ -883,6 +884,7 @@ pub mod lstm {
 /// `[T, B, I]` (`[B, T, I]` batch-first), one [`RnnWeights`] per layer and direction in
 /// PyTorch's order, optional `h0` `[layers·dirs, B, H]`. Returns the last layer's states
 /// `y` and the final hidden states `h_n`.
+/// Backward: through `gru_layer` (and the concatenation of directions).
 #[op(composition)]
 pub mod gru {
     use super::*;
