@@ -79,7 +79,7 @@ pub struct Checked {
 /// What kind of operator the declaration is.
 pub enum Kind {
     /// Has its own record and backward rule.
-    Primitive { backward: ItemFn, saved: Vec<Slot>, attrs: Vec<AttrItem> },
+    Primitive { backward: Box<ItemFn>, saved: Vec<Slot>, attrs: Vec<AttrItem> },
     /// Built from other operators (no record).
     Composition,
 }

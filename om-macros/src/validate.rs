@@ -12,7 +12,8 @@ use syn::{Error, Ident, Item, ItemFn, Type};
 /// Runs every rule; the checked declaration if none failed.
 pub fn check(op: Op, errors: &mut Vec<Error>) -> Option<Checked> {
     // Without a body there is nothing else to check (every other rule would only repeat it).
-    let functions = required_functions(&op, errors)?;
+    let items = inline_items(&op, errors)?;
+    let functions = required_functions(&op, items, errors);
     has_tensor_input(&op, errors);
     variadic_input_is_last(&op, errors);
     let saved = saved_slots(&op, errors);
@@ -43,7 +44,7 @@ struct Functions {
 
 /// How the gradient is defined: by `backward`, or by the operators `forward` calls.
 enum Body {
-    Primitive(ItemFn),
+    Primitive(Box<ItemFn>),
     Composition,
 }
 
@@ -51,17 +52,21 @@ fn op_name(op: &Op) -> String {
     op.module.ident.to_string()
 }
 
-/// An inline module with `forward` and `cases` always, and `backward` exactly when the
-/// operator is not a composition (a composition's `backward` is reported by
-/// [`composition_has_no_record`]). `None` also when they are missing, but only a module
-/// without a body stops the other rules.
-fn required_functions(op: &Op, errors: &mut Vec<Error>) -> Option<Option<Functions>> {
-    let name = op_name(op);
-    let span = op.module.ident.span();
+/// `#[op]` goes on an inline module; its items.
+fn inline_items(op: &Op, errors: &mut Vec<Error>) -> Option<Vec<Item>> {
     let Some((_, items)) = &op.module.content else {
-        errors.push(Error::new(span, format!("#[op] needs an inline module: `mod {name} {{ fn forward(..) .. }}`")));
+        let name = op_name(op);
+        errors.push(Error::new(op.module.ident.span(), format!("#[op] needs an inline module: `mod {name} {{ fn forward(..) .. }}`")));
         return None;
     };
+    Some(items.clone())
+}
+
+/// `forward` and `cases` always, and `backward` exactly when the operator is not a
+/// composition (a composition's `backward` is reported by [`composition_has_no_record`]).
+fn required_functions(op: &Op, items: Vec<Item>, errors: &mut Vec<Error>) -> Option<Functions> {
+    let name = op_name(op);
+    let span = op.module.ident.span();
     if op.forward.is_none() {
         errors.push(Error::new(span, format!("`{name}` has no `fn forward`; add `pub fn forward(x: &Tensor, ..) -> Result<Tensor>`")));
     }
@@ -70,7 +75,7 @@ fn required_functions(op: &Op, errors: &mut Vec<Error>) -> Option<Option<Functio
     }
     let body = match (op.args.composition, &op.backward) {
         (Some(_), _) => Some(Body::Composition),
-        (None, Some(backward)) => Some(Body::Primitive(backward.clone())),
+        (None, Some(backward)) => Some(Body::Primitive(Box::new(backward.clone()))),
         (None, None) => {
             errors.push(Error::new(
                 span,
@@ -79,8 +84,8 @@ fn required_functions(op: &Op, errors: &mut Vec<Error>) -> Option<Option<Functio
             None
         }
     };
-    let (Some(forward), Some(_), Some(body)) = (&op.forward, &op.cases, body) else { return Some(None) };
-    Some(Some(Functions { items: items.clone(), forward: forward.clone(), body }))
+    let (Some(forward), Some(_), Some(body)) = (&op.forward, &op.cases, body) else { return None };
+    Some(Functions { items, forward: forward.clone(), body })
 }
 
 /// Every operator takes at least one tensor (not repeated when a parameter was already
@@ -133,7 +138,9 @@ fn saved_slots(op: &Op, errors: &mut Vec<Error>) -> Vec<Slot> {
             (false, None) => {
                 errors.push(Error::new(
                     s.name.span(),
-                    format!("`{n}` is not an input of `{name}`; saved items name an input ({input_list}), `out`, or an owned slot `{n}: owned`"),
+                    format!(
+                        "`{n}` is not an input of `{name}`; saved items name an input ({input_list}), `out`, or an owned slot `{n}: owned`"
+                    ),
                 ));
                 None
             }
@@ -149,7 +156,9 @@ fn saved_slots(op: &Op, errors: &mut Vec<Error>) -> Vec<Slot> {
                 None => {
                     errors.push(Error::new(
                         c.span(),
-                        format!("`if {c}`: `{c}` is not an input of `{name}`; the condition names the input whose gradient needs this slot"),
+                        format!(
+                            "`if {c}`: `{c}` is not an input of `{name}`; the condition names the input whose gradient needs this slot"
+                        ),
                     ));
                     None
                 }
@@ -178,10 +187,7 @@ fn backward_reads_saved_slots(op: &Op, backward: &ItemFn, errors: &mut Vec<Error
             continue;
         }
         let item = if op.args.saved.is_empty() { format!("`saved = [{m}]` to `#[op(..)]`") } else { format!("`{m}` to `saved = [..]`") };
-        errors.push(Error::new(
-            method.span(),
-            format!("`backward` reads `{}.{m}()`, but `{m}` is not saved; add {item}", record.ident),
-        ));
+        errors.push(Error::new(method.span(), format!("`backward` reads `{}.{m}()`, but `{m}` is not saved; add {item}", record.ident)));
         reported.push(m);
     }
 }
