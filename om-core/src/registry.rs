@@ -21,16 +21,15 @@ pub struct OpEntry {
     pub name: &'static str,
     /// Primitive or composition.
     pub kind: OpKind,
-    /// Tensor inputs, in order.
-    pub inputs: &'static [&'static str],
     /// Saved slots as declared (e.g. `a if b`).
     pub saved: &'static [&'static str],
     /// The generated public function's call signature, parameters in order
     /// (`resize2d(x: &Tensor, out_h: usize, ..)`); see [`signature`] for operators whose
     /// public function is hand-written.
     pub signature: &'static str,
-    /// The backward rule: the `Backward:` paragraph of the operator's documentation (empty
-    /// for a composition that states none; its gradient comes from the operators it calls).
+    /// The backward rule: the operator's documentation paragraph from the word `Backward` on
+    /// (`Backward: g·b`), after that word; empty for a composition that states none (its
+    /// gradient comes from the operators it calls).
     pub summary: &'static str,
     /// The operator's gradient-check cases.
     pub cases: fn() -> Vec<Case>,

@@ -1,5 +1,5 @@
 //! The registry entry: what `om ops`, `docs/ops.md` and `om gradcheck` read — the name,
-//! kind, inputs, saved slots, call signature, backward summary and cases.
+//! kind, saved slots, call signature, backward summary and cases.
 
 use crate::ast::{Checked, Kind, Slot, SlotSource};
 use crate::signature;
@@ -10,7 +10,6 @@ use syn::Attribute;
 /// The `inventory` submission of the operator's `OpEntry` (placed in its module).
 pub fn tokens(op: &Checked) -> TokenStream {
     let name = &op.name;
-    let inputs = op.inputs.iter().map(|i| i.name.to_string());
     let summary = backward_summary(&op.module.attrs);
     let (kind, saved, output) = match &op.kind {
         Kind::Primitive { saved, .. } => (quote!(Primitive), saved_list(saved), None),
@@ -23,7 +22,6 @@ pub fn tokens(op: &Checked) -> TokenStream {
                 ::om_core::__private::OpEntry {
                     name: #name,
                     kind: ::om_core::__private::OpKind::#kind,
-                    inputs: &[#(#inputs),*],
                     saved: &[#(#saved),*],
                     signature: #call,
                     summary: #summary,
