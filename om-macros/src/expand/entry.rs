@@ -73,7 +73,8 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<String> {
         if let syn::Meta::NameValue(nv) = &a.meta {
             if nv.path.is_ident("doc") {
                 if let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value {
-                    lines.extend(s.value().lines().map(str::to_string));
+                    // `split`, not `lines`: a blank `///` line is `""`, which must stay a line.
+                    lines.extend(s.value().split('\n').map(str::to_string));
                 }
             }
         }

@@ -51,6 +51,8 @@ mod hidden {
     use super::*;
 
     /// Identity. Backward: `g`.
+    ///
+    /// A later paragraph (an example, say) is not part of the rule.
     #[op]
     pub mod checked_identity {
         use super::*;
