@@ -9,8 +9,8 @@ use quote::{format_ident, quote};
 use syn::ItemFn;
 
 /// The record's definitions (in the operator's module) and the expression that builds it
-/// inside the hidden wrapper (a child module), from the inputs, `__out`, `__owned`, `__needs` and the
-/// attribute copies `__attr_NAME`.
+/// inside the hidden wrapper (a child module), from the inputs, `__out`, `__owned`,
+/// `__needs` and the attribute copies `__attr_NAME`.
 pub struct RecordTokens {
     pub definitions: TokenStream,
     pub build: TokenStream,
