@@ -9,7 +9,7 @@
 //! (never a fused multiply-add), every instantiation gives the scalar bits.
 
 pub mod alloc_count;
-pub mod basic;
+pub(crate) mod basic;
 pub mod chunks;
 pub mod conv;
 pub mod elementwise;

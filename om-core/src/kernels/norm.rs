@@ -18,7 +18,8 @@
 //! So every instruction set and thread count gives the bits of the scalar definition.
 
 use super::simd::Lanes;
-use crate::compute::{for_each_chunk, Settings};
+use crate::compute::Settings;
+use crate::kernels::parallel::for_each_chunk;
 use std::marker::PhantomData;
 
 #[cfg(target_arch = "x86_64")]

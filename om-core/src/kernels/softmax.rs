@@ -16,7 +16,8 @@
 use super::simd::Lanes;
 use super::transcendentals::{exp, log};
 use super::{dispatch, finish, LaneTask};
-use crate::compute::{for_each_chunk_mut, Mode, Settings};
+use crate::compute::{Mode, Settings};
+use crate::kernels::parallel::for_each_chunk_mut;
 
 /// Target number of elements per parallel chunk (whole rows, at least one).
 const CHUNK_ELEMS: usize = 16 * 1024;
