@@ -6,22 +6,22 @@
 //! positions in f64 in the order of the output's elements and rounding once, so both modes
 //! and every thread count give the same bits.
 
-use om_core::layout::{broadcast_shapes, contiguous_strides, normalize_axis};
+use om_core::layout::{broadcast_shapes, contiguous_strides, normalize_axis, numel, Dims};
 use om_core::pool::F64Scratch;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Fails unless `index` is an Int32 tensor.
-fn expect_i32(op: &'static str, index: &Tensor) -> Result<()> {
+/// Fails unless `index` (the argument named `arg`) is an Int32 tensor.
+pub(crate) fn expect_i32(op: &'static str, arg: &'static str, index: &Tensor) -> Result<()> {
     if index.dtype() != DType::I32 {
-        return Err(Error::DType { op, arg: "index", expected: DType::I32, got: index.dtype() });
+        return Err(Error::DType { op, arg, expected: DType::I32, got: index.dtype() });
     }
     Ok(())
 }
 
 /// `i` as a position on an axis of length `len`, or an error naming `op` (PyTorch raises
 /// for negative positions too).
-fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
+pub(crate) fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
     usize::try_from(i)
         .ok()
         .filter(|&p| p < len)
@@ -31,9 +31,14 @@ fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
 /// Visits every element of a tensor of shape `shape` in row-major order, giving its flat
 /// position and `Σ_{d ≠ skip} coord[d]·strides[d]` (its offset in a tensor with `strides`,
 /// without the `skip` axis's term).
-fn for_each_position(shape: &[usize], skip: usize, strides: &[usize], mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
+pub(crate) fn for_each_position(
+    shape: &[usize],
+    skip: usize,
+    strides: &[usize],
+    mut f: impl FnMut(usize, usize) -> Result<()>,
+) -> Result<()> {
     let n: usize = shape.iter().product();
-    let mut coord = vec![0usize; shape.len()];
+    let mut coord = Dims::from_elem(0, shape.len());
     let mut base = 0usize;
     for p in 0..n {
         f(p, base)?;
@@ -63,6 +68,20 @@ fn as_rank1(shape: &[usize]) -> &[usize] {
     }
 }
 
+/// The gradient of an indexing operator for its input of shape `x_shape`: `scatter` adds
+/// `g`'s values into zeros of that shape held in f64 (repeated positions summing in the
+/// order it adds them), and each sum is rounded once to f32. Errors name `op`.
+pub(crate) fn scatter_add_grad(op: &'static str, x_shape: &[usize], scatter: impl FnOnce(&mut [f64]) -> Result<()>) -> Result<Tensor> {
+    let mut acc = F64Scratch::try_zeroed(numel(x_shape)).map_err(|e| e.with_op(op))?;
+    let acc = acc.values();
+    scatter(acc).map_err(|e| e.with_op(op))?;
+    Tensor::build_f32(x_shape, |dx| {
+        dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
+        Ok(())
+    })
+    .map_err(|e| e.with_op(op))
+}
+
 /// `out[p] = x[p with p[dim] replaced by index[p]]` for every position `p` of `index`
 /// (PyTorch's `torch.gather(x, dim, index)`): `index` is Int32 with `x`'s rank, at most `x`'s
 /// size in every axis but `dim`, and holds positions in `0..x.shape[dim]`; the output has
@@ -82,7 +101,7 @@ pub mod gather {
 
     pub fn forward(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
-        expect_i32(NAME, index)?;
+        expect_i32(NAME, "index", index)?;
         if x.rank() != index.rank() {
             return Err(Error::shape(NAME, &[x.shape(), index.shape()], "`index` must have as many dimensions as `x`"));
         }
@@ -113,19 +132,15 @@ pub mod gather {
         let is = as_rank1(r.index().shape());
         let a = normalize_axis(NAME, r.dim, xs.len(), false)?;
         let strides = contiguous_strides(xs);
-        let mut acc = F64Scratch::try_zeroed(xs.iter().product()).map_err(|e| e.with_op(NAME))?;
-        let acc = acc.values();
-        g.try_with_f32(|gv| {
-            r.index().try_with_i32(|iv| {
-                for_each_position(is, a, &strides, |p, base| {
-                    acc[base + position(NAME, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
-                    Ok(())
+        d.x(scatter_add_grad(NAME, &r.input_shapes[0], |acc| {
+            g.try_with_f32(|gv| {
+                r.index().try_with_i32(|iv| {
+                    for_each_position(is, a, &strides, |p, base| {
+                        acc[base + position(NAME, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
+                        Ok(())
+                    })
                 })
-            })
-        })???;
-        d.x(Tensor::build_f32(&r.input_shapes[0], |dx| {
-            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
-            Ok(())
+            })??
         })?);
         Ok(())
     }
@@ -164,7 +179,7 @@ pub mod index_select {
 
     pub fn forward(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
-        expect_i32(NAME, index)?;
+        expect_i32(NAME, "index", index)?;
         if index.rank() > 1 {
             return Err(Error::shape(NAME, &[index.shape()], "`index` must be a 1-D (or 0-D) tensor of positions"));
         }
@@ -198,25 +213,21 @@ pub mod index_select {
         let a = normalize_axis(NAME, r.dim, xs.len(), false)?;
         let (outer, len, inner) = split(xs, a);
         let k = r.index().numel();
-        let mut acc = F64Scratch::try_zeroed(xs.iter().product()).map_err(|e| e.with_op(NAME))?;
-        let acc = acc.values();
-        g.try_with_f32(|gv| {
-            r.index().try_with_i32(|iv| -> Result<()> {
-                for o in 0..outer {
-                    for (j, &i) in iv.iter().enumerate() {
-                        let dst = (o * len + position(NAME, i, len)?) * inner;
-                        let src = (o * k + j) * inner;
-                        for (s, &v) in acc[dst..dst + inner].iter_mut().zip(&gv[src..src + inner]) {
-                            *s += v as f64;
+        d.x(scatter_add_grad(NAME, xs, |acc| {
+            g.try_with_f32(|gv| {
+                r.index().try_with_i32(|iv| -> Result<()> {
+                    for o in 0..outer {
+                        for (j, &i) in iv.iter().enumerate() {
+                            let dst = (o * len + position(NAME, i, len)?) * inner;
+                            let src = (o * k + j) * inner;
+                            for (s, &v) in acc[dst..dst + inner].iter_mut().zip(&gv[src..src + inner]) {
+                                *s += v as f64;
+                            }
                         }
                     }
-                }
-                Ok(())
-            })
-        })???;
-        d.x(Tensor::build_f32(xs, |dx| {
-            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
-            Ok(())
+                    Ok(())
+                })
+            })??
         })?);
         Ok(())
     }
