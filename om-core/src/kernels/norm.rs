@@ -85,7 +85,7 @@ macro_rules! on_path {
         impl $crate::kernels::LaneTask for Task<'_> {
             type Output = ();
             #[inline(always)]
-            fn run<L: $crate::kernels::simd::Lanes>(self) {
+            fn run<L: $crate::kernels::simd::Lanes>(self, _isa: L::Isa) {
                 let Task { $($name,)* .. } = self;
                 $body
             }
