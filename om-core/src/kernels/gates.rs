@@ -109,8 +109,8 @@ impl LaneTask for LstmForward<'_, '_> {
         for (i, (((g, c), tc), y)) in rows.enumerate() {
             let x = inp.row(i, gh, h);
             let f = full::<L>(h);
-            lstm_forward_units::<L>(isa, h, x, g, c, tc, y, 0..f);
-            lstm_forward_units::<f32>(Scalar, h, x, g, c, tc, y, f..h);
+            lstm_forward_units::<L>(isa, x, g, c, tc, y, 0..f);
+            lstm_forward_units::<f32>(Scalar, x, g, c, tc, y, f..h);
         }
     }
 }
@@ -130,18 +130,10 @@ fn lstm_pre<L: Lanes>(isa: L::Isa, x: &CellInputs, k: usize) -> L {
     a.add(r)
 }
 
-/// Units `js` (a multiple of `L::WIDTH` long) of one row.
+/// Units `js` (a multiple of `L::WIDTH` long) of one row of `y.len()` units.
 #[inline(always)]
-fn lstm_forward_units<L: Lanes>(
-    isa: L::Isa,
-    h: usize,
-    x: CellInputs,
-    g: &mut [f32],
-    c: &mut [f32],
-    tc: &mut [f32],
-    y: &mut [f32],
-    js: Range<usize>,
-) {
+fn lstm_forward_units<L: Lanes>(isa: L::Isa, x: CellInputs, g: &mut [f32], c: &mut [f32], tc: &mut [f32], y: &mut [f32], js: Range<usize>) {
+    let h = y.len();
     for j in js.step_by(L::WIDTH) {
         let ig = tr::sigmoid(lstm_pre::<L>(isa, &x, j));
         let fg = tr::sigmoid(lstm_pre::<L>(isa, &x, h + j));
