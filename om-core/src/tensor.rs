@@ -369,6 +369,10 @@ impl Tensor {
 
     /// Whether the elements lie in row-major order without gaps.
     pub fn is_contiguous(&self) -> bool {
+        // As in PyTorch, a tensor without elements is contiguous whatever its strides.
+        if self.numel() == 0 {
+            return true;
+        }
         let mut expect = 1;
         for (&d, &s) in self.shape().iter().zip(self.strides()).rev() {
             if d != 1 && s != expect {
@@ -447,6 +451,14 @@ impl Tensor {
     /// tensor is contiguous and holds `T`, a pooled gathered (and converted) copy otherwise.
     fn try_with<T: Element, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
         let n = self.numel();
+        if n == 0 {
+            // An empty view's offset may lie past its storage: read nothing.
+            return Ok(f(&[]));
+        }
+        if n == 0 {
+            // An empty view's offset may lie past its storage: read nothing.
+            return Ok(f(&[]));
+        }
         let storage = self.0.storage.read();
         if self.dtype() == T::DTYPE && self.is_contiguous() {
             return Ok(f(&T::slice(&storage)[self.0.offset..self.0.offset + n]));
@@ -460,6 +472,9 @@ impl Tensor {
 
     /// Writes the elements in row-major order into `out` (`numel` long), converted to `T`.
     fn gather<T: Element>(&self, out: &mut [T]) {
+        if out.is_empty() {
+            return;
+        }
         let storage = self.0.storage.read();
         match (self.dtype(), T::as_f32_mut(out)) {
             (DType::F32, Ok(out)) => self.gather_f32(storage.f32(), out),
@@ -600,6 +615,12 @@ impl Tensor {
         }
         let n = self.numel();
         let mut storage = self.0.storage.write();
+        if n == 0 {
+            // Still a write (the version moves), but an empty view's offset may lie past
+            // its storage: touch nothing.
+            f(&mut []);
+            return Ok(());
+        }
         f(&mut storage.f32_mut()[self.0.offset..self.0.offset + n]);
         Ok(())
     }
