@@ -21,7 +21,7 @@ pub(crate) fn expect_i32(op: &'static str, arg: &'static str, index: &Tensor) ->
 
 /// `i` as a position on an axis of length `len`, or an error naming `op` (PyTorch raises
 /// for negative positions too).
-pub(crate) fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
+fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
     usize::try_from(i)
         .ok()
         .filter(|&p| p < len)
@@ -31,12 +31,7 @@ pub(crate) fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
 /// Visits every element of a tensor of shape `shape` in row-major order, giving its flat
 /// position and `Σ_{d ≠ skip} coord[d]·strides[d]` (its offset in a tensor with `strides`,
 /// without the `skip` axis's term).
-pub(crate) fn for_each_position(
-    shape: &[usize],
-    skip: usize,
-    strides: &[usize],
-    mut f: impl FnMut(usize, usize) -> Result<()>,
-) -> Result<()> {
+fn for_each_position(shape: &[usize], skip: usize, strides: &[usize], mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
     let n: usize = shape.iter().product();
     let mut coord = Dims::from_elem(0, shape.len());
     let mut base = 0usize;
@@ -82,6 +77,42 @@ pub(crate) fn scatter_add_grad(op: &'static str, x_shape: &[usize], scatter: imp
     .map_err(|e| e.with_op(op))
 }
 
+/// The gather loop shared by `gather` and `take_along_axis` (their checks done):
+/// `out[p] = x[p with p[a] replaced by index[p]]` for every position `p` of `index` (a
+/// scalar seen as one element on one axis), each position checked against `x`'s axis `a`.
+/// The output has `index`'s shape.
+pub(crate) fn gather_along(op: &'static str, x: &Tensor, index: &Tensor, a: usize) -> Result<Tensor> {
+    let (xs, is) = (as_rank1(x.shape()), as_rank1(index.shape()));
+    let strides = contiguous_strides(xs);
+    x.try_with_f32(|xv| {
+        index.try_with_i32(|iv| {
+            Tensor::build_f32(index.shape(), |out| {
+                for_each_position(is, a, &strides, |p, base| {
+                    out[p] = xv[base + position(op, iv[p], xs[a])? * strides[a]];
+                    Ok(())
+                })
+            })
+        })
+    })??
+}
+
+/// The gradient of [`gather_along`] for an `x` of shape `x_shape`: `g` scatter-added into
+/// zeros of that shape at the same positions (repeats summed in f64 in output order).
+pub(crate) fn scatter_along(op: &'static str, g: &Tensor, index: &Tensor, x_shape: &[usize], a: usize) -> Result<Tensor> {
+    let (xs, is) = (as_rank1(x_shape), as_rank1(index.shape()));
+    let strides = contiguous_strides(xs);
+    scatter_add_grad(op, x_shape, |acc| {
+        g.try_with_f32(|gv| {
+            index.try_with_i32(|iv| {
+                for_each_position(is, a, &strides, |p, base| {
+                    acc[base + position(op, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
+                    Ok(())
+                })
+            })
+        })??
+    })
+}
+
 /// `out[p] = x[p with p[dim] replaced by index[p]]` for every position `p` of `index`
 /// (PyTorch's `torch.gather(x, dim, index)`): `index` is Int32 with `x`'s rank, at most `x`'s
 /// size in every axis but `dim`, and holds positions in `0..x.shape[dim]`; the output has
@@ -114,34 +145,12 @@ pub mod gather {
                 format!("`index` may not be larger than `x` in any dimension but {a}"),
             ));
         }
-        let strides = contiguous_strides(xs);
-        x.try_with_f32(|xv| {
-            index.try_with_i32(|iv| {
-                Tensor::build_f32(index.shape(), |out| {
-                    for_each_position(is, a, &strides, |p, base| {
-                        out[p] = xv[base + position(NAME, iv[p], xs[a])? * strides[a]];
-                        Ok(())
-                    })
-                })
-            })
-        })??
+        gather_along(NAME, x, index, a)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let xs = as_rank1(&r.input_shapes[0]);
-        let is = as_rank1(r.index().shape());
-        let a = normalize_axis(NAME, r.dim, xs.len(), false)?;
-        let strides = contiguous_strides(xs);
-        d.x(scatter_add_grad(NAME, &r.input_shapes[0], |acc| {
-            g.try_with_f32(|gv| {
-                r.index().try_with_i32(|iv| {
-                    for_each_position(is, a, &strides, |p, base| {
-                        acc[base + position(NAME, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
-                        Ok(())
-                    })
-                })
-            })??
-        })?);
+        let a = normalize_axis(NAME, r.dim, as_rank1(&r.input_shapes[0]).len(), false)?;
+        d.x(scatter_along(NAME, g, r.index(), &r.input_shapes[0], a)?);
         Ok(())
     }
 

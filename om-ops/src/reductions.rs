@@ -7,8 +7,8 @@
 //! Exact mode needs nothing special: every loop here is scalar code (the same on every
 //! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
 
-use crate::indexing::{expect_i32, for_each_position, position, scatter_add_grad};
-use om_core::layout::{contiguous_strides, normalize_axis};
+use crate::indexing::{expect_i32, gather_along, scatter_along};
+use om_core::layout::normalize_axis;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -172,34 +172,12 @@ pub mod take_along_axis {
         if !same {
             return Err(Error::shape(NAME, &[xs, is], format!("`indices` must have the shape of `x` except along axis {a}")));
         }
-        let strides = contiguous_strides(xs);
-        x.try_with_f32(|xv| {
-            indices.try_with_i32(|iv| {
-                Tensor::build_f32(is, |out| {
-                    for_each_position(is, a, &strides, |p, base| {
-                        out[p] = xv[base + position(NAME, iv[p], xs[a])? * strides[a]];
-                        Ok(())
-                    })
-                })
-            })
-        })??
+        gather_along(NAME, x, indices, a)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let xs = &r.input_shapes[0];
-        let is = r.indices().shape();
-        let a = normalize_axis(NAME, r.axis, xs.len(), false)?;
-        let strides = contiguous_strides(xs);
-        d.x(scatter_add_grad(NAME, xs, |acc| {
-            g.try_with_f32(|gv| {
-                r.indices().try_with_i32(|iv| {
-                    for_each_position(is, a, &strides, |p, base| {
-                        acc[base + position(NAME, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
-                        Ok(())
-                    })
-                })
-            })??
-        })?);
+        let a = normalize_axis(NAME, r.axis, r.input_shapes[0].len(), false)?;
+        d.x(scatter_along(NAME, g, r.indices(), &r.input_shapes[0], a)?);
         Ok(())
     }
 
