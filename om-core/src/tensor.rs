@@ -174,6 +174,11 @@ impl Element for i32 {
     }
 }
 
+/// Copies a row converting each element with `convert`.
+fn converted<S: Copy, T>(convert: impl Fn(S) -> T) -> impl Fn(&mut [T], &[S]) {
+    move |dst, src| dst.iter_mut().zip(src).for_each(|(d, &s)| *d = convert(s))
+}
+
 impl Tensor {
     // ----- construction -----
 
@@ -478,9 +483,9 @@ impl Tensor {
         let storage = self.0.storage.read();
         match (self.dtype(), T::as_f32_mut(out)) {
             (DType::F32, Ok(out)) => self.gather_f32(storage.f32(), out),
-            (DType::F32, Err(out)) => self.gather_rows(storage.f32(), out, T::from_f32),
-            (DType::I32, Ok(out)) => self.gather_rows(storage.i32(), out, |v| v as f32),
-            (DType::I32, Err(out)) => self.gather_rows(storage.i32(), out, T::from_i32),
+            (DType::F32, Err(out)) => self.gather_rows(storage.f32(), out, T::from_f32, converted(T::from_f32)),
+            (DType::I32, Ok(out)) => self.gather_rows(storage.i32(), out, f32::from_i32, converted(f32::from_i32)),
+            (DType::I32, Err(out)) => self.gather_rows(storage.i32(), out, T::from_i32, converted(T::from_i32)),
         }
     }
 
@@ -501,17 +506,17 @@ impl Tensor {
                 return;
             }
         }
-        self.gather_rows(src, out, |v| v);
+        self.gather_rows(src, out, |v| v, <[f32]>::copy_from_slice);
     }
 
-    /// [`Tensor::gather`] a whole row at a time (a copy where the row is contiguous in
-    /// storage), converting each element with `convert`.
-    fn gather_rows<S: Copy, T>(&self, src: &[S], out: &mut [T], convert: impl Fn(S) -> T) {
+    /// [`Tensor::gather`] a whole row at a time: `copy_row` where the row is contiguous in
+    /// storage, `convert` per element otherwise.
+    fn gather_rows<S: Copy, T>(&self, src: &[S], out: &mut [T], convert: impl Fn(S) -> T, copy_row: impl Fn(&mut [T], &[S])) {
         let mut i = 0;
         for_each_row(self.shape(), [self.strides()], [self.0.offset], |[start], len, [step]| {
             let dst = &mut out[i..i + len];
             if step == 1 {
-                dst.iter_mut().zip(&src[start..start + len]).for_each(|(d, &s)| *d = convert(s));
+                copy_row(dst, &src[start..start + len]);
             } else {
                 dst.iter_mut().enumerate().for_each(|(j, d)| *d = convert(src[start + j * step]));
             }

@@ -229,84 +229,45 @@ impl Lanes for f32 {
     }
 }
 
+/// Declares an instruction set's token (zero-sized, made only by its `detect`) and the
+/// private `f32` and `i32` vector newtypes that only the token or an existing vector makes.
+macro_rules! isa_types {
+    ($tok:ident: KernelPath::$path:ident, $feature:literal, $f:ident($fraw:ty), $i:ident($iraw:ty)) => {
+        #[doc = concat!("Proof that this CPU runs ", $feature, ": made only by [`", stringify!($tok), "::detect`].")]
+        #[derive(Clone, Copy, Debug)]
+        pub(crate) struct $tok(());
+
+        impl $tok {
+            #[doc = concat!("The token, if run-time detection finds ", $feature, " (and everything else")]
+            #[doc = concat!("[`KernelPath::", stringify!($path), "`] needs) on this CPU.")]
+            #[inline]
+            pub(crate) fn detect() -> Option<$tok> {
+                KernelPath::$path.is_supported().then_some($tok(()))
+            }
+        }
+
+        #[doc = concat!("`f32` lanes; only a [`", stringify!($tok), "`] (through [`Lanes::splat`] or")]
+        /// [`Lanes::load`]) or an operation on such vectors makes one.
+        #[derive(Clone, Copy)]
+        #[repr(transparent)]
+        pub(crate) struct $f($fraw);
+
+        #[doc = concat!("`i32` lanes, made like [`", stringify!($f), "`].")]
+        #[derive(Clone, Copy)]
+        #[repr(transparent)]
+        pub(crate) struct $i($iraw);
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Lanes;
     use crate::compute::KernelPath;
     use std::arch::x86_64::*;
 
-    /// Proof that this CPU runs SSE2: made only by [`Sse2::detect`].
-    #[derive(Clone, Copy, Debug)]
-    pub(crate) struct Sse2(());
-
-    impl Sse2 {
-        /// The token, if run-time detection finds SSE2 (and everything else
-        /// [`KernelPath::Sse`] needs) on this CPU.
-        #[inline]
-        pub(crate) fn detect() -> Option<Sse2> {
-            KernelPath::Sse.is_supported().then_some(Sse2(()))
-        }
-    }
-
-    /// Four `f32` lanes; only a [`Sse2`] (through [`Lanes::splat`] or [`Lanes::load`])
-    /// or an operation on such vectors makes one.
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct F32x4(__m128);
-
-    /// Four `i32` lanes, made like [`F32x4`].
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct I32x4(__m128i);
-
-    /// Proof that this CPU runs AVX2: made only by [`Avx2::detect`].
-    #[derive(Clone, Copy, Debug)]
-    pub(crate) struct Avx2(());
-
-    impl Avx2 {
-        /// The token, if run-time detection finds AVX2 (and everything else
-        /// [`KernelPath::Avx2`] needs) on this CPU.
-        #[inline]
-        pub(crate) fn detect() -> Option<Avx2> {
-            KernelPath::Avx2.is_supported().then_some(Avx2(()))
-        }
-    }
-
-    /// Eight `f32` lanes; only a [`Avx2`] (through [`Lanes::splat`] or [`Lanes::load`])
-    /// or an operation on such vectors makes one.
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct F32x8(__m256);
-
-    /// Eight `i32` lanes, made like [`F32x8`].
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct I32x8(__m256i);
-
-    /// Proof that this CPU runs AVX-512F: made only by [`Avx512::detect`].
-    #[derive(Clone, Copy, Debug)]
-    pub(crate) struct Avx512(());
-
-    impl Avx512 {
-        /// The token, if run-time detection finds AVX-512F (and everything else
-        /// [`KernelPath::Avx512`] needs) on this CPU.
-        #[inline]
-        pub(crate) fn detect() -> Option<Avx512> {
-            KernelPath::Avx512.is_supported().then_some(Avx512(()))
-        }
-    }
-
-    /// Sixteen `f32` lanes; only a [`Avx512`] (through [`Lanes::splat`] or [`Lanes::load`])
-    /// or an operation on such vectors makes one.
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct F32x16(__m512);
-
-    /// Sixteen `i32` lanes, made like [`F32x16`].
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct I32x16(__m512i);
-
+    isa_types!(Sse2: KernelPath::Sse, "SSE2", F32x4(__m128), I32x4(__m128i));
+    isa_types!(Avx2: KernelPath::Avx2, "AVX2", F32x8(__m256), I32x8(__m256i));
+    isa_types!(Avx512: KernelPath::Avx512, "AVX-512F", F32x16(__m512), I32x16(__m512i));
     impl Lanes for F32x4 {
         const WIDTH: usize = 4;
         type Mask = __m128;
@@ -635,30 +596,7 @@ mod neon {
     use crate::compute::KernelPath;
     use std::arch::aarch64::*;
 
-    /// Proof that this CPU runs NEON: made only by [`Neon::detect`].
-    #[derive(Clone, Copy, Debug)]
-    pub(crate) struct Neon(());
-
-    impl Neon {
-        /// The token, if run-time detection finds NEON (and everything else
-        /// [`KernelPath::Neon`] needs) on this CPU.
-        #[inline]
-        pub(crate) fn detect() -> Option<Neon> {
-            KernelPath::Neon.is_supported().then_some(Neon(()))
-        }
-    }
-
-    /// Four `f32` lanes; only a [`Neon`] (through [`Lanes::splat`] or [`Lanes::load`])
-    /// or an operation on such vectors makes one.
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct F32x4(float32x4_t);
-
-    /// Four `i32` lanes, made like [`F32x4`].
-    #[derive(Clone, Copy)]
-    #[repr(transparent)]
-    pub(crate) struct I32x4(int32x4_t);
-
+    isa_types!(Neon: KernelPath::Neon, "NEON", F32x4(float32x4_t), I32x4(int32x4_t));
     impl Lanes for F32x4 {
         const WIDTH: usize = 4;
         type Mask = uint32x4_t;
