@@ -45,7 +45,7 @@ pub use tensor::Tensor;
 /// Items the `#[op]` expansion refers to; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::autograd::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
+    pub use crate::autograd::record::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
     pub use crate::registry::{OpEntry, OpKind, OpWrapper};
     pub use inventory;
 }

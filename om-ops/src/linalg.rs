@@ -4,8 +4,9 @@
 //! products such as `g·bᵀ` copy nothing.
 
 use crate::fallible::with_f32_opt;
-use om_core::compute::{for_each_chunk_mut, Compute, Settings};
+use om_core::compute::{Compute, Settings};
 use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
+use om_core::kernels::parallel::for_each_chunk_mut;
 use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;

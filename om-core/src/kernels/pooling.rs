@@ -18,7 +18,8 @@
 //! same bits.
 
 use super::norm::{on_path, Shared};
-use crate::compute::{for_each_chunk, Settings};
+use crate::compute::Settings;
+use crate::kernels::parallel::for_each_chunk;
 
 /// Target input elements per parallel chunk (whole planes, at least one). Measured on an
 /// AMD EPYC (Zen 5), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
