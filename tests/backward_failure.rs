@@ -63,8 +63,8 @@ fn a_refused_allocation_inside_a_rule_leaves_leaf_gradients_untouched_and_can_be
         // Large enough that `w * c`'s backward (g * c, 256 KiB) is refused under the limit
         // below while the `x` terms' small gradients are not.
         let n = 1 << 16;
-        let w = Tensor::randn(&[n], 3).unwrap().requires_grad().unwrap();
-        let c = Tensor::randn(&[n], 4).unwrap();
+        let w = Tensor::randn_with_seed(&[n], 3).unwrap().requires_grad().unwrap();
+        let c = Tensor::randn_with_seed(&[n], 4).unwrap();
         if accumulated {
             graph(&x, &w, &c).backward().unwrap();
         }

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use onemodel::core::{io, rng::Rng, ActivationScope};
 use onemodel::ops::models::DigitNet;
-use onemodel::ops::nn::{self, Module};
+use onemodel::ops::nn::{self, Forward, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
 use std::path::PathBuf;
