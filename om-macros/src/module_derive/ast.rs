@@ -59,6 +59,9 @@ pub struct Field {
     pub holds_tensors: bool,
     /// Whether the type, read syntactically, is plain data (`f32`, `usize`, `[usize; 2]`, ...).
     pub plain_data: bool,
+    /// Whether its `#[module(..)]` options failed to parse (already reported; no further
+    /// rule looks at the field).
+    pub options_failed: bool,
 }
 
 impl Field {

@@ -64,6 +64,7 @@ fn field(member: Member, f: syn::Field, errors: &mut Vec<syn::Error>) -> Field {
     let span = f.ident.as_ref().map_or_else(|| f.ty.span(), |i| i.span());
     let mut explicit: Vec<(Role, Span)> = Vec::new();
     let mut rename = None;
+    let mut options_failed = false;
     for attr in f.attrs.iter().filter(|a| a.path().is_ident("module")) {
         let res = attr.parse_nested_meta(|meta| {
             let key = path_text(&meta.path);
@@ -88,6 +89,7 @@ fn field(member: Member, f: syn::Field, errors: &mut Vec<syn::Error>) -> Field {
             Ok(())
         });
         if let Err(e) = res {
+            options_failed = true;
             errors.push(e);
         }
     }
@@ -97,7 +99,7 @@ fn field(member: Member, f: syn::Field, errors: &mut Vec<syn::Error>) -> Field {
         None if plain_data => Role::Skip,
         None => Role::Child,
     };
-    Field { member, holds_tensors: holds_tensors(&f.ty), plain_data, ty: f.ty, span, explicit, role, rename }
+    Field { member, holds_tensors: holds_tensors(&f.ty), plain_data, options_failed, ty: f.ty, span, explicit, role, rename }
 }
 
 /// The last path segment of `ty` and its single type argument, if any.

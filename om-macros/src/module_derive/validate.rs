@@ -36,7 +36,7 @@ fn one_role_per_field(d: &Derive, errors: &mut Vec<Error>) {
 /// An unmarked field whose type holds tensors is an error, not a guess: a forgotten
 /// `buffer` would silently drop running statistics from the weights.
 fn tensor_fields_say_what_they_are(d: &Derive, errors: &mut Vec<Error>) {
-    for f in d.fields.iter().filter(|f| f.explicit.is_empty() && f.holds_tensors) {
+    for f in d.fields.iter().filter(|f| f.explicit.is_empty() && f.holds_tensors && !f.options_failed) {
         errors.push(Error::new(
             f.span,
             format!(
