@@ -272,3 +272,64 @@ fn weights_file_mismatches_are_errors_that_change_nothing() -> Result<()> {
     assert!(nn::load(&b, tmp("does-not-exist.safetensors")).is_err());
     Ok(())
 }
+
+
+#[test]
+fn manual_seed_makes_constructors_reproducible_and_successive_layers_differ() -> Result<()> {
+    let build = || -> Result<(Linear, Conv2d, Lstm, Tensor)> {
+        Ok((Linear::new(6, 5)?, Conv2d::new(2, 3, 3)?, Lstm::new(4, 3, RnnConfig::new(1))?, Tensor::randn(&[7])?))
+    };
+    om_core::rng::manual_seed(42);
+    let (fc, conv, lstm, x) = build()?;
+    om_core::Compute::set_threads(2)?;
+    om_core::rng::manual_seed(42);
+    let (fc2, conv2, lstm2, x2) = build()?;
+    om_core::Compute::set_threads(1)?;
+    assert_eq!(snapshot(&fc), snapshot(&fc2), "same seed, same layer, whatever the thread count");
+    assert_eq!(snapshot(&conv), snapshot(&conv2));
+    assert_eq!(snapshot(&lstm), snapshot(&lstm2));
+    assert_eq!(x.to_vec(), x2.to_vec());
+    let (a, b) = (Linear::new(6, 5)?, Linear::new(6, 5)?);
+    assert_ne!(a.weight.to_vec(), b.weight.to_vec(), "two layers built in turn differ");
+    om_core::rng::manual_seed(43);
+    assert_ne!(Linear::new(6, 5)?.weight.to_vec(), fc.weight.to_vec(), "another seed, other weights");
+    // A thread that has not drawn yet starts from the last seed set.
+    om_core::rng::manual_seed(42);
+    let other = std::thread::spawn(|| Linear::new(6, 5).map(|l| l.weight.to_vec())).join().unwrap()?;
+    assert_eq!(other, fc.weight.to_vec());
+    // Explicit seeds ignore the stream; the stream-drawn layer keeps torch.nn's range.
+    om_core::rng::manual_seed(1);
+    let fixed = Linear::with_seed(6, 5, true, 9)?.weight.to_vec();
+    om_core::rng::manual_seed(2);
+    assert_eq!(Linear::with_seed(6, 5, true, 9)?.weight.to_vec(), fixed);
+    let bound = 1.0 / 6f32.sqrt();
+    assert!(fc.weight.to_vec().iter().chain(&fc.bias.as_ref().unwrap().to_vec()).all(|v| v.abs() <= bound));
+    Ok(())
+}
+
+#[test]
+fn the_models_keep_their_weight_names() -> Result<()> {
+    let net = om_ops::models::DigitNet::new([4, 8], 0)?;
+    let names: Vec<String> = nn::state(&net).into_iter().map(|(n, _)| n).collect();
+    let mut want: Vec<String> = ["conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    want.extend(["fc.weight", "fc.bias", "bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var"].map(String::from));
+    assert_eq!(names, want);
+    let ocr = om_ops::models::Crnn::new(0)?;
+    let names: Vec<String> = ocr.parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(&names[8..13], ["rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0", "rnn.bias_hh_l0", "rnn.weight_ih_l0_reverse"]);
+    assert_eq!(&names[16..], ["fc.weight", "fc.bias"]);
+    // Saved and reloaded into a model from another seed, in evaluation mode: same outputs.
+    let path = tmp("digits.safetensors");
+    nn::save(&net, &path)?;
+    let mut back = om_ops::models::DigitNet::new([4, 8], 5)?;
+    nn::load(&back, &path)?;
+    let mut net = net;
+    net.eval();
+    back.eval();
+    let x = Tensor::randn_with_seed(&[3, 1, 8, 8], 1)?;
+    assert_eq!(net.forward(&x)?.to_vec(), back.forward(&x)?.to_vec());
+    Ok(())
+}

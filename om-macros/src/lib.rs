@@ -40,8 +40,9 @@ mod module_derive;
 /// `#[module(name = "..")]` renames a field in the weights. A tensor field without
 /// `param`, `buffer` or `skip` is an error (a forgotten buffer would silently drop state
 /// from the weights), so are conflicting options and duplicate names. The expansion names
-/// `::om_core`; a crate that reaches it through the facade writes
-/// `#[module(crate = onemodel::core)]` on the struct.
+/// `::om_core` in crates whose manifest lists `om-core`, else `::onemodel::core` when it
+/// lists `onemodel`; `#[module(crate = path)]` on the struct says it explicitly (e.g. for a
+/// renamed dependency).
 ///
 /// ```ignore
 /// #[derive(Module)]
