@@ -54,16 +54,16 @@
 //! }
 //! ```
 
-pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_core::rng::{initial_seed, manual_seed};
+pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_macros::op;
 pub use om_ops as ops;
 
 /// The names most programs need: tensors, errors, settings, the operator methods, the
 /// layers and the optimizers.
 pub mod prelude {
-    pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
     pub use om_core::rng::manual_seed;
+    pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
     pub use om_ops::nn::{self, Forward, Module};
     pub use om_ops::optim::{self, Optimizer};
     pub use om_ops::{self as ops, TensorOps};

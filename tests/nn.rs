@@ -273,7 +273,6 @@ fn weights_file_mismatches_are_errors_that_change_nothing() -> Result<()> {
     Ok(())
 }
 
-
 #[test]
 fn manual_seed_makes_constructors_reproducible_and_successive_layers_differ() -> Result<()> {
     let build = || -> Result<(Linear, Conv2d, Lstm, Tensor)> {
@@ -311,10 +310,11 @@ fn manual_seed_makes_constructors_reproducible_and_successive_layers_differ() ->
 fn the_models_keep_their_weight_names() -> Result<()> {
     let net = om_ops::models::DigitNet::new([4, 8], 0)?;
     let names: Vec<String> = nn::state(&net).into_iter().map(|(n, _)| n).collect();
-    let mut want: Vec<String> = ["conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut want: Vec<String> =
+        ["conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     want.extend(["fc.weight", "fc.bias", "bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var"].map(String::from));
     assert_eq!(names, want);
     let ocr = om_ops::models::Crnn::new(0)?;

@@ -35,7 +35,6 @@ impl DigitNet {
             fc: Linear::with_seed(c2 * 4 * 4, 10, true, seed + 2)?,
         })
     }
-
 }
 
 impl Forward for DigitNet {
@@ -77,7 +76,6 @@ impl Crnn {
             fc: Linear::with_seed(128, OCR_CLASSES, true, seed + 3)?,
         })
     }
-
 }
 
 impl Forward for Crnn {

@@ -65,7 +65,13 @@ fn generate(d: &Derive) -> TokenStream {
             bounds.push(b);
         }
     }
-    let unused = |list: &[TokenStream], arg: TokenStream| if list.is_empty() { quote! { let _ = #arg; } } else { quote! {} };
+    let unused = |list: &[TokenStream], arg: TokenStream| {
+        if list.is_empty() {
+            quote! { let _ = #arg; }
+        } else {
+            quote! {}
+        }
+    };
     let (up, ub, ut) = (unused(&params, quote!(f)), unused(&buffers, quote!(f)), unused(&training, quote!(training)));
     impl_block(d, &bounds, quote! { #up #(#params)* }, quote! { #ub #(#buffers)* }, quote! { #ut #(#training)* })
 }

@@ -11,12 +11,10 @@ use syn::{Attribute, Data, DeriveInput, Fields, Index, LitStr, Member, Path, Typ
 pub fn derive(input: DeriveInput, errors: &mut Vec<syn::Error>) -> syn::Result<Derive> {
     let fields = match input.data {
         Data::Struct(s) => s.fields,
-        Data::Enum(e) => {
-            return Err(syn::Error::new(
-                e.enum_token.span,
-                "`#[derive(Module)]` goes on a struct; an enum's variants cannot share parameter names — hold the variants' layers in a struct",
-            ))
-        }
+        Data::Enum(e) => return Err(syn::Error::new(
+            e.enum_token.span,
+            "`#[derive(Module)]` goes on a struct; an enum's variants cannot share parameter names — hold the variants' layers in a struct",
+        )),
         Data::Union(u) => return Err(syn::Error::new(u.union_token.span, "`#[derive(Module)]` goes on a struct, not a union")),
     };
     let krate = struct_options(&input.attrs, errors).unwrap_or_else(default_crate);

@@ -80,10 +80,8 @@ fn renames_name_something(d: &Derive, errors: &mut Vec<Error>) {
     for f in &d.fields {
         let Some((name, span)) = &f.rename else { continue };
         if !f.role.is_named() {
-            errors.push(Error::new(
-                *span,
-                format!("`{}` is `{}`, so it has no name in the weights to rename", f.label(), f.role.keyword()),
-            ));
+            errors
+                .push(Error::new(*span, format!("`{}` is `{}`, so it has no name in the weights to rename", f.label(), f.role.keyword())));
         } else if name.is_empty() || name.contains('.') {
             errors.push(Error::new(
                 *span,

@@ -36,7 +36,6 @@ impl Stack {
         }
         Ok(Stack { weights, config })
     }
-
 }
 
 impl Module for Stack {
@@ -83,7 +82,6 @@ impl Lstm {
     }
 }
 
-
 /// A multi-layer, optionally bidirectional GRU (`torch.nn.GRU` without dropout),
 /// initialised as PyTorch does.
 #[derive(Module)]
@@ -110,4 +108,3 @@ impl Gru {
         crate::gru(x, h0, &self.stack.weights, self.stack.config)
     }
 }
-
