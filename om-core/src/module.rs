@@ -187,48 +187,46 @@ impl<M: Module> Module for Option<M> {
     }
 }
 
+/// Runs `visit` (the parameters' or the buffers' visit) on each child, its names
+/// prefixed by its index.
+fn visit_indexed<M>(children: &[M], f: &mut dyn FnMut(&str, &Tensor), visit: fn(&M, &mut dyn FnMut(&str, &Tensor))) {
+    for (i, m) in children.iter().enumerate() {
+        let prefix = i.to_string();
+        visit(m, &mut |n, t| f(&join(&prefix, n), t));
+    }
+}
+
 /// The children are named by their index, as in PyTorch's `ModuleList` (`0.weight`).
 impl<M: Module> Module for [M] {
     fn visit_parameters(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        for (i, m) in self.iter().enumerate() {
-            let prefix = i.to_string();
-            m.visit_parameters(&mut |n, t| f(&join(&prefix, n), t));
-        }
+        visit_indexed(self, f, M::visit_parameters);
     }
     fn visit_buffers(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        for (i, m) in self.iter().enumerate() {
-            let prefix = i.to_string();
-            m.visit_buffers(&mut |n, t| f(&join(&prefix, n), t));
-        }
+        visit_indexed(self, f, M::visit_buffers);
     }
     fn set_training(&mut self, training: bool) {
         self.iter_mut().for_each(|m| m.set_training(training));
     }
 }
 
-impl<M: Module> Module for Vec<M> {
-    fn visit_parameters(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        self.as_slice().visit_parameters(f);
-    }
-    fn visit_buffers(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        self.as_slice().visit_buffers(f);
-    }
-    fn set_training(&mut self, training: bool) {
-        self.as_mut_slice().set_training(training);
-    }
+/// `Vec`s and arrays of modules are named like slices.
+macro_rules! module_as_slice {
+    ($($ty:ty $(, const $n:ident)?);*) => {$(
+        impl<M: Module $(, const $n: usize)?> Module for $ty {
+            fn visit_parameters(&self, f: &mut dyn FnMut(&str, &Tensor)) {
+                self.as_slice().visit_parameters(f);
+            }
+            fn visit_buffers(&self, f: &mut dyn FnMut(&str, &Tensor)) {
+                self.as_slice().visit_buffers(f);
+            }
+            fn set_training(&mut self, training: bool) {
+                self.as_mut_slice().set_training(training);
+            }
+        }
+    )*};
 }
 
-impl<M: Module, const N: usize> Module for [M; N] {
-    fn visit_parameters(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        self.as_slice().visit_parameters(f);
-    }
-    fn visit_buffers(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        self.as_slice().visit_buffers(f);
-    }
-    fn set_training(&mut self, training: bool) {
-        self.as_mut_slice().set_training(training);
-    }
-}
+module_as_slice!(Vec<M>; [M; N], const N);
 
 #[cfg(test)]
 mod tests {

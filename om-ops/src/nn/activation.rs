@@ -5,8 +5,29 @@ use super::{Forward, Module};
 use crate::GeluForm;
 use om_core::{Result, Tensor};
 
-/// A unit-struct activation applying `$op` to its input.
+/// An activation applying `$op` to its input: a unit struct, or a struct of one `f32`
+/// hyperparameter with its PyTorch default, passed after the input.
 macro_rules! activation {
+    ($(#[$doc:meta])* $name:ident { $(#[$fdoc:meta])* $field:ident = $default:expr } => $op:path) => {
+        $(#[$doc])*
+        #[derive(Module, Clone, Copy, Debug, PartialEq)]
+        pub struct $name {
+            $(#[$fdoc])*
+            pub $field: f32,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $field: $default }
+            }
+        }
+
+        impl Forward for $name {
+            fn forward(&self, x: &Tensor) -> Result<Tensor> {
+                $op(x, self.$field)
+            }
+        }
+    };
     ($(#[$doc:meta])* $name:ident => $op:path) => {
         $(#[$doc])*
         #[derive(Module, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,44 +88,22 @@ impl Forward for GELU {
     }
 }
 
-/// `x` for `x ≥ 0`, `negative_slope·x` below (`torch.nn.LeakyReLU`, slope 0.01 by default).
-#[derive(Module, Clone, Copy, Debug, PartialEq)]
-pub struct LeakyReLU {
-    /// The slope for negative inputs.
-    pub negative_slope: f32,
-}
-
-impl Default for LeakyReLU {
-    fn default() -> Self {
-        LeakyReLU { negative_slope: 0.01 }
-    }
-}
-
-impl Forward for LeakyReLU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::leaky_relu(x, self.negative_slope)
-    }
-}
-
-/// `x` for `x > 0`, `alpha·(e^x − 1)` below (`torch.nn.ELU`, alpha 1 by default).
-#[allow(clippy::upper_case_acronyms)] // PyTorch's name
-#[derive(Module, Clone, Copy, Debug, PartialEq)]
-pub struct ELU {
-    /// The scale of the negative part.
-    pub alpha: f32,
-}
-
-impl Default for ELU {
-    fn default() -> Self {
-        ELU { alpha: 1.0 }
-    }
-}
-
-impl Forward for ELU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::elu(x, self.alpha)
-    }
-}
+activation!(
+    /// `x` for `x ≥ 0`, `negative_slope·x` below (`torch.nn.LeakyReLU`, slope 0.01 by
+    /// default).
+    LeakyReLU {
+        /// The slope for negative inputs.
+        negative_slope = 0.01
+    } => crate::leaky_relu
+);
+activation!(
+    /// `x` for `x > 0`, `alpha·(e^x − 1)` below (`torch.nn.ELU`, alpha 1 by default).
+    #[allow(clippy::upper_case_acronyms)] // PyTorch's name
+    ELU {
+        /// The scale of the negative part.
+        alpha = 1.0
+    } => crate::elu
+);
 
 #[cfg(test)]
 mod tests {
