@@ -187,9 +187,12 @@ impl<M: Module> Module for Option<M> {
     }
 }
 
+/// `Module::visit_parameters` or `Module::visit_buffers` of a child type.
+type ChildVisit<M> = fn(&M, &mut dyn FnMut(&str, &Tensor));
+
 /// Runs `visit` (the parameters' or the buffers' visit) on each child, its names
 /// prefixed by its index.
-fn visit_indexed<M>(children: &[M], f: &mut dyn FnMut(&str, &Tensor), visit: fn(&M, &mut dyn FnMut(&str, &Tensor))) {
+fn visit_indexed<M>(children: &[M], f: &mut dyn FnMut(&str, &Tensor), visit: ChildVisit<M>) {
     for (i, m) in children.iter().enumerate() {
         let prefix = i.to_string();
         visit(m, &mut |n, t| f(&join(&prefix, n), t));
