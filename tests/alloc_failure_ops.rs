@@ -9,7 +9,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::{pool, Error, Result, Tensor};
-use om_ops::nn::Linear;
+use om_ops::nn::{Forward, Linear};
 use om_ops::optim::{Adam, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, Reduction, ResizeMode, TensorOps};
 use std::sync::{Mutex, MutexGuard};
@@ -195,7 +195,7 @@ fn running_statistics_are_unchanged_when_batch_norm_is_refused() {
 
 /// A model of two parameters: a small weight and a larger one.
 fn model() -> (Linear, Linear, Tensor) {
-    let (a, b) = (Linear::new(4, 3, 1).unwrap(), Linear::new(3, 40, 2).unwrap());
+    let (a, b) = (Linear::with_seed(4, 3, true, 1).unwrap(), Linear::with_seed(3, 40, true, 2).unwrap());
     let x = Tensor::rand_uniform(&[5, 4], -1.0, 1.0, 3).unwrap();
     (a, b, x)
 }

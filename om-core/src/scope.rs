@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use om_core::{ActivationScope, Tensor};
-//! let w = Tensor::randn(&[4], 1)?.requires_grad()?;
+//! let w = Tensor::randn_with_seed(&[4], 1)?.requires_grad()?;
 //! let scope = ActivationScope::new();
 //! let y = w.clone();
 //! drop(y);

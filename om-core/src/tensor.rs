@@ -316,9 +316,32 @@ impl Tensor {
         })
     }
 
+    /// Standard normal values from a generator seeded with one draw of the calling
+    /// thread's default stream ([`crate::rng::manual_seed`] makes it reproducible; two calls
+    /// in turn differ).
+    ///
+    /// ```
+    /// use om_core::{rng, Tensor};
+    /// rng::manual_seed(3);
+    /// let (a, b) = (Tensor::randn(&[4])?, Tensor::randn(&[4])?);
+    /// assert_ne!(a.to_vec(), b.to_vec());
+    /// rng::manual_seed(3);
+    /// assert_eq!(Tensor::randn(&[4])?.to_vec(), a.to_vec());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randn(shape: &[usize]) -> Result<Tensor> {
+        Tensor::randn_with_seed(shape, crate::rng::next_seed())
+    }
+
+    /// Uniform values in `[0, 1)` from a generator seeded with one draw of the calling
+    /// thread's default stream (PyTorch's `torch.rand`).
+    pub fn rand(shape: &[usize]) -> Result<Tensor> {
+        Tensor::rand_uniform(shape, 0.0, 1.0, crate::rng::next_seed()).map_err(|e| e.with_op("rand"))
+    }
+
     /// Standard normal values from a fixed generator seeded with `seed` (SplitMix64 and
     /// Box-Muller in f64; reproducible wherever the platform's f64 `ln`/`sin`/`cos` agree).
-    pub fn randn(shape: &[usize], seed: u64) -> Result<Tensor> {
+    pub fn randn_with_seed(shape: &[usize], seed: u64) -> Result<Tensor> {
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
             out.iter_mut().for_each(|v| *v = rng.normal());

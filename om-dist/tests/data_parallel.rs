@@ -8,7 +8,7 @@ use om_core::rng::Rng;
 use om_core::{Compute, Mode, Result, Tensor};
 use om_dist::{Communicator, DataParallel, Single, ThreadGroup};
 use om_ops::models::DigitNet;
-use om_ops::nn::{Linear, Module};
+use om_ops::nn::{Forward, Linear, Module};
 use om_ops::optim::{Adam, Optimizer};
 
 const EXAMPLES: usize = 96;
@@ -111,7 +111,7 @@ fn without_batch_norm_sharded_gradients_are_the_full_batch_gradients() -> Result
     let data = data();
     let rows: Vec<usize> = (0..30).collect();
     let grads = |shards: usize| -> Result<Vec<Vec<f32>>> {
-        let fc = Linear::new(64, 10, 5)?;
+        let fc = Linear::with_seed(64, 10, true, 5)?;
         let loss = |shard: &[usize]| -> Result<Tensor> {
             let (x, y) = batch(&data, shard)?;
             om_ops::cross_entropy(&fc.forward(&om_ops::reshape(&x, vec![shard.len() as isize, 64])?)?, &y, true, None)

@@ -35,3 +35,43 @@ pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn op_wrapper(args: TokenStream, item: TokenStream) -> TokenStream {
     op_wrapper::expand(args.into(), item.into()).into()
 }
+
+// `#[derive(Module)]`: a model's named parameters, buffers and training mode.
+mod module_derive;
+
+/// Implements `om_core::module::Module` (re-exported as `om_ops::nn::Module`) from a
+/// struct's fields, in declaration order, with PyTorch's state-dict names.
+///
+/// | field | role | names |
+/// |---|---|---|
+/// | a module (`Linear`, `Vec<Block>`, `Option<Box<dyn Forward>>`, ...), unmarked | child: its parameters, buffers and training mode | `field.weight`, `field.0.weight` |
+/// | `#[module(flatten)]` module | child without the prefix | `weight` |
+/// | `#[module(param)]` `Tensor`, `Option<Tensor>`, `Vec<Tensor>`, `[Tensor; N]` | trainable parameter | `field`, `field.0` |
+/// | `#[module(buffer)]` tensor field | saved, not trained (running statistics) | `field` |
+/// | `#[module(training)] bool` | set by `set_training` / `train` / `eval` | — |
+/// | `#[module(skip)]`, or plain data (numbers, `bool`, `String`, containers of them) | ignored | — |
+///
+/// `#[module(name = "..")]` renames a field in the weights. A tensor field without
+/// `param`, `buffer` or `skip` is an error (a forgotten buffer would silently drop state
+/// from the weights), so are conflicting options and duplicate names. The expansion names
+/// `::om_core` in crates whose manifest lists `om-core`, else `::onemodel::core` when it
+/// lists `onemodel`; `#[module(crate = path)]` on the struct says it explicitly (e.g. for a
+/// renamed dependency).
+///
+/// ```ignore
+/// #[derive(Module)]
+/// struct Net {
+///     conv: Conv2d,                       // conv.weight, conv.bias
+///     bn: BatchNorm2d,                    // bn.weight, bn.bias; buffers bn.running_mean, ...
+///     blocks: Vec<Block>,                 // blocks.0.fc.weight, ...
+///     #[module(param)]
+///     scale: Tensor,                      // scale
+///     #[module(skip)]
+///     cache: Tensor,                      // not saved
+///     dropout_p: f32,                     // plain data: ignored
+/// }
+/// ```
+#[proc_macro_derive(Module, attributes(module))]
+pub fn derive_module(item: TokenStream) -> TokenStream {
+    module_derive::derive(item.into()).into()
+}

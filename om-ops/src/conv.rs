@@ -252,11 +252,11 @@ pub(crate) mod tests {
     }
 
     fn forward_backward_bits() -> Vec<u32> {
-        let x = Tensor::randn(&[3, 4, 9, 8], 1).unwrap().requires_grad().unwrap();
-        let w = Tensor::randn(&[6, 2, 3, 3], 2).unwrap().requires_grad().unwrap();
-        let b = Tensor::randn(&[6], 3).unwrap().requires_grad().unwrap();
+        let x = Tensor::randn_with_seed(&[3, 4, 9, 8], 1).unwrap().requires_grad().unwrap();
+        let w = Tensor::randn_with_seed(&[6, 2, 3, 3], 2).unwrap().requires_grad().unwrap();
+        let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
         let y = conv2d(&x, &w, Some(&b), [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
-        let gy = Tensor::randn(y.shape(), 4).unwrap();
+        let gy = Tensor::randn_with_seed(y.shape(), 4).unwrap();
         y.backward_with(Some(&gy), false).unwrap();
         let mut bits: Vec<u32> = y.to_vec().iter().map(|v| v.to_bits()).collect();
         for t in [&x, &w, &b] {

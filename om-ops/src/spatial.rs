@@ -487,14 +487,14 @@ mod tests {
     }
 
     fn forward_backward_bits() -> Vec<u32> {
-        let x = Tensor::randn(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
-        let w = Tensor::randn(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
-        let b = Tensor::randn(&[6], 3).unwrap().requires_grad().unwrap();
+        let x = Tensor::randn_with_seed(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
+        let w = Tensor::randn_with_seed(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
+        let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
         let y = conv_transpose2d(&x, &w, Some(&b), [2, 1], [1, 0], [1, 1], [1, 2], 2).unwrap();
         let y = resize2d(&y, 9, 13, ResizeMode::Bilinear, false).unwrap();
         let y = resize2d(&y, 11, 7, ResizeMode::Nearest, false).unwrap();
         let y = resize2d(&y, 6, 8, ResizeMode::Bilinear, true).unwrap();
-        let gy = Tensor::randn(y.shape(), 4).unwrap();
+        let gy = Tensor::randn_with_seed(y.shape(), 4).unwrap();
         y.backward_with(Some(&gy), false).unwrap();
         let mut bits: Vec<u32> = y.to_vec().iter().map(|v| v.to_bits()).collect();
         for t in [&x, &w, &b] {

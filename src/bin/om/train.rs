@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use onemodel::core::{io, rng::Rng, ActivationScope};
 use onemodel::dist::{Communicator, DataParallel};
 use onemodel::ops::models::DigitNet;
-use onemodel::ops::nn::{self, Module};
+use onemodel::ops::nn::{self, Forward, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
 use std::path::PathBuf;
