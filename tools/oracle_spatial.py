@@ -4,7 +4,7 @@
 Writes testdata/ops/spatial.safetensors. For each case `<name>`: the inputs `<name>_x`
 (and `_w`, `_bias`), int32 attributes `<name>_params` (layouts below), the output `<name>_y`,
 a seeded weight `<name>_r` and the gradients `<name>_g<input>` of `sum(y * r)`.
-The `#[cfg(test)]` module of om-ops/src/spatial.rs reads it (fast and exact mode).
+The `#[cfg(test)]` modules of om-ops/src/conv.rs and om-ops/src/resize.rs read it (fast and exact mode).
 
 params layouts:
   ct_*:     [sH, sW, padH, padW, outPadH, outPadW, dH, dW, groups]

@@ -1,10 +1,16 @@
-//! Convolutions: `conv2d` (groups, stride, asymmetric padding, dilation, optional bias) on
-//! the canonical-order GEMM through im2col/col2im (`om_core::kernels::conv`; the layout and
-//! the accumulation order are in `docs/ops-conv.md`).
+//! Convolutions: `conv2d` (groups, stride, asymmetric padding, dilation, optional bias) and
+//! its adjoint `conv_transpose2d`, both on the canonical-order GEMM through im2col/col2im
+//! (`om_core::kernels::conv`; the layout and the accumulation order are in
+//! `docs/ops-conv.md`). The two are adjoints with one weight, so they share their kernels and
+//! gradient blocks ([`kernel_output`], [`gradients`]): `conv_transpose2d`'s forward is
+//! `conv2d`'s input gradient, and its input gradient is `conv2d`'s forward.
 
 use crate::fallible::with_f32_opt;
-use om_core::compute::Compute;
-use om_core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
+use om_core::compute::{Compute, Settings};
+use om_core::kernels::conv::{
+    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, conv_transpose2d_forward, ConvGeom,
+};
+use om_core::layout::Dims;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
@@ -94,6 +100,92 @@ pub(crate) fn geometry(
     Ok(ConvGeom { n, c, h, w: wd, o, groups, kh, kw, sh: stride[0], sw: stride[1], pt, pl, dh: dilation[0], dw: dilation[1], oh, ow })
 }
 
+/// Checks that the arguments of convolution `op` are `f32`.
+fn expect_f32_args(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<()> {
+    x.expect_f32(op, "x")?;
+    w.expect_f32(op, "w")?;
+    if let Some(b) = bias {
+        b.expect_f32(op, "bias")?;
+    }
+    Ok(())
+}
+
+/// The tensor of `shape` that `kernel(settings, a, b, c, out)` writes from the values of
+/// `a`, `b` and the optional `c` (each read in row-major order).
+fn kernel_output(
+    shape: &[usize],
+    [a, b]: [&Tensor; 2],
+    c: Option<&Tensor>,
+    kernel: impl FnOnce(Settings, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>,
+) -> Result<Tensor> {
+    let settings = Compute::settings();
+    a.try_with_f32(|a| b.try_with_f32(|b| with_f32_opt(c, |c| Tensor::build_f32(shape, |out| kernel(settings, a, b, c, out)))))???
+}
+
+/// Which side of the convolution `geo` an operator is: `conv2d` maps the convolution's input
+/// to its output, `conv_transpose2d` its output to its input.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Conv,
+    Transposed,
+}
+
+/// The gradients `[dx, dw, dbias]` of the operator on `side` of the convolution `geo`
+/// with input `x`, weight `w` and output gradient `g` (`shapes`: the operator's input
+/// shapes), each only where `needs` says. `dx` is the other side's map of `g` (col2im of
+/// `W_gᵀ·g`, or the convolution of `g`), `dW` the convolution's weight gradient with the
+/// convolution's input and output gradient (`x`, `g`, or swapped), `dbias = Σ g` per channel.
+fn gradients(side: Side, geo: &ConvGeom, [x, w, g]: [&Tensor; 3], shapes: &[Dims], needs: [bool; 3]) -> Result<[Option<Tensor>; 3]> {
+    let g = &g.try_to_contiguous()?;
+    let dx = match needs[0] {
+        false => None,
+        true => Some(kernel_output(&shapes[0], [g, w], None, |st, g, w, _, dx| match side {
+            Side::Conv => conv2d_backward_input(st, geo, g, w, dx),
+            Side::Transposed => conv2d_forward(st, geo, g, w, None, dx),
+        })?),
+    };
+    let dw = match needs[1] {
+        false => None,
+        true => {
+            let (input, out_grad) = if side == Side::Conv { (x, g) } else { (g, x) };
+            Some(kernel_output(&shapes[1], [input, out_grad], None, |st, a, b, _, dw| conv2d_backward_weight(st, geo, a, b, dw))?)
+        }
+    };
+    let db = match needs[2] {
+        false => None,
+        true => {
+            let (channels, plane) = if side == Side::Conv { (geo.o, geo.p()) } else { (geo.c, geo.h * geo.w) };
+            Some(g.try_with_f32(|gs| Tensor::build_f32(&[channels], |db| channel_sums(geo.n, channels, plane, gs, db)))??)
+        }
+    };
+    Ok([dx, dw, db])
+}
+
+/// Emits the `[dx, dw, dbias]` of [`gradients`] through an operator's `Grads`.
+macro_rules! emit_gradients {
+    ($d:expr, $grads:expr) => {{
+        let [dx, dw, db] = $grads;
+        if let Some(t) = dx {
+            $d.x(t);
+        }
+        if let Some(t) = dw {
+            $d.w(t);
+        }
+        if let Some(t) = db {
+            $d.bias(t);
+        }
+    }};
+}
+
+/// The bias shape of a record's input shapes (an absent bias has an empty shape).
+fn bias_shape(shapes: &[Dims]) -> Option<&[usize]> {
+    if shapes[2].is_empty() {
+        None
+    } else {
+        Some(shapes[2].as_slice())
+    }
+}
+
 /// 2-d cross-correlation (PyTorch's `conv2d`) of `x` `[N, C, H, W]` with `w`
 /// `[O, C/groups, kH, kW]` plus an optional `bias` `[O]`; `padding` is (top, left, bottom,
 /// right) zeros. Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`,
@@ -111,20 +203,9 @@ pub mod conv2d {
         dilation: [usize; 2],
         groups: usize,
     ) -> Result<Tensor> {
-        x.expect_f32(NAME, "x")?;
-        w.expect_f32(NAME, "w")?;
-        if let Some(b) = bias {
-            b.expect_f32(NAME, "bias")?;
-        }
+        expect_f32_args(NAME, x, w, bias)?;
         let geo = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
-        let settings = Compute::settings();
-        x.try_with_f32(|xs| {
-            w.try_with_f32(|ws| {
-                with_f32_opt(bias, |bs| {
-                    Tensor::build_f32(&[geo.n, geo.o, geo.oh, geo.ow], |y| conv2d_forward(settings, &geo, xs, ws, bs, y))
-                })
-            })
-        })???
+        kernel_output(&[geo.n, geo.o, geo.oh, geo.ow], [x, w], bias, |st, x, w, b, y| conv2d_forward(st, &geo, x, w, b, y))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -134,26 +215,9 @@ pub mod conv2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let bias_shape = if s[2].is_empty() { None } else { Some(s[2].as_slice()) };
-        let geo = geometry(NAME, &s[0], &s[1], bias_shape, r.stride, r.padding, r.dilation, r.groups)?;
-        let settings = Compute::settings();
-        let g = g.try_to_contiguous()?;
-        if d.needs_x() {
-            let dx = g.try_with_f32(|gs| {
-                r.w().try_with_f32(|ws| Tensor::build_f32(&s[0], |dx| conv2d_backward_input(settings, &geo, gs, ws, dx)))
-            })???;
-            d.x(dx);
-        }
-        if d.needs_w() {
-            let dw = g.try_with_f32(|gs| {
-                r.x().try_with_f32(|xs| Tensor::build_f32(&s[1], |dw| conv2d_backward_weight(settings, &geo, xs, gs, dw)))
-            })???;
-            d.w(dw);
-        }
-        if d.needs_bias() {
-            let db = g.try_with_f32(|gs| Tensor::build_f32(&[geo.o], |db| conv2d_backward_bias(&geo, gs, db)))??;
-            d.bias(db);
-        }
+        let geo = geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.dilation, r.groups)?;
+        let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
+        emit_gradients!(d, super::gradients(Side::Conv, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
     }
 
@@ -195,9 +259,181 @@ pub mod conv2d {
     }
 }
 
+/// Validates a transposed convolution and returns the geometry of the convolution it is
+/// the adjoint of: that convolution's input is the transposed convolution's output
+/// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input
+/// (`o = Cin`, `oh × ow = H × W`); both share the weight `[Cin, Cout/groups, kH, kW]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transpose_geometry(
+    op: &'static str,
+    x: &[usize],
+    w: &[usize],
+    bias: Option<&[usize]>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    output_padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<ConvGeom> {
+    let shapes = check_common(op, [x, w], bias, ["[N, Cin, H, W]", "[Cin, Cout/groups, kH, kW]"], stride, dilation, groups)?;
+    for i in 0..2 {
+        if output_padding[i] >= stride[i].max(dilation[i]) {
+            return Err(Error::argument(
+                op,
+                format!(
+                    "output padding must be smaller than either stride or dilation (as in PyTorch), got output padding {output_padding:?}, stride {stride:?}, dilation {dilation:?}"
+                ),
+            ));
+        }
+    }
+    let (n, cin, h, wd) = (x[0], x[1], x[2], x[3]);
+    let (kh, kw) = (w[2], w[3]);
+    if !cin.is_multiple_of(groups) {
+        return Err(Error::shape(op, &shapes, format!("{cin} input channels are not divisible by groups = {groups}")));
+    }
+    if w[0] != cin {
+        return Err(Error::shape(op, &shapes, format!("`w` has {} input channels (dimension 0), but `x` has {cin}", w[0])));
+    }
+    if kh == 0 || kw == 0 {
+        return Err(Error::shape(op, &shapes, format!("the kernel must be at least 1×1, got {kh}×{kw}")));
+    }
+    let cout = w[1] * groups;
+    if let Some(b) = bias {
+        if b != [cout] {
+            return Err(Error::shape(op, &shapes, format!("`bias` must have shape [Cout] = [{cout}], got {b:?}")));
+        }
+    }
+    if h == 0 || wd == 0 {
+        return Err(Error::shape(op, &shapes, format!("the input image must be at least 1×1, got {h}×{wd}")));
+    }
+    // (H − 1)·s − 2p + d·(k − 1) + output_padding + 1, in signed arithmetic.
+    let out = |len: usize, s: usize, p: usize, k: usize, d: usize, op: usize| {
+        (len as i128 - 1) * s as i128 - 2 * p as i128 + (d * (k - 1)) as i128 + op as i128 + 1
+    };
+    let oh = out(h, stride[0], padding[0], kh, dilation[0], output_padding[0]);
+    let ow = out(wd, stride[1], padding[1], kw, dilation[1], output_padding[1]);
+    if oh < 1 || ow < 1 {
+        return Err(Error::shape(
+            op,
+            &shapes,
+            format!("the output would be {oh}×{ow}: padding {padding:?} crops more than the transposed convolution produces"),
+        ));
+    }
+    let (oh, ow) = (usize::try_from(oh), usize::try_from(ow));
+    let (Ok(oh), Ok(ow)) = (oh, ow) else {
+        return Err(Error::shape(op, &shapes, "the output size overflows"));
+    };
+    Ok(ConvGeom {
+        n,
+        c: cout,
+        h: oh,
+        w: ow,
+        o: cin,
+        groups,
+        kh,
+        kw,
+        sh: stride[0],
+        sw: stride[1],
+        pt: padding[0],
+        pl: padding[1],
+        dh: dilation[0],
+        dw: dilation[1],
+        oh: h,
+        ow: wd,
+    })
+}
+
+/// 2-d transposed convolution (PyTorch's `conv_transpose2d`) of `x` `[N, Cin, H, W]` with
+/// `w` `[Cin, Cout/groups, kH, kW]` plus an optional `bias` `[Cout]`; `padding` is
+/// PyTorch's (symmetric: it crops `padding` rows/columns from each side of the full
+/// output), `output_padding` adds rows/columns at the bottom/right. Output
+/// `[N, Cout, (H−1)·s − 2p + d·(k−1) + output_padding + 1, ..]`. Forward: GEMM + col2im.
+/// Backward: `dx = conv2d(g, W)`, `dW` per image in item order with the roles of `x` and
+/// `g` swapped, `dbias = Σ g`.
+#[op(
+    saved = [x, w],
+    attrs = [stride: [usize; 2], padding: [usize; 2], output_padding: [usize; 2], dilation: [usize; 2], groups: usize]
+)]
+pub mod conv_transpose2d {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        output_padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+    ) -> Result<Tensor> {
+        expect_f32_args(NAME, x, w, bias)?;
+        let geo =
+            transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
+        kernel_output(&[geo.n, geo.c, geo.h, geo.w], [x, w], bias, |st, x, w, b, y| conv_transpose2d_forward(st, &geo, x, w, b, y))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = &r.input_shapes;
+        let geo = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.output_padding, r.dilation, r.groups)?;
+        let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
+        emit_gradients!(d, super::gradients(Side::Transposed, &geo, [r.x(), r.w(), g], s, needs)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case::new(
+                "bias_pad1",
+                vec![Case::input(&[2, 3, 3, 3], -1.0, 1.0, 1), Case::input(&[3, 2, 3, 3], -1.0, 1.0, 2), Case::input(&[2], -1.0, 1.0, 3)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [1, 1], [1, 1], [0, 0], [1, 1], 1),
+            ),
+            Case::new(
+                "stride2_output_padding",
+                vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 4), Case::input(&[2, 3, 3, 3], -1.0, 1.0, 5), Case::input(&[3], -1.0, 1.0, 6)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1),
+            ),
+            Case::new(
+                "groups_dilation_no_bias",
+                vec![Case::input(&[1, 4, 3, 3], -1.0, 1.0, 7), Case::input(&[4, 2, 2, 3], -1.0, 1.0, 8)],
+                |x| super::conv_transpose2d(&x[0], &x[1], None, [2, 1], [1, 0], [1, 1], [2, 2], 2),
+            ),
+            Case::new(
+                "depthwise_stride2_asymmetric",
+                vec![Case::input(&[2, 3, 3, 2], -1.0, 1.0, 9), Case::input(&[3, 1, 2, 3], -1.0, 1.0, 10), Case::input(&[3], -1.0, 1.0, 11)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 3], [0, 1], [1, 2], [1, 1], 3),
+            ),
+            Case::new(
+                "nhwc_permuted_strided_input",
+                vec![
+                    Case::input(&[1, 3, 6, 2], -1.0, 1.0, 12),
+                    Case::input(&[2, 2, 2, 2], -1.0, 1.0, 13),
+                    Case::input(&[2], -1.0, 1.0, 14),
+                ],
+                |x| {
+                    let xv = crate::slice(&crate::permute(&x[0], vec![0, 3, 1, 2])?, 3, 0, 6, 2)?;
+                    super::conv_transpose2d(&xv, &x[1], Some(&x[2]), [2, 2], [0, 0], [0, 1], [1, 1], 1)
+                },
+            ),
+            Case::new(
+                "transposed_weight",
+                vec![Case::input(&[1, 2, 3, 3], -1.0, 1.0, 15), Case::input(&[3, 2, 2, 2], -1.0, 1.0, 16)],
+                |x| super::conv_transpose2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 2], [0, 1], [0, 1], [1, 1], 1),
+            ),
+        ]
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::oracle::{assert_close, both_modes, Oracle};
     use om_core::compute::{KernelPath, Mode, Settings};
     use std::collections::BTreeMap;
 
@@ -249,6 +485,42 @@ pub(crate) mod tests {
             }
         }
         Compute::set_mode(Mode::Fast);
+    }
+
+    /// The oracle of `conv_transpose2d` and `resize2d` (`tools/oracle_spatial.py`).
+    pub(crate) fn spatial_oracle() -> Oracle {
+        Oracle::load_file("spatial", "tools/oracle_spatial.py")
+    }
+
+    /// The `usize` attributes of oracle case `name`.
+    pub(crate) fn params(o: &Oracle, name: &str) -> Vec<usize> {
+        o.get(&format!("{name}_params")).to_vec_i32().iter().map(|&v| v as usize).collect()
+    }
+
+    /// The oracle cases whose names start with `prefix`.
+    pub(crate) fn case_names(o: &Oracle, prefix: &str) -> Vec<String> {
+        o.names().filter_map(|k| k.strip_suffix("_params")).filter(|k| k.starts_with(prefix)).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn conv_transpose2d_matches_pytorch() {
+        let o = spatial_oracle();
+        let names = case_names(&o, "ct_");
+        assert!(names.len() >= 6, "the oracle file holds the transposed-conv cases");
+        both_modes(|| {
+            for name in &names {
+                let p = params(&o, name);
+                let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
+                let bias = o.names().any(|k| k == format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
+                let y = conv_transpose2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3]], [p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                let mut inputs = vec![("x", &x), ("w", &w)];
+                if let Some(b) = &bias {
+                    inputs.push(("bias", b));
+                }
+                o.check_grads(name, &y, &inputs);
+            }
+        });
     }
 
     fn forward_backward_bits() -> Vec<u32> {
