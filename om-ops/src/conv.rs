@@ -6,6 +6,7 @@
 //! `conv2d`'s input gradient, and its input gradient is `conv2d`'s forward.
 
 use crate::fallible::with_f32_opt;
+use crate::image::Images;
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::conv::{
     channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, conv_transpose2d_forward, ConvGeom,
@@ -14,26 +15,26 @@ use om_core::layout::Dims;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// The checks every convolution shares: `x` and `w` of rank 4 (`layouts` names their
-/// expected layouts for the message), and stride, dilation and groups at least 1.
-/// Returns the argument shapes, for later error messages.
+/// The checks every convolution shares: `x` a batch `[N, C, H, W]` or an unbatched image
+/// `[C, H, W]`, `w` of rank 4 (`w_layout` names its expected layout for the message), and
+/// stride, dilation and groups at least 1. Returns the argument shapes, for later error
+/// messages, and `x`'s dimensions.
 pub(crate) fn check_common<'a>(
     op: &'static str,
     [x, w]: [&'a [usize]; 2],
     bias: Option<&'a [usize]>,
-    layouts: [&str; 2],
+    w_layout: &str,
     stride: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<Vec<&'a [usize]>> {
+) -> Result<(Vec<&'a [usize]>, Images)> {
     let mut shapes: Vec<&[usize]> = vec![x, w];
     if let Some(b) = bias {
         shapes.push(b);
     }
-    for (arg, t, layout) in [("x", x, layouts[0]), ("w", w, layouts[1])] {
-        if t.len() != 4 {
-            return Err(Error::shape(op, &shapes, format!("`{arg}` must be {layout} (rank 4), got rank {}", t.len())));
-        }
+    let images = Images::of(op, x, &shapes)?;
+    if w.len() != 4 {
+        return Err(Error::shape(op, &shapes, format!("`w` must be {w_layout} (rank 4), got rank {}", w.len())));
     }
     if stride.contains(&0) {
         return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
@@ -44,11 +45,11 @@ pub(crate) fn check_common<'a>(
     if groups == 0 {
         return Err(Error::argument(op, "groups must be at least 1, got 0"));
     }
-    Ok(shapes)
+    Ok((shapes, images))
 }
 
-/// Validates the shapes and attributes of a convolution and returns its geometry.
-/// `bias` is `None` when absent.
+/// Validates the shapes and attributes of a convolution and returns its geometry and `x`'s
+/// dimensions. `bias` is `None` when absent.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn geometry(
     op: &'static str,
@@ -59,9 +60,9 @@ pub(crate) fn geometry(
     padding: [usize; 4],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<ConvGeom> {
-    let shapes = check_common(op, [x, w], bias, ["[N, C, H, W]", "[O, C/groups, kH, kW]"], stride, dilation, groups)?;
-    let (n, c, h, wd) = (x[0], x[1], x[2], x[3]);
+) -> Result<(ConvGeom, Images)> {
+    let (shapes, im) = check_common(op, [x, w], bias, "[O, C/groups, kH, kW]", stride, dilation, groups)?;
+    let Images { n, c, h, w: wd, .. } = im;
     let (o, kh, kw) = (w[0], w[2], w[3]);
     if !c.is_multiple_of(groups) {
         return Err(Error::shape(op, &shapes, format!("{c} input channels are not divisible by groups = {groups}")));
@@ -97,7 +98,9 @@ pub(crate) fn geometry(
         ));
     }
     let (oh, ow) = ((ph - eh) / stride[0] + 1, (pw - ew) / stride[1] + 1);
-    Ok(ConvGeom { n, c, h, w: wd, o, groups, kh, kw, sh: stride[0], sw: stride[1], pt, pl, dh: dilation[0], dw: dilation[1], oh, ow })
+    let geo =
+        ConvGeom { n, c, h, w: wd, o, groups, kh, kw, sh: stride[0], sw: stride[1], pt, pl, dh: dilation[0], dw: dilation[1], oh, ow };
+    Ok((geo, im))
 }
 
 /// Checks that the arguments of convolution `op` are `f32`.
@@ -186,9 +189,9 @@ fn bias_shape(shapes: &[Dims]) -> Option<&[usize]> {
     }
 }
 
-/// 2-d cross-correlation (PyTorch's `conv2d`) of `x` `[N, C, H, W]` with `w`
-/// `[O, C/groups, kH, kW]` plus an optional `bias` `[O]`; `padding` is (top, left, bottom,
-/// right) zeros. Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`,
+/// 2-d cross-correlation (PyTorch's `conv2d`) of `x` `[N, C, H, W]` (or an unbatched
+/// `[C, H, W]`, giving `[O, OH, OW]`) with `w` `[O, C/groups, kH, kW]` plus an optional
+/// `bias` `[O]`; `padding` is (top, left, bottom, right) zeros. Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`,
 /// `dbias = Σ g`.
 #[op(saved = [x, w], attrs = [stride: [usize; 2], padding: [usize; 4], dilation: [usize; 2], groups: usize])]
 pub mod conv2d {
@@ -204,8 +207,8 @@ pub mod conv2d {
         groups: usize,
     ) -> Result<Tensor> {
         expect_f32_args(NAME, x, w, bias)?;
-        let geo = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
-        kernel_output(&[geo.n, geo.o, geo.oh, geo.ow], [x, w], bias, |st, x, w, b, y| conv2d_forward(st, &geo, x, w, b, y))
+        let (geo, im) = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
+        kernel_output(&im.shape(geo.o, [geo.oh, geo.ow]), [x, w], bias, |st, x, w, b, y| conv2d_forward(st, &geo, x, w, b, y))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -215,7 +218,7 @@ pub mod conv2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let geo = geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.dilation, r.groups)?;
+        let (geo, _) = geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.dilation, r.groups)?;
         let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
         emit_gradients!(d, super::gradients(Side::Conv, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
@@ -255,6 +258,16 @@ pub mod conv2d {
                 vec![Case::input(&[1, 2, 4, 4], -1.0, 1.0, 15), Case::input(&[2, 2, 3, 3], -1.0, 1.0, 16)],
                 |x| super::conv2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 1], [0, 1, 0, 1], [1, 1], 1),
             ),
+            Case::new(
+                "unbatched_groups_stride",
+                vec![Case::input(&[4, 5, 6], -1.0, 1.0, 17), Case::input(&[6, 2, 3, 2], -1.0, 1.0, 18), Case::input(&[6], -1.0, 1.0, 19)],
+                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), [2, 1], [1, 0, 1, 1], [1, 2], 2),
+            ),
+            Case::new(
+                "unbatched_permuted_input",
+                vec![Case::input(&[5, 4, 3], -1.0, 1.0, 20), Case::input(&[2, 3, 2, 2], -1.0, 1.0, 21)],
+                |x| super::conv2d(&crate::permute(&x[0], vec![2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
+            ),
         ]
     }
 }
@@ -274,8 +287,8 @@ pub(crate) fn transpose_geometry(
     output_padding: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<ConvGeom> {
-    let shapes = check_common(op, [x, w], bias, ["[N, Cin, H, W]", "[Cin, Cout/groups, kH, kW]"], stride, dilation, groups)?;
+) -> Result<(ConvGeom, Images)> {
+    let (shapes, im) = check_common(op, [x, w], bias, "[Cin, Cout/groups, kH, kW]", stride, dilation, groups)?;
     for i in 0..2 {
         if output_padding[i] >= stride[i].max(dilation[i]) {
             return Err(Error::argument(
@@ -286,7 +299,7 @@ pub(crate) fn transpose_geometry(
             ));
         }
     }
-    let (n, cin, h, wd) = (x[0], x[1], x[2], x[3]);
+    let Images { n, c: cin, h, w: wd, .. } = im;
     let (kh, kw) = (w[2], w[3]);
     if !cin.is_multiple_of(groups) {
         return Err(Error::shape(op, &shapes, format!("{cin} input channels are not divisible by groups = {groups}")));
@@ -323,7 +336,7 @@ pub(crate) fn transpose_geometry(
     let (Ok(oh), Ok(ow)) = (oh, ow) else {
         return Err(Error::shape(op, &shapes, "the output size overflows"));
     };
-    Ok(ConvGeom {
+    let geo = ConvGeom {
         n,
         c: cout,
         h: oh,
@@ -340,11 +353,12 @@ pub(crate) fn transpose_geometry(
         dw: dilation[1],
         oh: h,
         ow: wd,
-    })
+    };
+    Ok((geo, im))
 }
 
-/// 2-d transposed convolution (PyTorch's `conv_transpose2d`) of `x` `[N, Cin, H, W]` with
-/// `w` `[Cin, Cout/groups, kH, kW]` plus an optional `bias` `[Cout]`; `padding` is
+/// 2-d transposed convolution (PyTorch's `conv_transpose2d`) of `x` `[N, Cin, H, W]` (or an
+/// unbatched `[Cin, H, W]`, giving an unbatched result) with `w` `[Cin, Cout/groups, kH, kW]` plus an optional `bias` `[Cout]`; `padding` is
 /// PyTorch's (symmetric: it crops `padding` rows/columns from each side of the full
 /// output), `output_padding` adds rows/columns at the bottom/right. Output
 /// `[N, Cout, (H−1)·s − 2p + d·(k−1) + output_padding + 1, ..]`. Forward: GEMM + col2im.
@@ -369,9 +383,9 @@ pub mod conv_transpose2d {
         groups: usize,
     ) -> Result<Tensor> {
         expect_f32_args(NAME, x, w, bias)?;
-        let geo =
+        let (geo, im) =
             transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
-        kernel_output(&[geo.n, geo.c, geo.h, geo.w], [x, w], bias, |st, x, w, b, y| conv_transpose2d_forward(st, &geo, x, w, b, y))
+        kernel_output(&im.shape(geo.c, [geo.h, geo.w]), [x, w], bias, |st, x, w, b, y| conv_transpose2d_forward(st, &geo, x, w, b, y))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -381,7 +395,7 @@ pub mod conv_transpose2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let geo = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.output_padding, r.dilation, r.groups)?;
+        let (geo, _) = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.output_padding, r.dilation, r.groups)?;
         let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
         emit_gradients!(d, super::gradients(Side::Transposed, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
@@ -425,6 +439,11 @@ pub mod conv_transpose2d {
                 "transposed_weight",
                 vec![Case::input(&[1, 2, 3, 3], -1.0, 1.0, 15), Case::input(&[3, 2, 2, 2], -1.0, 1.0, 16)],
                 |x| super::conv_transpose2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 2], [0, 1], [0, 1], [1, 1], 1),
+            ),
+            Case::new(
+                "unbatched_groups_stride2",
+                vec![Case::input(&[4, 3, 2], -1.0, 1.0, 17), Case::input(&[4, 1, 3, 2], -1.0, 1.0, 18), Case::input(&[2], -1.0, 1.0, 19)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 0], [1, 1], [1, 1], 2),
             ),
         ]
     }
@@ -523,15 +542,59 @@ pub(crate) mod tests {
         });
     }
 
+    #[test]
+    fn unbatched_conv2d_matches_pytorch_with_gradients() {
+        let o = Oracle::load_file("conv_pool", "tools/oracle_conv_pool.py");
+        let names = case_names(&o, "uconv_");
+        assert!(names.len() >= 2, "the oracle file holds the unbatched conv cases");
+        both_modes(|| {
+            for name in &names {
+                let p = params(&o, name);
+                let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
+                let bias = o.has(&format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
+                let y = conv2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3], p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                let mut inputs = vec![("x", &x), ("w", &w)];
+                if let Some(b) = &bias {
+                    inputs.push(("bias", b));
+                }
+                o.check_grads(name, &y, &inputs);
+            }
+        });
+    }
+
     fn forward_backward_bits() -> Vec<u32> {
         let x = Tensor::randn(&[3, 4, 9, 8], 1).unwrap().requires_grad().unwrap();
         let w = Tensor::randn(&[6, 2, 3, 3], 2).unwrap().requires_grad().unwrap();
         let b = Tensor::randn(&[6], 3).unwrap().requires_grad().unwrap();
         let y = conv2d(&x, &w, Some(&b), [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
+        output_and_gradient_bits(&y, &[&x, &w, &b])
+    }
+
+    /// Asserts that `bits` (the bits of a forward and backward run) are the same in exact
+    /// mode on every kernel path and at 1 thread and each of `threads`, and in fast mode at
+    /// every thread count (`what` names the operators for the message).
+    pub(crate) fn assert_bit_identical(what: &str, threads: &[usize], bits: fn() -> Vec<u32>) {
+        let reference = Compute::with(Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar }, bits);
+        for path in KernelPath::supported() {
+            for &t in [1].iter().chain(threads) {
+                let got = Compute::with(Settings { mode: Mode::Exact, threads: t, path }, bits);
+                assert!(got == reference, "exact {what} differs on {path} with {t} threads");
+            }
+        }
+        let fast = Compute::with(Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() }, bits);
+        for &t in threads {
+            let got = Compute::with(Settings { mode: Mode::Fast, threads: t, path: KernelPath::best() }, bits);
+            assert!(got == fast, "fast {what} differs with {t} threads");
+        }
+    }
+
+    /// The bits of `y` and of the gradients of `inputs` after backpropagating a seeded `g`.
+    pub(crate) fn output_and_gradient_bits(y: &Tensor, inputs: &[&Tensor]) -> Vec<u32> {
         let gy = Tensor::randn(y.shape(), 4).unwrap();
         y.backward_with(Some(&gy), false).unwrap();
         let mut bits: Vec<u32> = y.to_vec().iter().map(|v| v.to_bits()).collect();
-        for t in [&x, &w, &b] {
+        for t in inputs {
             bits.extend(t.grad().unwrap().to_vec().iter().map(|v| v.to_bits()));
         }
         bits
@@ -539,17 +602,21 @@ pub(crate) mod tests {
 
     #[test]
     fn exact_mode_is_identical_on_every_path_and_thread_count() {
-        let reference = Compute::with(Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar }, forward_backward_bits);
-        for path in KernelPath::supported() {
-            for threads in [1, 2, 3] {
-                let got = Compute::with(Settings { mode: Mode::Exact, threads, path }, forward_backward_bits);
-                assert!(got == reference, "exact conv2d differs on {path} with {threads} threads");
-            }
-        }
-        let fast = Compute::with(Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() }, forward_backward_bits);
-        for threads in [2, 3] {
-            let got = Compute::with(Settings { mode: Mode::Fast, threads, path: KernelPath::best() }, forward_backward_bits);
-            assert!(got == fast, "fast conv2d differs with {threads} threads");
-        }
+        assert_bit_identical("conv2d", &[2, 3], forward_backward_bits);
+    }
+
+    /// Unbatched images through both convolutions.
+    fn unbatched_bits() -> Vec<u32> {
+        let x = Tensor::randn(&[4, 9, 8], 5).unwrap().requires_grad().unwrap();
+        let w = Tensor::randn(&[6, 2, 3, 3], 6).unwrap().requires_grad().unwrap();
+        let wt = Tensor::randn(&[6, 2, 2, 3], 7).unwrap().requires_grad().unwrap();
+        let y = conv2d(&x, &w, None, [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
+        let y = conv_transpose2d(&y, &wt, None, [2, 1], [1, 0], [1, 0], [1, 1], 2).unwrap();
+        output_and_gradient_bits(&y, &[&x, &w, &wt])
+    }
+
+    #[test]
+    fn unbatched_exact_mode_is_identical_on_every_path_and_thread_count() {
+        assert_bit_identical("unbatched conv2d/conv_transpose2d", &[2, 3], unbatched_bits);
     }
 }

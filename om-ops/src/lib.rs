@@ -8,6 +8,7 @@ pub mod conv;
 pub mod ctc;
 pub mod elementwise;
 mod fallible;
+mod image;
 pub mod indexing;
 pub mod linalg;
 pub mod lookup;
