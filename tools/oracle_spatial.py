@@ -50,12 +50,35 @@ def ct(name, x_shape, w_shape, bias, stride, padding, output_padding, dilation, 
     grads(name, y, inputs)
 
 
-def resize(name, x_shape, size, mode, align_corners):
+MODES = {"nearest": 0, "bilinear": 1, "nearest-exact": 2}
+
+
+def interpolate(x, **kw):
+    """F.interpolate, reading an unbatched [C, H, W] image as a batch of one."""
+    if x.dim() == 3:
+        return F.interpolate(x[None], **kw)[0]
+    return F.interpolate(x, **kw)
+
+
+def resize_case(name, x_shape, params, mode, align_corners, **kw):
+    """One interpolate case: `kw` gives the size or the scale factor; `params` the stored
+    attributes."""
     x = leaf(*x_shape)
-    kw = {} if mode == "nearest" else {"align_corners": align_corners}
-    y = F.interpolate(x, size=size, mode=mode, **kw)
-    out[f"{name}_params"] = torch.tensor([*size, int(mode == "bilinear"), int(align_corners)], dtype=torch.int32)
+    if mode == "bilinear":
+        kw["align_corners"] = align_corners
+    y = interpolate(x, mode=mode, **kw)
+    out[f"{name}_params"] = torch.tensor(params, dtype=torch.int32)
     grads(name, y, [("x", x)])
+
+
+def resize(name, x_shape, size, mode, align_corners):
+    resize_case(name, x_shape, [*size, MODES[mode], int(align_corners)], mode, align_corners, size=size)
+
+
+def rscale(name, x_shape, scale, mode, align_corners, recompute):
+    factors = tuple(n / d for n, d in scale)
+    params = [MODES[mode], int(align_corners), int(recompute), *[v for nd in scale for v in nd]]
+    resize_case(name, x_shape, params, mode, align_corners, scale_factor=factors, recompute_scale_factor=recompute)
 
 
 ct("ct_plain", (2, 4, 5, 5), (4, 3, 3, 3), True, (1, 1), (1, 1), (0, 0), (1, 1), 1)
@@ -88,42 +111,14 @@ out["nearest_src"] = torch.cat(src)
 ct("ct_unbatched", (4, 3, 4), (4, 3, 3, 3), True, (2, 2), (1, 1), (1, 1), (1, 1), 2)
 ct("ct_unbatched_no_bias", (2, 5, 3), (2, 3, 2, 3), False, (1, 2), (0, 1), (0, 1), (1, 1), 1)
 
-MODES = {"nearest": 0, "bilinear": 1, "nearest-exact": 2}
-
-
-def interpolate(x, **kw):
-    """F.interpolate, reading an unbatched [C, H, W] image as a batch of one."""
-    if x.dim() == 3:
-        return F.interpolate(x[None], **kw)[0]
-    return F.interpolate(x, **kw)
-
-
-def resize2(name, x_shape, size, mode, align_corners):
-    x = leaf(*x_shape)
-    kw = {"align_corners": align_corners} if mode == "bilinear" else {}
-    y = interpolate(x, size=size, mode=mode, **kw)
-    out[f"{name}_params"] = torch.tensor([*size, MODES[mode], int(align_corners)], dtype=torch.int32)
-    grads(name, y, [("x", x)])
-
-
-def rscale(name, x_shape, scale, mode, align_corners, recompute):
-    x = leaf(*x_shape)
-    kw = {"align_corners": align_corners} if mode == "bilinear" else {}
-    factors = tuple(n / d for n, d in scale)
-    y = interpolate(x, scale_factor=factors, mode=mode, recompute_scale_factor=recompute, **kw)
-    ratios = [v for nd in scale for v in nd]
-    out[f"{name}_params"] = torch.tensor([MODES[mode], int(align_corners), int(recompute), *ratios], dtype=torch.int32)
-    grads(name, y, [("x", x)])
-
-
-resize2("resize_exact_up", (2, 3, 5, 7), (13, 10), "nearest-exact", False)
-resize2("resize_exact_up2x", (1, 2, 4, 6), (8, 12), "nearest-exact", False)
-resize2("resize_exact_down", (1, 3, 11, 9), (4, 6), "nearest-exact", False)
-resize2("resize_exact_mixed", (2, 2, 6, 5), (6, 17), "nearest-exact", False)
-resize2("resize_exact_to_one", (1, 2, 5, 3), (1, 2), "nearest-exact", False)
-resize2("resize_exact_odd", (1, 1, 29, 31), (37, 23), "nearest-exact", False)
+resize("resize_exact_up", (2, 3, 5, 7), (13, 10), "nearest-exact", False)
+resize("resize_exact_up2x", (1, 2, 4, 6), (8, 12), "nearest-exact", False)
+resize("resize_exact_down", (1, 3, 11, 9), (4, 6), "nearest-exact", False)
+resize("resize_exact_mixed", (2, 2, 6, 5), (6, 17), "nearest-exact", False)
+resize("resize_exact_to_one", (1, 2, 5, 3), (1, 2), "nearest-exact", False)
+resize("resize_exact_odd", (1, 1, 29, 31), (37, 23), "nearest-exact", False)
 for mode, align, tag in (("nearest", False, "nearest"), ("bilinear", False, "bilinear"), ("bilinear", True, "align"), ("nearest-exact", False, "exact")):
-    resize2(f"resize_{tag}_unbatched", (3, 5, 7), (9, 4), mode, align)
+    resize(f"resize_{tag}_unbatched", (3, 5, 7), (9, 4), mode, align)
 for mode, align, tag in (("nearest", False, "nearest"), ("bilinear", False, "bilinear"), ("bilinear", True, "align"), ("nearest-exact", False, "exact")):
     for recompute in (False, True):
         r = "_recomputed" if recompute else ""

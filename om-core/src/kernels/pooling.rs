@@ -543,16 +543,9 @@ mod tests {
         Pool2d { planes, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh: out(h, kh, sh, ph, dh), ow: out(w, kw, sw, pw, dw) }
     }
 
-    /// [`geometry`] with PyTorch's `ceil_mode` output size: `ceil((len + 2p − d(k−1) − 1)/s) + 1`,
+    /// `geo` with PyTorch's `ceil_mode` output size: `ceil((len + 2p − d(k−1) − 1)/s) + 1`,
     /// less one when the last window would start past the input and its left padding.
-    fn ceil_geometry(
-        planes: usize,
-        (h, w): (usize, usize),
-        (kh, kw): (usize, usize),
-        (sh, sw): (usize, usize),
-        (ph, pw): (usize, usize),
-        (dh, dw): (usize, usize),
-    ) -> Pool2d {
+    fn ceil_mode(geo: Pool2d) -> Pool2d {
         let out = |len: usize, k: usize, s: usize, p: usize, d: usize| {
             let o = (len + 2 * p - d * (k - 1) - 1).div_ceil(s) + 1;
             if (o - 1) * s >= len + p {
@@ -561,11 +554,7 @@ mod tests {
                 o
             }
         };
-        Pool2d {
-            oh: out(h, kh, sh, ph, dh),
-            ow: out(w, kw, sw, pw, dw),
-            ..geometry(planes, (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw))
-        }
+        Pool2d { oh: out(geo.h, geo.kh, geo.sh, geo.ph, geo.dh), ow: out(geo.w, geo.kw, geo.sw, geo.pw, geo.dw), ..geo }
     }
 
     /// The scalar forward: `(y, idx)`.
@@ -604,10 +593,10 @@ mod tests {
             geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
             geometry(5, (6, 7), (2, 3), (1, 2), (1, 1), (2, 1)),
             geometry(4, (5, 5), (3, 3), (1, 1), (0, 0), (1, 1)),
-            ceil_geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1)),
-            ceil_geometry(70, (9, 10), (2, 1), (2, 1), (0, 0), (1, 1)),
-            ceil_geometry(5, (8, 9), (3, 3), (2, 2), (1, 1), (1, 1)),
-            ceil_geometry(5, (6, 8), (2, 3), (2, 3), (1, 1), (2, 1)),
+            ceil_mode(geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1))),
+            ceil_mode(geometry(70, (9, 10), (2, 1), (2, 1), (0, 0), (1, 1))),
+            ceil_mode(geometry(5, (8, 9), (3, 3), (2, 2), (1, 1), (1, 1))),
+            ceil_mode(geometry(5, (6, 8), (2, 3), (2, 3), (1, 1), (2, 1))),
         ];
         for geo in cases {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
@@ -636,9 +625,9 @@ mod tests {
             geometry(3, (40, 38), (2, 2), (2, 2), (0, 0), (1, 1)),
             geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
             geometry(5, (7, 6), (2, 3), (3, 1), (1, 1), (1, 1)),
-            ceil_geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1)),
-            ceil_geometry(5, (8, 9), (3, 3), (2, 2), (1, 1), (1, 1)),
-            ceil_geometry(5, (7, 8), (2, 3), (3, 2), (1, 1), (1, 1)),
+            ceil_mode(geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1))),
+            ceil_mode(geometry(5, (8, 9), (3, 3), (2, 2), (1, 1), (1, 1))),
+            ceil_mode(geometry(5, (7, 8), (2, 3), (3, 2), (1, 1), (1, 1))),
         ];
         for geo in cases {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
