@@ -1,6 +1,7 @@
 //! Pooling: `max_pool2d` (saves the winner's index), `avg_pool2d` and the composition
-//! `global_avg_pool2d`, with PyTorch's CPU semantics (`ceil_mode = false`; see
-//! `docs/ops-conv.md` for ties, NaN and padding). The arithmetic lives in
+//! `global_avg_pool2d` of `[N, C, H, W]` or unbatched `[C, H, W]` images, with PyTorch's CPU
+//! semantics (`ceil_mode`'s output size and divisor included; see `docs/ops-conv.md` for
+//! ties, NaN and padding). The arithmetic lives in
 //! `om_core::kernels::pooling` (vectorised 2×2 and 2×1 paths, planes in parallel; see
 //! `docs/kernels-norm-pool.md`).
 
