@@ -55,6 +55,7 @@
 //! ```
 
 pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
+pub use om_dist as dist;
 pub use om_macros::op;
 pub use om_ops as ops;
 

@@ -46,6 +46,6 @@ pub use tensor::Tensor;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::autograd::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
-    pub use crate::registry::{OpEntry, OpKind};
+    pub use crate::registry::{OpEntry, OpKind, OpWrapper};
     pub use inventory;
 }

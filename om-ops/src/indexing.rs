@@ -253,6 +253,8 @@ fn split(shape: &[usize], a: usize) -> (usize, usize, usize) {
 /// assert_eq!(masked_fill(&x, &upper, f32::NEG_INFINITY)?.to_vec(), vec![1.0, f32::NEG_INFINITY, 3.0, 4.0]);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
+///
+/// Backward: through `where_`: `g` to `x` where the mask is not set.
 #[op(composition)]
 pub mod masked_fill {
     use super::*;

@@ -237,6 +237,7 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
 /// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions.
 /// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
 /// GEMM with the bias fused into its epilogue, which gives the composition's bits.
+/// Backward: through `matmul`, `transpose`, `reshape` and `add`.
 #[op(composition)]
 pub mod linear {
     use super::*;

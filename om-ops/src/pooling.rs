@@ -253,6 +253,7 @@ pub mod avg_pool2d {
 /// Mean over each image plane: `[N, C, H, W]` → `[N, C, 1, 1]` (or unbatched `[C, H, W]` →
 /// `[C, 1, 1]`; PyTorch's `adaptive_avg_pool2d(x, 1)`), as reshape, mean over the last axis,
 /// reshape.
+/// Backward: through `reshape` and `mean`.
 #[op(composition)]
 pub mod global_avg_pool2d {
     use super::*;

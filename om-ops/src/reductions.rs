@@ -110,7 +110,7 @@ fn index_case(name: &'static str, shape: &[usize], seed: u64, f: fn(&Tensor) -> 
 
 /// Position of the largest element along `axis` (of all elements, flattened row-major, for
 /// `None`), as Int32. Ties: the first occurrence; NaN: the first NaN (PyTorch CPU).
-/// No gradient: the result is not recorded.
+/// Backward: none; the Int32 result is not recorded.
 #[op(attrs = [axis: Option<isize>, keep_dim: bool])]
 pub mod argmax {
     use super::*;
@@ -132,7 +132,8 @@ pub mod argmax {
 }
 
 /// Position of the smallest element along `axis` (flattened for `None`), as Int32. Ties:
-/// the first occurrence; NaN: the first NaN (PyTorch CPU). No gradient.
+/// the first occurrence; NaN: the first NaN (PyTorch CPU). Backward: none; the Int32
+/// result is not recorded.
 #[op(attrs = [axis: Option<isize>, keep_dim: bool])]
 pub mod argmin {
     use super::*;
@@ -243,7 +244,7 @@ pub mod take_along_axis {
 /// Largest element along `axis` and its position (Int32): `(take_along_axis(x, i, axis),
 /// i)` with `i = argmax(x, axis)`, squeezed unless `keep_dim`. Ties: the first occurrence;
 /// NaN propagates (the first NaN wins), as PyTorch's `max(x, dim)` on CPU.
-/// Backward: `g` to the winner, zero elsewhere.
+/// Backward: through `take_along_axis`, `g` to the winner, zero elsewhere.
 #[op(composition)]
 pub mod max_dim {
     use super::*;
@@ -258,7 +259,8 @@ pub mod max_dim {
 }
 
 /// Smallest element along `axis` and its position (Int32), as [`max_dim()`] with the order
-/// reversed (first occurrence on ties, NaN propagates). Backward: `g` to the winner.
+/// reversed (first occurrence on ties, NaN propagates). Backward: through
+/// `take_along_axis`, `g` to the winner.
 #[op(composition)]
 pub mod min_dim {
     use super::*;
