@@ -298,7 +298,7 @@ pub mod resize2d {
 /// recompute_scale_factor)` does: the output is `floor(H·sh) × floor(W·sw)`, and the
 /// coordinate map uses `1/scale_factor` (in f32) rather than `in/out` unless
 /// `recompute_scale_factor` (aligned corners use `(in − 1)/(out − 1)` either way). Backward
-/// as [`resize2d()`].
+/// as `resize2d`: `g` scatter-added to the source pixels (weighted by the bilinear taps).
 #[op(attrs = [scale_factor: [f64; 2], mode: ResizeMode, align_corners: bool, recompute_scale_factor: bool])]
 pub mod resize2d_scale {
     use super::*;
