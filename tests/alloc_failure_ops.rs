@@ -85,8 +85,8 @@ fn families() -> Vec<Family> {
             ops::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1)
         }),
         Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| ops::resize2d(&x[0], 9, 7, ResizeMode::Bilinear, false)),
-        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1])),
-        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], true)),
+        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1], false)),
+        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], false, true)),
         Family::new(&["batch_norm2d"], vec![leaf(&[4, 3, 5, 5], 10), leaf(&[3], 11), leaf(&[3], 12)], |x| {
             ops::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
         }),

@@ -32,7 +32,7 @@ impl Net {
     /// Forward to the activation after the relu, and the loss.
     fn forward(&self) -> Result<(Tensor, Tensor)> {
         let h = ops::relu(&self.conv.forward(&self.x)?)?;
-        let loss = ops::sum(&ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?, None, false)?;
+        let loss = ops::sum(&ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?, None, false)?;
         Ok((h, loss))
     }
 

@@ -42,7 +42,7 @@ impl Forward for DigitNet {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
         let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
         let b = h.shape()[0] as isize;
         self.fc.forward(&ops::reshape(&h, vec![b, -1])?)
     }
@@ -82,9 +82,9 @@ impl Forward for Crnn {
     /// Images `[B, 1, 8, W]` → log-probabilities `[W/2, B, 11]` (time-major, as CTC wants).
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
         let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1], false)?;
         // [B, C, H, T] → [B, T, C·H]
         let (b, t) = (h.shape()[0] as isize, h.shape()[3] as isize);
         let frames = ops::reshape(&ops::permute(&h, vec![0, 3, 1, 2])?, vec![b, t, -1])?;

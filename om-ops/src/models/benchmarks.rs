@@ -106,7 +106,7 @@ fn conv3x3(cin: usize, cout: usize, seed: u64) -> Result<Conv2d> {
 }
 
 fn max_pool_2x2(x: &Tensor) -> Result<Tensor> {
-    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1])
+    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], false)
 }
 
 /// The convnet benchmark.
