@@ -3,11 +3,15 @@
 //! user's module is still emitted, beside the `compile_error!`s, so call sites do not
 //! cascade into further errors.
 
-use crate::ast::{InputKind, Op};
+use crate::ast::{slice_attr_elem, InputKind, Op};
 use crate::{parse, validate};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
-use syn::{Attribute, ItemMod};
+use syn::{Attribute, ItemMod, Type};
+
+/// Inputs of a variadic operator kept inline in its call and record (as many as a graph
+/// node keeps inline edges); more spill to the heap.
+const VARIADIC_INLINE: usize = 8;
 
 /// Entry point of `#[op]`.
 pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -215,9 +219,18 @@ fn generate(op: &Op) -> TokenStream {
             });
         }
     }
+    // A slice attribute `&[T]` is copied into an inline list (no heap allocation for short
+    // ones); any other attribute is cloned.
+    let inline_list = |t: &Type| quote!(::om_core::inline_vec::InlineVec<#t, { ::om_core::layout::INLINE_RANK }>);
     for a in &op.args.attrs {
         let (n, t) = (&a.name, &a.ty);
-        fields.push(quote! { pub #n: #t });
+        match slice_attr_elem(t) {
+            Some(elem) => {
+                let list = inline_list(elem);
+                fields.push(quote! { pub #n: #list });
+            }
+            None => fields.push(quote! { pub #n: #t }),
+        }
         let tmp = format_ident!("__attr_{}", n);
         inits.push(quote! { #n: #tmp });
     }
@@ -228,7 +241,13 @@ fn generate(op: &Op) -> TokenStream {
         .map(|a| {
             let n = &a.name;
             let tmp = format_ident!("__attr_{}", n);
-            quote! { let #tmp = ::core::clone::Clone::clone(&#n); }
+            match slice_attr_elem(&a.ty) {
+                Some(elem) => {
+                    let list = inline_list(elem);
+                    quote! { let #tmp = <#list>::from_slice(#n); }
+                }
+                None => quote! { let #tmp = ::core::clone::Clone::clone(&#n); },
+            }
         })
         .collect();
 
@@ -273,19 +292,22 @@ fn generate(op: &Op) -> TokenStream {
         (quote!(), quote! { let __out: ::om_core::Tensor = __result; })
     };
     // The tensor inputs, their names, which need a gradient and their shapes: arrays of
-    // the operator's arity (no heap allocation per call), or vectors for a variadic one.
+    // the operator's arity, or inline lists for a variadic one (no heap allocation per
+    // call up to VARIADIC_INLINE inputs).
     let variadic = op.inputs.iter().any(|i| i.kind == InputKind::Many);
     let arity = op.inputs.len();
     let (gather_inputs, input_shapes_ty, input_shapes_init) = if variadic {
         (
             quote! {
-                let mut __inputs: ::std::vec::Vec<::core::option::Option<&::om_core::Tensor>> = ::std::vec::Vec::new();
-                let mut __names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
+                let mut __inputs: ::om_core::inline_vec::InlineVec<::core::option::Option<&::om_core::Tensor>, #VARIADIC_INLINE> =
+                    ::om_core::inline_vec::InlineVec::new();
+                let mut __names: ::om_core::inline_vec::InlineVec<&'static str, #VARIADIC_INLINE> = ::om_core::inline_vec::InlineVec::new();
                 #(#push_inputs)*
                 let __record = ::om_core::__private::should_record(&__inputs);
-                let __needs: ::std::vec::Vec<bool> = __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
+                let __needs: ::om_core::inline_vec::InlineVec<bool, #VARIADIC_INLINE> =
+                    __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
             },
-            quote!(::std::vec::Vec<::om_core::layout::Dims>),
+            quote!(::om_core::inline_vec::InlineVec<::om_core::layout::Dims, #VARIADIC_INLINE>),
             quote!(__inputs.iter().map(|t| t.map(|t| ::om_core::layout::Dims::from_slice(t.shape())).unwrap_or_default()).collect()),
         )
     } else {

@@ -8,6 +8,9 @@ use om_core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
+/// The shapes of a convolution's `x`, `w` and (if given) `bias`, kept inline.
+pub(crate) type ArgShapes<'a> = om_core::inline_vec::InlineVec<&'a [usize], 3>;
+
 /// The checks every convolution shares: `x` and `w` of rank 4 (`layouts` names their
 /// expected layouts for the message), and stride, dilation and groups at least 1.
 /// Returns the argument shapes, for later error messages.
@@ -19,8 +22,8 @@ pub(crate) fn check_common<'a>(
     stride: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<Vec<&'a [usize]>> {
-    let mut shapes: Vec<&[usize]> = vec![x, w];
+) -> Result<ArgShapes<'a>> {
+    let mut shapes = ArgShapes::from_slice(&[x, w]);
     if let Some(b) = bias {
         shapes.push(b);
     }
@@ -184,7 +187,7 @@ pub mod conv2d {
                     Case::input(&[2, 3, 2, 2], -1.0, 1.0, 13),
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
-                |x| super::conv2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
+                |x| super::conv2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
             ),
             Case::new(
                 "transposed_weight",

@@ -133,7 +133,7 @@ pub mod max_pool2d {
                 super::max_pool2d(&x[0], [2, 3], [1, 2], [1, 1], [2, 1])
             }),
             Case::new("nhwc_permuted_input", vec![Case::distinct_input(&[2, 6, 5, 2], 4)], |x| {
-                super::max_pool2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, [2, 2], [2, 1], [0, 1], [1, 1])
+                super::max_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, [2, 2], [2, 1], [0, 1], [1, 1])
             }),
         ]
     }
@@ -189,7 +189,7 @@ pub mod avg_pool2d {
                 super::avg_pool2d(&x[0], [2, 3], [3, 1], [1, 1], cip)
             }));
             c.push(Case::new(format!("nhwc_permuted_input_{tag}"), vec![Case::input(&[1, 5, 6, 2], -1.0, 1.0, 3)], move |x| {
-                super::avg_pool2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, [3, 2], [1, 2], [1, 1], cip)
+                super::avg_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, [3, 2], [1, 2], [1, 1], cip)
             }));
         }
         c
@@ -212,15 +212,15 @@ pub mod global_avg_pool2d {
             return Err(Error::shape(NAME, &[s], "the mean of an empty image plane is undefined"));
         }
         let (n, c, hw) = (s[0] as isize, s[1] as isize, (s[2] * s[3]) as isize);
-        let m = crate::mean(&crate::reshape(x, vec![n, c, hw])?, Some(-1), false)?;
-        crate::reshape(&m, vec![n, c, 1, 1])
+        let m = crate::mean(&crate::reshape(x, &[n, c, hw])?, Some(-1), false)?;
+        crate::reshape(&m, &[n, c, 1, 1])
     }
 
     fn cases() -> Vec<Case> {
         vec![
             Case::new("contiguous", vec![Case::input(&[2, 3, 4, 5], -1.0, 1.0, 1)], |x| super::global_avg_pool2d(&x[0])),
             Case::new("nhwc_permuted_input", vec![Case::input(&[2, 3, 4, 3], -1.0, 1.0, 2)], |x| {
-                super::global_avg_pool2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?)
+                super::global_avg_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?)
             }),
         ]
     }

@@ -198,7 +198,7 @@ pub mod conv_transpose2d {
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
                 |x| {
-                    let xv = crate::slice(&crate::permute(&x[0], vec![0, 3, 1, 2])?, 3, 0, 6, 2)?;
+                    let xv = crate::slice(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 0, 6, 2)?;
                     super::conv_transpose2d(&xv, &x[1], Some(&x[2]), [2, 2], [0, 0], [0, 1], [1, 1], 1)
                 },
             ),
@@ -403,7 +403,7 @@ pub mod resize2d {
                 super::resize2d(&x[0], 1, 4, mode, align)
             }));
             c.push(Case::new(format!("{tag}_nhwc_permuted_input"), vec![Case::input(&[1, 5, 4, 3], -1.0, 1.0, 5)], move |x| {
-                super::resize2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, 3, 7, mode, align)
+                super::resize2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 7, mode, align)
             }));
         }
         c
