@@ -91,8 +91,13 @@ impl Counters {
     /// Fresh counters under `parent`, in the spare allocation if it is free.
     fn open(parent: Option<Arc<Counters>>) -> Arc<Counters> {
         let peak = pool::stats().outstanding_bytes;
-        let fresh =
-            || Counters { requests: AtomicU64::new(0), bytes: AtomicU64::new(0), native: AtomicU64::new(0), peak: AtomicU64::new(peak), parent };
+        let fresh = || Counters {
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            native: AtomicU64::new(0),
+            peak: AtomicU64::new(peak),
+            parent,
+        };
         let spare = SPARE.try_with(|s| s.borrow_mut().take()).ok().flatten();
         match spare {
             Some(mut c) => match Arc::get_mut(&mut c) {

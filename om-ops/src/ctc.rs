@@ -364,7 +364,13 @@ mod primitive {
     pub mod ctc_loss {
         use super::*;
 
-        pub fn forward(log_probs: &Tensor, lengths_and_labels: &Tensor, blank: usize, zero_infinity: bool, reduction: Reduction) -> Result<Tensor> {
+        pub fn forward(
+            log_probs: &Tensor,
+            lengths_and_labels: &Tensor,
+            blank: usize,
+            zero_infinity: bool,
+            reduction: Reduction,
+        ) -> Result<Tensor> {
             let shape = log_probs.shape();
             let batch = shape[1];
             let mut losses = F64Scratch::try_zeroed(batch)?;

@@ -3,8 +3,8 @@
 //! (`reshape` and `contiguous` copy when it does not); `flip` and `cast` copy.
 //! Backward: scatter into zeros, inverse permutation, reshape back, sum-to, flip, cast back.
 
-use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis, Dims, SignedDims};
 use om_core::inline_vec::InlineVec;
+use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis, Dims, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 

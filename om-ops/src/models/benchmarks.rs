@@ -200,8 +200,7 @@ impl EncoderLayer {
     /// `x` `[B, T, E]` → `[B, T, E]`.
     fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let d = E / HEADS;
-        let heads =
-            |t: Tensor| ops::permute(&ops::reshape(&t, &[B as isize, T as isize, HEADS as isize, d as isize])?, &[0, 2, 1, 3]);
+        let heads = |t: Tensor| ops::permute(&ops::reshape(&t, &[B as isize, T as isize, HEADS as isize, d as isize])?, &[0, 2, 1, 3]);
         let q = heads(self.q.forward(x)?)?;
         let k = heads(self.k.forward(x)?)?;
         let v = heads(self.v.forward(x)?)?;
