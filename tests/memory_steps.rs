@@ -50,7 +50,7 @@ fn ocr_step() -> Result<TrainStep> {
     let x = Tensor::randn(&[32, 1, 8, 64], 3)?;
     let target_lengths: Vec<usize> = (0..32).map(|i| 4 + i % 5).collect();
     let input_lengths: Vec<usize> = target_lengths.iter().map(|l| 4 * l).collect();
-    let targets = Tensor::from_vec_i32((0..32 * 8).map(|i| 1 + (i % 10) as i32).collect(), &[32, 8])?;
+    let targets = Tensor::from_vec_i32((0..32 * 8).map(|i| 1 + i % 10).collect(), &[32, 8])?;
     Ok(Box::new(move || {
         let lp = net.forward(&x)?;
         let loss = om_ops::ctc_loss(&lp, &targets, &input_lengths, &target_lengths, 0, Reduction::Mean, false)?;

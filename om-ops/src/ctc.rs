@@ -270,7 +270,7 @@ impl Sequence<'_> {
 
     /// `l'(s)`: the blank at even `s`, label `s / 2` (from 0) at odd `s`.
     fn ext(&self, s: usize) -> usize {
-        if s % 2 == 0 {
+        if s.is_multiple_of(2) {
             self.blank
         } else {
             self.labels[s / 2] as usize
