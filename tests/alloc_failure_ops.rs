@@ -9,8 +9,8 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::{pool, Error, Result, Tensor};
-use om_ops::nn::Linear;
-use om_ops::optim::{Adam, Optimizer, Sgd};
+use om_ops::nn::{Forward, Linear};
+use om_ops::optim::{Adam, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, Reduction, ResizeMode, TensorOps};
 use std::sync::{Mutex, MutexGuard};
 
@@ -85,8 +85,8 @@ fn families() -> Vec<Family> {
             ops::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1)
         }),
         Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| ops::resize2d(&x[0], 9, 7, ResizeMode::Bilinear, false)),
-        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1])),
-        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], true)),
+        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1], false)),
+        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], false, true)),
         Family::new(&["batch_norm2d"], vec![leaf(&[4, 3, 5, 5], 10), leaf(&[3], 11), leaf(&[3], 12)], |x| {
             ops::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
         }),
@@ -195,7 +195,7 @@ fn running_statistics_are_unchanged_when_batch_norm_is_refused() {
 
 /// A model of two parameters: a small weight and a larger one.
 fn model() -> (Linear, Linear, Tensor) {
-    let (a, b) = (Linear::new(4, 3, 1).unwrap(), Linear::new(3, 40, 2).unwrap());
+    let (a, b) = (Linear::with_seed(4, 3, true, 1).unwrap(), Linear::with_seed(3, 40, true, 2).unwrap());
     let x = Tensor::rand_uniform(&[5, 4], -1.0, 1.0, 3).unwrap();
     (a, b, x)
 }
@@ -221,8 +221,8 @@ fn optimizer_state_that_cannot_be_allocated_is_an_error_naming_the_optimizer() {
     let (pa, pb) = (params(&a, &b), params(&a, &b));
     assert_oom(with_limit(SMALL, || Adam::new(pa, 0.01).map(|_| ())), &["Adam"]);
     assert_oom(with_limit(SMALL, || Adam::adamw(pb, 0.01).map(|_| ())), &["Adam"]);
-    let sgd = Sgd::new(params(&a, &b), 0.1).unwrap();
-    assert_oom(with_limit(SMALL, || sgd.momentum(0.9).map(|_| ())), &["Sgd"]);
+    let sgd = SgdConfig::default().lr(0.1).momentum(0.9);
+    assert_oom(with_limit(SMALL, || sgd.build(params(&a, &b)).map(|_| ())), &["Sgd"]);
 }
 
 #[test]
@@ -236,9 +236,9 @@ fn a_refused_step_leaves_parameters_and_optimizer_state_bit_identical() {
             let p = params(&a, &b);
             let mut sgd = Sgd::new(p.clone(), 0.05).unwrap();
             train_step(&a, &b, &x, &mut sgd).unwrap();
-            // Momentum set through the field: its state is allocated by the next step; the
+            // Momentum set by a new config: its state is allocated by the next step; the
             // first weight's buffer fits under the limit, the second's does not.
-            sgd.momentum = 0.9;
+            sgd.set_config(sgd.config().momentum(0.9)).unwrap();
             if refuse {
                 let limit = p[0].numel() * 4;
                 assert!(p[1].numel() * 4 > limit);

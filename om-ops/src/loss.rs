@@ -133,6 +133,7 @@ mod tests {
 /// Cross-entropy of `[N, C]` logits at `i32` targets: `nll_loss(log_softmax(logits))`,
 /// mean or sum, with an optional ignored target value (PyTorch's `F.cross_entropy` with
 /// class-index targets).
+/// Backward: through `log_softmax` and `nll_loss`.
 #[op(composition)]
 pub mod cross_entropy {
     use super::*;

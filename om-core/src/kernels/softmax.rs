@@ -13,10 +13,11 @@
 //! [`super::CANONICAL_NAN`]. Rows are split over `settings.threads` threads in chunks of
 //! whole rows whose size depends only on `n`, so every thread count gives the same bits.
 
-use super::simd::Lanes;
+use super::simd::{Lanes, Scalar};
 use super::transcendentals::{exp, log};
 use super::{dispatch, finish, LaneTask};
-use crate::compute::{for_each_chunk_mut, Mode, Settings};
+use crate::compute::{Mode, Settings};
+use crate::kernels::parallel::for_each_chunk_mut;
 
 /// Target number of elements per parallel chunk (whole rows, at least one).
 const CHUNK_ELEMS: usize = 16 * 1024;
@@ -67,39 +68,39 @@ impl LaneTask for RowsTask<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         for (x, out) in self.x.chunks_exact(self.n).zip(self.out.chunks_exact_mut(self.n)) {
-            row::<L>(x, out, self.kind, self.mode);
+            row::<L>(isa, x, out, self.kind, self.mode);
         }
     }
 }
 
 /// One row; `L` covers the full vectors, `f32` the tail of each pass.
 #[inline(always)]
-fn row<L: Lanes>(x: &[f32], out: &mut [f32], kind: Kind, mode: Mode) {
+fn row<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], kind: Kind, mode: Mode) {
     let full = x.len() / L::WIDTH * L::WIDTH;
-    let m = larger(row_max::<L>(&x[..full]), row_max::<f32>(&x[full..])) + 0.0;
-    exp_shifted::<L>(&x[..full], m, &mut out[..full]);
-    exp_shifted::<f32>(&x[full..], m, &mut out[full..]);
+    let m = larger(row_max::<L>(isa, &x[..full]), row_max::<f32>(Scalar, &x[full..])) + 0.0;
+    exp_shifted::<L>(isa, &x[..full], m, &mut out[..full]);
+    exp_shifted::<f32>(Scalar, &x[full..], m, &mut out[full..]);
     let sum = out.iter().fold(0.0f64, |s, &e| s + e as f64) as f32;
     match kind {
         Kind::Softmax => {
-            divide::<L>(&mut out[..full], sum, mode);
-            divide::<f32>(&mut out[full..], sum, mode);
+            divide::<L>(isa, &mut out[..full], sum, mode);
+            divide::<f32>(Scalar, &mut out[full..], sum, mode);
         }
         Kind::LogSoftmax => {
             let lse = log(sum);
-            shifted_sub::<L>(&x[..full], m, lse, &mut out[..full], mode);
-            shifted_sub::<f32>(&x[full..], m, lse, &mut out[full..], mode);
+            shifted_sub::<L>(isa, &x[..full], m, lse, &mut out[..full], mode);
+            shifted_sub::<f32>(Scalar, &x[full..], m, lse, &mut out[full..], mode);
         }
     }
 }
 
 /// Exact maximum of `x` (length a multiple of the width); -inf if empty.
 #[inline(always)]
-fn row_max<L: Lanes>(x: &[f32]) -> f32 {
-    let mut m = L::splat(f32::NEG_INFINITY);
-    for v in x.chunks_exact(L::WIDTH).map(L::load) {
+fn row_max<L: Lanes>(isa: L::Isa, x: &[f32]) -> f32 {
+    let mut m = L::splat(isa, f32::NEG_INFINITY);
+    for v in x.chunks_exact(L::WIDTH).map(|v| L::load(isa, v)) {
         m = L::select(m.lt(v), v, m);
     }
     let mut lanes = [0.0f32; 16];
@@ -109,25 +110,25 @@ fn row_max<L: Lanes>(x: &[f32]) -> f32 {
 
 /// `out = exp(x - m)`.
 #[inline(always)]
-fn exp_shifted<L: Lanes>(x: &[f32], m: f32, out: &mut [f32]) {
+fn exp_shifted<L: Lanes>(isa: L::Isa, x: &[f32], m: f32, out: &mut [f32]) {
     for (x, o) in x.chunks_exact(L::WIDTH).zip(out.chunks_exact_mut(L::WIDTH)) {
-        exp(L::load(x).sub(L::splat(m))).store(o);
+        exp(L::load(isa, x).sub(L::splat(isa, m))).store(o);
     }
 }
 
 /// `out = out / s`.
 #[inline(always)]
-fn divide<L: Lanes>(out: &mut [f32], s: f32, mode: Mode) {
+fn divide<L: Lanes>(isa: L::Isa, out: &mut [f32], s: f32, mode: Mode) {
     for o in out.chunks_exact_mut(L::WIDTH) {
-        finish(L::load(o).div(L::splat(s)), mode).store(o);
+        finish(L::load(isa, o).div(L::splat(isa, s)), mode).store(o);
     }
 }
 
 /// `out = (x - m) - lse`.
 #[inline(always)]
-fn shifted_sub<L: Lanes>(x: &[f32], m: f32, lse: f32, out: &mut [f32], mode: Mode) {
+fn shifted_sub<L: Lanes>(isa: L::Isa, x: &[f32], m: f32, lse: f32, out: &mut [f32], mode: Mode) {
     for (x, o) in x.chunks_exact(L::WIDTH).zip(out.chunks_exact_mut(L::WIDTH)) {
-        let v = L::load(x).sub(L::splat(m)).sub(L::splat(lse));
+        let v = L::load(isa, x).sub(L::splat(isa, m)).sub(L::splat(isa, lse));
         finish(v, mode).store(o);
     }
 }

@@ -84,14 +84,10 @@ const GELU_K2: f32 = (2.0 * 0.797_884_560_802_865_4_f64) as f32;
 const GELU_K2C: f32 = (2.0 * 0.797_884_560_802_865_4_f64 * 0.044715) as f32;
 const GELU_K6C: f32 = (6.0 * 0.797_884_560_802_865_4_f64 * 0.044715) as f32;
 
-#[inline(always)]
-fn splat<L: Lanes>(v: f32) -> L {
-    L::splat(v)
-}
-
 /// `c[0] + v (c[1] + v (c[2] + ...))`, innermost first.
 #[inline(always)]
 fn horner<L: Lanes>(v: L, c: &[f32]) -> L {
+    let splat = |c: f32| L::splat(v.isa(), c);
     let (last, rest) = c.split_last().expect("non-empty coefficients");
     rest.iter().rev().fold(splat(*last), |acc, &ci| acc.mul(v).add(splat(ci)))
 }
@@ -99,23 +95,26 @@ fn horner<L: Lanes>(v: L, c: &[f32]) -> L {
 /// Nearest integer (ties to even) of `v`, for `|v| < 2^22`.
 #[inline(always)]
 fn round_int<L: Lanes>(v: L) -> L {
+    let splat = |c: f32| L::splat(v.isa(), c);
     v.add(splat(ROUND_MAGIC)).sub(splat(ROUND_MAGIC))
 }
 
 /// `2^k` for integer-valued `k` in `[-126, 127]`, built in the exponent field.
 #[inline(always)]
 fn pow2<L: Lanes>(k: L) -> L {
-    let biased = L::int_sub(k.add(splat(ROUND_MAGIC)).to_bits(), L::int_splat(ROUND_MAGIC.to_bits() as i32 - 127));
+    let splat = |c: f32| L::splat(k.isa(), c);
+    let biased = L::int_sub(k.add(splat(ROUND_MAGIC)).to_bits(), L::int_splat(k.isa(), ROUND_MAGIC.to_bits() as i32 - 127));
     L::from_bits(L::int_shl23(biased))
 }
 
 /// `e^x`.
 #[inline(always)]
 pub(crate) fn exp<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let x = x.clamp(EXP_MIN, EXP_MAX);
     let n = round_int(x.mul(splat(std::f32::consts::LOG2_E)));
     let r = x.sub(n.mul(splat(EXP_LN2_HI))).sub(n.mul(splat(EXP_LN2_LO)));
-    let p = splat::<L>(1.0).add(r.add(r.mul(r).mul(horner(r, &EXP_P))));
+    let p = splat(1.0).add(r.add(r.mul(r).mul(horner(r, &EXP_P))));
     // 2^n in two factors so that n in [-150, 128] never leaves the normal range; the
     // first product is exact, the second rounds once (also into the subnormals).
     let n1 = round_int(n.mul(splat(0.5)));
@@ -125,20 +124,21 @@ pub(crate) fn exp<L: Lanes>(x: L) -> L {
 /// Natural logarithm.
 #[inline(always)]
 pub(crate) fn log<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let subnormal = x.lt(splat(f32::MIN_POSITIVE));
     let xs = L::select(subnormal, x.mul(splat(33_554_432.0)), x); // 2^25
     let bits = xs.to_bits();
-    let mut m = L::from_bits(L::int_or(L::int_and(bits, L::int_splat(0x007f_ffff)), L::int_splat(0x3f80_0000)));
-    let high = splat::<L>(std::f32::consts::SQRT_2).lt(m);
+    let mut m = L::from_bits(L::int_or(L::int_and(bits, L::int_splat(x.isa(), 0x007f_ffff)), L::int_splat(x.isa(), 0x3f80_0000)));
+    let high = splat(std::f32::consts::SQRT_2).lt(m);
     m = L::select(high, m.mul(splat(0.5)), m);
     let bias = L::select(subnormal, splat(-152.0), splat(-127.0)); // 127 (+ 25)
     let carry = L::select(high, splat(1.0), splat(0.0));
     let k = L::int_to_f32(L::int_shr23(bits)).add(bias).add(carry);
     let f = m.sub(splat(1.0));
-    let s = f.div(splat::<L>(2.0).add(f));
+    let s = f.div(splat(2.0).add(f));
     let z = s.mul(s);
     let r = z.mul(horner(z, &LOG_Q));
-    let hfsq = splat::<L>(0.5).mul(f).mul(f);
+    let hfsq = splat(0.5).mul(f).mul(f);
     let inner = hfsq.sub(s.mul(hfsq.add(r)).add(k.mul(splat(LOG_LN2_LO))));
     let y = k.mul(splat(LOG_LN2_HI)).sub(inner.sub(f));
     let y = L::select(x.eq(splat(f32::INFINITY)), x, y);
@@ -149,20 +149,22 @@ pub(crate) fn log<L: Lanes>(x: L) -> L {
 /// Hyperbolic tangent.
 #[inline(always)]
 pub(crate) fn tanh<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let a = x.abs();
     let z = a.mul(a);
     let small = a.add(a.mul(z.mul(horner(z, &TANH_P))));
-    let one = splat::<L>(1.0);
-    let large = one.sub(splat::<L>(2.0).div(exp(a.add(a)).add(one)));
+    let one = splat(1.0);
+    let large = one.sub(splat(2.0).div(exp(a.add(a)).add(one)));
     L::select(a.lt(splat(TANH_SPLIT)), small, large).copysign(x)
 }
 
 /// `1 / (1 + e^-x)`, as `1/(1+e)` for `x >= 0` and `e/(1+e)` below, with `e = e^-|x|`.
 #[inline(always)]
 pub(crate) fn sigmoid<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let e = exp(x.abs().neg());
     let num = L::select(x.ge(splat(0.0)), splat(1.0), e);
-    num.div(splat::<L>(1.0).add(e))
+    num.div(splat(1.0).add(e))
 }
 
 /// `erf(a) = a + a P(a^2)` for `0 <= a < ERF_SPLIT`.
@@ -175,7 +177,7 @@ fn erf_small<L: Lanes>(a: L) -> L {
 /// so `hi = ah^2` is exact and `lo = (a - ah)(a + ah)` is small.
 #[inline(always)]
 fn square_split<L: Lanes>(a: L) -> (L, L) {
-    let ah = L::from_bits(L::int_and(a.to_bits(), L::int_splat(0xffff_f000_u32 as i32)));
+    let ah = L::from_bits(L::int_and(a.to_bits(), L::int_splat(a.isa(), 0xffff_f000_u32 as i32)));
     (ah.mul(ah), a.sub(ah).mul(a.add(ah)))
 }
 
@@ -184,7 +186,8 @@ fn square_split<L: Lanes>(a: L) -> (L, L) {
 /// left to the caller so that it can be applied last.
 #[inline(always)]
 fn erfc_large_head<L: Lanes>(a: L, lo: L) -> L {
-    let t = splat::<L>(1.0).div(splat::<L>(1.0).add(a.mul(splat(0.5))));
+    let splat = |c: f32| L::splat(a.isa(), c);
+    let t = splat(1.0).div(splat(1.0).add(a.mul(splat(0.5))));
     t.mul(exp(horner(t, &ERFC_G).sub(lo)))
 }
 
@@ -192,9 +195,10 @@ fn erfc_large_head<L: Lanes>(a: L, lo: L) -> L {
 #[allow(dead_code)]
 #[inline(always)]
 pub(crate) fn erf<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let a = x.abs().clamp(0.0, ERF_MAX);
     let (hi, lo) = square_split(a);
-    let large = splat::<L>(1.0).sub(erfc_large_head(a, lo).mul(exp(hi.neg())));
+    let large = splat(1.0).sub(erfc_large_head(a, lo).mul(exp(hi.neg())));
     L::select(a.lt(splat(ERF_SPLIT)), erf_small(a), large).copysign(x)
 }
 
@@ -213,6 +217,7 @@ struct Gauss<L> {
 impl<L: Lanes> Gauss<L> {
     #[inline(always)]
     fn new(x: L) -> Self {
+        let splat = |c: f32| L::splat(x.isa(), c);
         let ax = x.abs();
         let a = ax.mul(splat(FRAC_1_SQRT_2));
         // (x/√2)^2 = x^2/2, split exactly as in `square_split` and halved.
@@ -220,11 +225,11 @@ impl<L: Lanes> Gauss<L> {
         let (hi, lo) = (hi2.mul(splat(0.5)), lo2.mul(splat(0.5)));
         let scale = exp(hi.neg());
         let small = a.lt(splat(ERF_SPLIT));
-        let erfc_head = L::select(small, splat::<L>(1.0).sub(erf_small(a)), erfc_large_head(a, lo));
+        let erfc_head = L::select(small, splat(1.0).sub(erf_small(a)), erfc_large_head(a, lo));
         Gauss {
             tail: erfc_head.mul(splat(0.5)),
             tail_scale: L::select(small, splat(1.0), scale),
-            density: splat::<L>(INV_SQRT_2PI).mul(exp(lo.neg())),
+            density: splat(INV_SQRT_2PI).mul(exp(lo.neg())),
             scale,
         }
     }
@@ -232,14 +237,16 @@ impl<L: Lanes> Gauss<L> {
     /// Φ(x).
     #[inline(always)]
     fn cdf(&self, x: L) -> L {
+        let splat = |c: f32| L::splat(x.isa(), c);
         let lower = self.tail.mul(self.tail_scale);
-        L::select(x.ge(splat(0.0)), splat::<L>(1.0).sub(lower), lower)
+        L::select(x.ge(splat(0.0)), splat(1.0).sub(lower), lower)
     }
 }
 
 /// `x Φ(x)`; `-0` below `-GELU_CLAMP` (including -inf).
 #[inline(always)]
 pub(crate) fn gelu_erf<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
     let g = Gauss::new(c);
     let left = x.mul(g.tail).mul(g.tail_scale);
@@ -258,12 +265,14 @@ pub(crate) fn gelu_erf_grad<L: Lanes>(x: L) -> L {
 /// `v = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3)`, so that `0.5 (1 + tanh u) = sigmoid(v)`.
 #[inline(always)]
 fn gelu_tanh_arg<L: Lanes>(x: L) -> L {
-    x.mul(splat::<L>(GELU_K2).add(splat::<L>(GELU_K2C).mul(x.mul(x))))
+    let splat = |c: f32| L::splat(x.isa(), c);
+    x.mul(splat(GELU_K2).add(splat(GELU_K2C).mul(x.mul(x))))
 }
 
 /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, evaluated as `x sigmoid(2u)`.
 #[inline(always)]
 pub(crate) fn gelu_tanh<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let s = sigmoid(gelu_tanh_arg(x.clamp(-GELU_CLAMP, GELU_CLAMP)));
     L::select(x.lt(splat(-GELU_CLAMP)), splat(-0.0), x.mul(s))
 }
@@ -273,12 +282,13 @@ pub(crate) fn gelu_tanh<L: Lanes>(x: L) -> L {
 /// `s(1-s) = e/(1+e)^2` with `e = e^-|v|`, free of cancellation.
 #[inline(always)]
 pub(crate) fn gelu_tanh_grad<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let x = x.clamp(-GELU_CLAMP, GELU_CLAMP);
     let v = gelu_tanh_arg(x);
     let e = exp(v.abs().neg());
-    let d = splat::<L>(1.0).add(e);
+    let d = splat(1.0).add(e);
     let s = L::select(v.ge(splat(0.0)), splat(1.0), e).div(d);
     let s1s = e.div(d.mul(d));
-    let slope = splat::<L>(GELU_K2).add(splat::<L>(GELU_K6C).mul(x.mul(x)));
+    let slope = splat(GELU_K2).add(splat(GELU_K6C).mul(x.mul(x)));
     s.add(x.mul(s1s).mul(slope))
 }
