@@ -150,7 +150,11 @@ pub(crate) fn checked_grads(op: &'static str, params: &[Tensor]) -> Result<Check
 
 /// Runs `f(index, param, grad)` for every parameter that has a gradient, under no-grad,
 /// once every gradient has been checked (see [`checked_grads`]).
-pub(crate) fn for_each_grad(params: &[Tensor], grads: &CheckedGrads, mut f: impl FnMut(usize, &Tensor, &[f32]) -> Result<()>) -> Result<()> {
+pub(crate) fn for_each_grad(
+    params: &[Tensor],
+    grads: &CheckedGrads,
+    mut f: impl FnMut(usize, &Tensor, &[f32]) -> Result<()>,
+) -> Result<()> {
     no_grad(|| {
         match grads {
             CheckedGrads::InPlace => {
