@@ -315,14 +315,14 @@ impl Plan {
                 Op::Sum(a, axis, keep) => ops::sum(&v[*a], Some(*axis), *keep)?,
                 Op::Mean(a, axis, keep) => ops::mean(&v[*a], Some(*axis), *keep)?,
                 Op::Softmax(a) => ops::softmax(&v[*a])?,
-                Op::Reshape(a, s) => ops::reshape(&v[*a], s.clone())?,
-                Op::Permute(a, p) => ops::permute(&v[*a], p.clone())?,
+                Op::Reshape(a, s) => ops::reshape(&v[*a], s)?,
+                Op::Permute(a, p) => ops::permute(&v[*a], p)?,
                 Op::Slice(a, axis, start, end, step) => ops::slice(&v[*a], *axis, *start, *end, *step)?,
                 Op::Expand(a) => {
                     let x = ops::unsqueeze(&v[*a], 0)?;
                     let mut spec: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
                     spec[0] = 2;
-                    ops::expand(&x, spec)?
+                    ops::expand(&x, &spec)?
                 }
                 Op::AddMeanOf(a, b) => ops::add(&v[*a], &ops::mean(&v[*b], None, false)?)?,
             };

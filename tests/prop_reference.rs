@@ -136,7 +136,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
                 bshape[q[i]] = shape[i];
             }
             let (b, br) = base(&bshape)?;
-            let t = ops::permute(&b, q.iter().map(|&a| a as isize).collect())?;
+            let t = ops::permute(&b, &q.iter().map(|&a| a as isize).collect::<Vec<isize>>())?;
             let rr = br.gather(shape.to_vec(), |idx| {
                 let mut j = vec![0; r];
                 for i in 0..r {
@@ -163,7 +163,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
             let drop = rng2.below(2).min(r);
             let bshape: Vec<usize> = (drop..r).map(|a| if rng2.coin() { 1 } else { shape[a] }).collect();
             let (b, br) = base(&bshape)?;
-            let t = ops::expand(&b, shape.iter().map(|&d| d as isize).collect())?;
+            let t = ops::expand(&b, &shape.iter().map(|&d| d as isize).collect::<Vec<isize>>())?;
             let rr = br.gather(shape.to_vec(), |idx| (drop..r).map(|a| if bshape[a - drop] == 1 { 0 } else { idx[a] }).collect());
             Ok(Operand { t, r: rr, layout: "expanded" })
         }
@@ -471,8 +471,8 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
             Reduction::Logsumexp => ops::logsumexp(t, axis, keep),
             Reduction::Var(u) => ops::var(t, axis, u, keep),
             Reduction::Std(u) => ops::std_dev(t, axis, u, keep),
-            Reduction::SumAxes => ops::sum_axes(t, signed.clone(), keep),
-            Reduction::MeanAxes => ops::mean_axes(t, signed.clone(), keep),
+            Reduction::SumAxes => ops::sum_axes(t, &signed, keep),
+            Reduction::MeanAxes => ops::mean_axes(t, &signed, keep),
         }
     };
     let op_name = match red {
@@ -580,7 +580,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 }
                 j
             });
-            Some((format!("permute {p:?}"), ops::permute(t, p.iter().map(|&a| a as isize).collect()), want))
+            Some((format!("permute {p:?}"), ops::permute(t, &p.iter().map(|&a| a as isize).collect::<Vec<isize>>()), want))
         }
         1 if rank >= 1 => {
             let (a, b) = (rng.below(rank), rng.below(rank));
@@ -635,7 +635,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 .enumerate()
                 .map(|(k, &d)| if k >= lead && shape[k - lead] == d && rng.coin() { -1 } else { d as isize })
                 .collect();
-            Some((format!("expand to {spec:?}"), ops::expand(t, spec), want))
+            Some((format!("expand to {spec:?}"), ops::expand(t, &spec), want))
         }
         5 => {
             // Reshape to a random factorisation: merge two adjacent axes, split one, or flatten.
@@ -658,7 +658,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
             let k = rng.below(s.len().max(1));
             let spec: Vec<isize> = s.iter().enumerate().map(|(i, &d)| if infer && i == k { -1 } else { d as isize }).collect();
             let want = Ref { shape: s, vals: r.vals.clone() };
-            Some((format!("reshape to {spec:?}"), ops::reshape(t, spec), want))
+            Some((format!("reshape to {spec:?}"), ops::reshape(t, &spec), want))
         }
         6 if shape.contains(&1) => {
             let ones: Vec<usize> = (0..rank).filter(|&a| shape[a] == 1).collect();
@@ -680,7 +680,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 j[a] = shape[a] - 1 - idx[a];
                 j
             });
-            Some((format!("flip {a}"), ops::flip(t, vec![a as isize]), want))
+            Some((format!("flip {a}"), ops::flip(t, &[a as isize]), want))
         }
         _ => Some(("contiguous".to_string(), ops::contiguous(t).inspect(|c| assert!(c.is_contiguous() || c.numel() == 0)), r.clone())),
     }

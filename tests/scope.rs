@@ -1,5 +1,6 @@
-//! `ActivationScope` (spec section 3): nesting, leaf gradients untouched, a leaked handle
-//! reported, and the scope's figures equal to the pool's counter deltas (on one thread and
+//! `ActivationScope` (spec section 3): nesting, a reopened scope starting from zero, leaf
+//! gradients untouched, a leaked handle reported, and the scope's figures equal to the
+//! pool's counter deltas (on one thread and
 //! with the kernels' helper threads). The tests share the process-wide pool, so they take
 //! turns.
 
@@ -64,6 +65,31 @@ fn scopes_nest_and_inner_figures_count_in_the_outer_scope() -> Result<()> {
     assert_eq!(outer_stats.live_tensors_created, 1, "the zeros made in the outer scope are alive");
     assert!(outer_stats.peak_outstanding_bytes >= inner_stats.peak_outstanding_bytes);
     assert!(inner_stats.heap_allocations.is_some(), "this binary installs the counting allocator");
+    drop(kept);
+    Ok(())
+}
+
+#[test]
+fn a_reopened_scope_starts_from_zero_and_opening_one_allocates_nothing_when_warm() -> Result<()> {
+    let _turn = turn();
+    let net = Net::new()?;
+    let outer = ActivationScope::new();
+    let first = {
+        let inner = ActivationScope::new();
+        net.step()?;
+        inner.finish()
+    };
+    // The next scope reuses the ended scope's counters: they start again from zero, and the
+    // outer scope still counts both inner ones.
+    let heap_before = om_core::alloc_count::process();
+    let second = ActivationScope::new();
+    let opening = om_core::alloc_count::process().since(heap_before);
+    assert_eq!(second.stats().pool_requests, 0);
+    let kept = Tensor::zeros(&[10])?;
+    let second = second.finish();
+    assert_eq!((second.pool_requests, second.pool_bytes_requested, second.live_tensors_created), (1, 64, 1));
+    assert_eq!(outer.stats().pool_requests, first.pool_requests + 1);
+    assert_eq!((opening.allocations, opening.bytes), (0, 0), "opening a scope after one ended");
     drop(kept);
     Ok(())
 }

@@ -16,6 +16,12 @@ pub const INLINE_RANK: usize = 4;
 /// A shape or strides: dereferences to `&[usize]`; inline up to [`INLINE_RANK`] entries.
 pub type Dims = InlineVec<usize, INLINE_RANK>;
 
+/// Signed sizes or axes (a `reshape` target with `-1`, a permutation, negative axes):
+/// dereferences to `&[isize]`; inline up to [`INLINE_RANK`] entries. What an operator
+/// records for a `&[isize]` attribute, and what code that computes such an argument can
+/// build without a heap allocation.
+pub type SignedDims = InlineVec<isize, INLINE_RANK>;
+
 /// A tensor handle's shape and strides packed together: one inline array up to
 /// [`INLINE_RANK`] dimensions, one heap slice beyond (shape first, then strides).
 #[derive(Clone)]

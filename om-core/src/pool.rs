@@ -210,6 +210,11 @@ impl Buffer {
     pub fn f64_mut(&mut self) -> &mut [f64] {
         bytemuck::cast_slice_mut(&mut self.blocks)
     }
+
+    /// The buffer as mutable `usize` values (scratch for positions and counts).
+    pub fn usize_mut(&mut self) -> &mut [usize] {
+        bytemuck::cast_slice_mut(&mut self.blocks)
+    }
 }
 
 impl Drop for Buffer {

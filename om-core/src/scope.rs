@@ -82,6 +82,34 @@ thread_local! {
     /// Tensors created while a scope is open; cleared (capacity kept) when the outermost
     /// ends, and compacted (dead entries dropped) when it would grow past [`COMPACT_AT`].
     static LOG: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
+    /// The counters of the last scope that ended here, reused by the next one opened when
+    /// nothing else holds them (so opening a scope per step allocates nothing when warm).
+    static SPARE: RefCell<Option<Arc<Counters>>> = const { RefCell::new(None) };
+}
+
+impl Counters {
+    /// Fresh counters under `parent`, in the spare allocation if it is free.
+    fn open(parent: Option<Arc<Counters>>) -> Arc<Counters> {
+        let peak = pool::stats().outstanding_bytes;
+        let fresh = || Counters {
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            native: AtomicU64::new(0),
+            peak: AtomicU64::new(peak),
+            parent,
+        };
+        let spare = SPARE.try_with(|s| s.borrow_mut().take()).ok().flatten();
+        match spare {
+            Some(mut c) => match Arc::get_mut(&mut c) {
+                Some(slot) => {
+                    *slot = fresh();
+                    c
+                }
+                None => Arc::new(fresh()),
+            },
+            None => Arc::new(fresh()),
+        }
+    }
 }
 
 /// The log is compacted instead of grown once it holds this many entries, so a scope kept
@@ -115,13 +143,7 @@ impl ActivationScope {
     /// Opens a scope on this thread (inside any scope already open).
     pub fn new() -> ActivationScope {
         let prev = CURRENT.with(|c| c.borrow().clone());
-        let counters = Arc::new(Counters {
-            requests: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            native: AtomicU64::new(0),
-            peak: AtomicU64::new(pool::stats().outstanding_bytes),
-            parent: prev.clone(),
-        });
+        let counters = Counters::open(prev.clone());
         CURRENT.with(|c| *c.borrow_mut() = Some(counters.clone()));
         let start = LOG.with(|l| l.borrow().len());
         let depth = STARTS.with(|s| {
@@ -182,6 +204,7 @@ impl Drop for ActivationScope {
             LOG.with(|l| l.borrow_mut().clear());
             pool::note_step_peak(self.counters.peak.load(Ordering::Relaxed));
         }
+        let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(self.counters.clone()));
     }
 }
 

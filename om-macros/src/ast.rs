@@ -27,6 +27,19 @@ pub struct AttrItem {
     pub ty: Type,
 }
 
+/// The element type `T` of a slice attribute `&[T]` (taken by reference, stored in the
+/// record as an `om_core::inline_vec::InlineVec<T, INLINE_RANK>`, inline for short lists
+/// such as shapes and axes), or `None` for an attribute stored as it is given.
+pub fn slice_attr_elem(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::Reference(r) if r.mutability.is_none() => match &*r.elem {
+            Type::Slice(s) => Some(&s.elem),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// How a forward parameter takes a tensor.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum InputKind {

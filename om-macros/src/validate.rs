@@ -3,7 +3,7 @@
 //! that expansion reads. Errors are gathered (not first-only) and spanned at the
 //! offending token.
 
-use crate::ast::{Checked, InputKind, Kind, Op, Slot, SlotSource};
+use crate::ast::{slice_attr_elem, Checked, InputKind, Kind, Op, Slot, SlotSource};
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
@@ -261,10 +261,11 @@ fn attrs_match_forward(op: &Op, errors: &mut Vec<Error>) {
     }
 }
 
-/// Attributes are stored in the record, so they must be owned values.
+/// Attributes are stored in the record, so they must be owned values (or slices `&[T]` of
+/// owned values, which the record copies).
 fn attr_types_are_owned(op: &Op, errors: &mut Vec<Error>) {
     for a in &op.args.attrs {
-        if let Some(bad) = borrowed_part(&a.ty) {
+        if let Some(bad) = borrowed_part(slice_attr_elem(&a.ty).unwrap_or(&a.ty)) {
             errors.push(Error::new(
                 a.ty.span(),
                 format!("attribute `{}` has type `{}`, which borrows ({bad}); attributes are stored in the record, so use an owned type such as `usize`, `[usize; 2]`, `f32`, `bool` or `Vec<i64>`", a.name, type_string(&a.ty)),

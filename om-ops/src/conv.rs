@@ -15,6 +15,9 @@ use om_core::layout::Dims;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
+/// The shapes of a convolution's `x`, `w` and (if given) `bias`, kept inline.
+pub(crate) type ArgShapes<'a> = om_core::inline_vec::InlineVec<&'a [usize], 3>;
+
 /// The checks every convolution shares: `x` a batch `[N, C, H, W]` or an unbatched image
 /// `[C, H, W]`, `w` of rank 4 (`w_layout` names its expected layout for the message), and
 /// stride, dilation and groups at least 1. Returns the argument shapes, for later error
@@ -27,8 +30,8 @@ pub(crate) fn check_common<'a>(
     stride: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<(Vec<&'a [usize]>, Images)> {
-    let mut shapes: Vec<&[usize]> = vec![x, w];
+) -> Result<(ArgShapes<'a>, Images)> {
+    let mut shapes = ArgShapes::from_slice(&[x, w]);
     if let Some(b) = bias {
         shapes.push(b);
     }
@@ -251,7 +254,7 @@ pub mod conv2d {
                     Case::input(&[2, 3, 2, 2], -1.0, 1.0, 13),
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
-                |x| super::conv2d(&crate::permute(&x[0], vec![0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
+                |x| super::conv2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
             ),
             Case::new(
                 "transposed_weight",
@@ -266,7 +269,7 @@ pub mod conv2d {
             Case::new(
                 "unbatched_permuted_input",
                 vec![Case::input(&[5, 4, 3], -1.0, 1.0, 20), Case::input(&[2, 3, 2, 2], -1.0, 1.0, 21)],
-                |x| super::conv2d(&crate::permute(&x[0], vec![2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
+                |x| super::conv2d(&crate::permute(&x[0], &[2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
             ),
         ]
     }
@@ -431,7 +434,7 @@ pub mod conv_transpose2d {
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
                 |x| {
-                    let xv = crate::slice(&crate::permute(&x[0], vec![0, 3, 1, 2])?, 3, 0, 6, 2)?;
+                    let xv = crate::slice(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 0, 6, 2)?;
                     super::conv_transpose2d(&xv, &x[1], Some(&x[2]), [2, 2], [0, 0], [0, 1], [1, 1], 1)
                 },
             ),

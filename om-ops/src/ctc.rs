@@ -5,7 +5,7 @@
 //! `docs/ctc.md`.
 
 use om_core::kernels::math64;
-use om_core::pool::F64Scratch;
+use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::{op, op_wrapper};
 
@@ -54,11 +54,18 @@ impl<'a> From<&'a Tensor> for Lengths<'a> {
     }
 }
 
-/// Reads lengths as counts: `arg` names them in errors.
-fn read_lengths(arg: &'static str, lengths: Lengths<'_>, batch: usize, lp_shape: &[usize]) -> Result<Vec<usize>> {
+/// Reads `B` lengths as counts into `out`: `arg` names them in errors.
+fn read_lengths(arg: &'static str, lengths: Lengths<'_>, lp_shape: &[usize], out: &mut [usize]) -> Result<()> {
     const OP: &str = primitive::ctc_loss::NAME;
-    let v: Vec<usize> = match lengths {
-        Lengths::Counts(v) => v.to_vec(),
+    let batch = out.len();
+    let wrong_count = |n: usize| Error::shape(OP, &[lp_shape, &[n]], format!("`{arg}` has {n} entries for a batch of {batch}"));
+    match lengths {
+        Lengths::Counts(v) => {
+            if v.len() != batch {
+                return Err(wrong_count(v.len()));
+            }
+            out.copy_from_slice(v);
+        }
         Lengths::Tensor(t) => {
             if t.dtype() != DType::I32 {
                 return Err(Error::DType { op: OP, arg, expected: DType::I32, got: t.dtype() });
@@ -66,17 +73,28 @@ fn read_lengths(arg: &'static str, lengths: Lengths<'_>, batch: usize, lp_shape:
             if t.rank() != 1 {
                 return Err(Error::shape(OP, &[lp_shape, t.shape()], format!("`{arg}` must be a 1-d tensor of B lengths")));
             }
-            let raw = t.try_with_i32(<[i32]>::to_vec).map_err(|e| e.with_op(OP))?;
-            if let Some((b, &l)) = raw.iter().enumerate().find(|(_, &l)| l < 0) {
-                return Err(Error::argument(OP, format!("`{arg}` must be non-negative, got {l} for sequence {b}")));
-            }
-            raw.iter().map(|&l| l as usize).collect()
+            t.try_with_i32(|raw| {
+                if let Some((b, &l)) = raw.iter().enumerate().find(|(_, &l)| l < 0) {
+                    return Err(Error::argument(OP, format!("`{arg}` must be non-negative, got {l} for sequence {b}")));
+                }
+                if raw.len() != batch {
+                    return Err(wrong_count(raw.len()));
+                }
+                for (o, &l) in out.iter_mut().zip(raw) {
+                    *o = l as usize;
+                }
+                Ok(())
+            })
+            .map_err(|e| e.with_op(OP))??;
         }
-    };
-    if v.len() != batch {
-        return Err(Error::shape(OP, &[lp_shape, &[v.len()]], format!("`{arg}` has {} entries for a batch of {batch}", v.len())));
     }
-    Ok(v)
+    Ok(())
+}
+
+/// `v` as an `i32` entry of the lengths-and-labels tensor (lengths above `i32::MAX` would
+/// need a `log_probs` of more than 2³¹ frames or target columns).
+fn as_i32(v: usize, what: &str, b: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::argument(primitive::ctc_loss::NAME, format!("{what} {v} of sequence {b} exceeds i32::MAX")))
 }
 
 /// CTC loss `−log p(target | input)` per sequence (Graves et al. 2006), reduced by
@@ -118,8 +136,14 @@ pub fn ctc_loss<'a, 'b>(
     if targets.dtype() != DType::I32 {
         return Err(Error::DType { op: OP, arg: "targets", expected: DType::I32, got: targets.dtype() });
     }
-    let input_lengths = read_lengths("input_lengths", input_lengths.into(), batch, lp_shape)?;
-    let target_lengths = read_lengths("target_lengths", target_lengths.into(), batch, lp_shape)?;
+    // Both length lists, as counts, in one pooled scratch.
+    let words = batch.checked_mul(2).and_then(|w| w.checked_mul(std::mem::size_of::<usize>()));
+    let mut scratch = Buffer::try_new(words.unwrap_or(usize::MAX)).map_err(|e| e.with_op(OP))?;
+    let (input_lengths_out, rest) = scratch.usize_mut().split_at_mut(batch);
+    let target_lengths_out = &mut rest[..batch];
+    read_lengths("input_lengths", input_lengths.into(), lp_shape, input_lengths_out)?;
+    read_lengths("target_lengths", target_lengths.into(), lp_shape, target_lengths_out)?;
+    let (input_lengths, target_lengths) = (&*input_lengths_out, &*target_lengths_out);
     if blank >= classes {
         return Err(Error::argument(OP, format!("blank {blank} is out of range for {classes} classes")));
     }
@@ -128,9 +152,9 @@ pub fn ctc_loss<'a, 'b>(
             return Err(Error::argument(OP, format!("input length {l} of sequence {b} exceeds the {t_max} frames of `log_probs`")));
         }
     }
-    let raw = targets.try_with_i32(<[i32]>::to_vec).map_err(|e| e.with_op(OP))?;
-    // Offset of each sequence's labels in `raw`.
-    let offsets: Vec<usize> = match targets.rank() {
+    let total: usize = target_lengths.iter().sum();
+    // The column count of padded targets (0: concatenated 1-d targets).
+    let columns = match targets.rank() {
         2 => {
             let s = targets.shape()[1];
             if targets.shape()[0] != batch {
@@ -139,37 +163,87 @@ pub fn ctc_loss<'a, 'b>(
             if let Some((b, &l)) = target_lengths.iter().enumerate().find(|(_, &l)| l > s) {
                 return Err(Error::argument(OP, format!("target length {l} of sequence {b} exceeds the {s} columns of `targets`")));
             }
-            (0..batch).map(|b| b * s).collect()
+            s
         }
         1 => {
-            let total: usize = target_lengths.iter().sum();
-            if raw.len() != total {
+            if targets.numel() != total {
                 return Err(Error::shape(
                     OP,
                     &[lp_shape, targets.shape()],
                     format!("concatenated `targets` must hold Σ target_lengths = {total} labels"),
                 ));
             }
-            target_lengths.iter().scan(0, |pos, &l| Some(std::mem::replace(pos, *pos + l))).collect()
+            0
         }
         _ => return Err(Error::shape(OP, &[lp_shape, targets.shape()], "`targets` must be padded [B, S] or concatenated 1-d")),
     };
-    let mut labels = Vec::with_capacity(target_lengths.iter().sum());
-    for b in 0..batch {
-        for (i, &v) in raw[offsets[b]..offsets[b] + target_lengths[b]].iter().enumerate() {
-            if v < 0 || v as usize >= classes {
-                return Err(Error::argument(
-                    OP,
-                    format!("label {v} at position {i} of sequence {b} is out of range for {classes} classes"),
-                ));
-            }
-            if v as usize == blank {
-                return Err(Error::argument(OP, format!("label {v} at position {i} of sequence {b} is the blank")));
-            }
-            labels.push(v as usize);
+    let entries = total.checked_add(2 * batch).ok_or_else(|| Error::argument(OP, format!("{total} labels overflow")))?;
+    let lengths_and_labels = targets
+        .try_with_i32(|raw| {
+            Tensor::build_i32(&[entries], |out| {
+                let (lens, labels) = out.split_at_mut(2 * batch);
+                for b in 0..batch {
+                    lens[b] = as_i32(input_lengths[b], "input length", b)?;
+                    lens[batch + b] = as_i32(target_lengths[b], "target length", b)?;
+                }
+                let mut next = 0;
+                let mut offset = 0;
+                for (b, &len) in target_lengths.iter().enumerate() {
+                    let start = if columns > 0 { b * columns } else { offset };
+                    offset += len;
+                    for (i, &v) in raw[start..start + len].iter().enumerate() {
+                        if v < 0 || v as usize >= classes {
+                            return Err(Error::argument(
+                                OP,
+                                format!("label {v} at position {i} of sequence {b} is out of range for {classes} classes"),
+                            ));
+                        }
+                        if v as usize == blank {
+                            return Err(Error::argument(OP, format!("label {v} at position {i} of sequence {b} is the blank")));
+                        }
+                        labels[next] = v;
+                        next += 1;
+                    }
+                }
+                Ok(())
+            })
+        })
+        .map_err(|e| e.with_op(OP))??;
+    primitive::ctc_loss(log_probs, &lengths_and_labels, blank, zero_infinity, reduction)
+}
+
+/// The lengths and labels the primitive reads from its `i32` input `[2B + Σ L]`: the input
+/// lengths, the target lengths, then every sequence's labels one after the other.
+struct Plan<'a> {
+    input_lengths: &'a [i32],
+    target_lengths: &'a [i32],
+    labels: &'a [i32],
+}
+
+impl<'a> Plan<'a> {
+    /// Splits `entries` for a batch of `batch` (an error if they do not fit together).
+    fn new(entries: &'a [i32], batch: usize) -> Result<Plan<'a>> {
+        const OP: &str = primitive::ctc_loss::NAME;
+        let Some((lens, labels)) = entries.split_at_checked(batch.saturating_mul(2)) else {
+            return Err(Error::argument(OP, format!("{} lengths and labels are too few for a batch of {batch}", entries.len())));
+        };
+        let (input_lengths, target_lengths) = lens.split_at(batch);
+        let total: i64 = target_lengths.iter().map(|&l| l as i64).sum();
+        if total != labels.len() as i64 || lens.iter().any(|&l| l < 0) {
+            return Err(Error::argument(OP, format!("the target lengths ({total} labels) do not match the {} labels", labels.len())));
         }
+        Ok(Plan { input_lengths, target_lengths, labels })
     }
-    primitive::ctc_loss(log_probs, blank, zero_infinity, reduction, batch, input_lengths, target_lengths, labels)
+
+    /// Every sequence `b` with its input length and labels, in batch order.
+    fn sequences(&self) -> impl Iterator<Item = (usize, usize, &'a [i32])> + '_ {
+        let mut pos = 0;
+        self.target_lengths.iter().enumerate().map(move |(b, &l)| {
+            let labels = &self.labels[pos..pos + l as usize];
+            pos += l as usize;
+            (b, self.input_lengths[b] as usize, labels)
+        })
+    }
 }
 
 /// The per-sequence quantities shared by forward and backward.
@@ -180,19 +254,28 @@ struct Sequence<'a> {
     classes: usize,
     b: usize,
     frames: usize,
-    /// The extended label sequence `l'` (blanks around and between the labels).
-    ext: Vec<usize>,
+    blank: usize,
+    /// The target's labels; the extended sequence `l'` puts blanks around and between them.
+    labels: &'a [i32],
 }
 
 impl Sequence<'_> {
-    fn new<'a>(lp: &'a [f32], shape: &[usize], blank: usize, b: usize, frames: usize, labels: &[usize]) -> Sequence<'a> {
-        let mut ext = Vec::with_capacity(2 * labels.len() + 1);
-        ext.push(blank);
-        for &l in labels {
-            ext.push(l);
-            ext.push(blank);
+    fn new<'a>(lp: &'a [f32], shape: &[usize], blank: usize, b: usize, frames: usize, labels: &'a [i32]) -> Sequence<'a> {
+        Sequence { lp, batch: shape[1], classes: shape[2], b, frames, blank, labels }
+    }
+
+    /// The length `2L + 1` of the extended label sequence `l'`.
+    fn ext_len(&self) -> usize {
+        2 * self.labels.len() + 1
+    }
+
+    /// `l'(s)`: the blank at even `s`, label `s / 2` (from 0) at odd `s`.
+    fn ext(&self, s: usize) -> usize {
+        if s.is_multiple_of(2) {
+            self.blank
+        } else {
+            self.labels[s / 2] as usize
         }
-        Sequence { lp, batch: shape[1], classes: shape[2], b, frames, ext }
     }
 
     fn lp(&self, t: usize, c: usize) -> f64 {
@@ -202,21 +285,21 @@ impl Sequence<'_> {
     /// Whether the path may skip from `s − 2` to `s` (`l'(s)` a label differing from
     /// `l'(s − 2)`).
     fn can_skip(&self, s: usize) -> bool {
-        s >= 2 && self.ext[s] != self.ext[s - 2]
+        s >= 2 && self.ext(s) != self.ext(s - 2)
     }
 
     /// `log α_t(s)`, `[frames, 2L+1]` row-major, in pooled scratch (an error if refused).
     fn alpha(&self) -> Result<F64Scratch> {
-        let n = self.ext.len();
+        let n = self.ext_len();
         let mut scratch = F64Scratch::try_zeroed(self.frames.saturating_mul(n))?;
         let a = scratch.values();
         a.fill(f64::NEG_INFINITY);
         if self.frames == 0 {
             return Ok(scratch);
         }
-        a[0] = self.lp(0, self.ext[0]);
+        a[0] = self.lp(0, self.ext(0));
         if n > 1 {
-            a[1] = self.lp(0, self.ext[1]);
+            a[1] = self.lp(0, self.ext(1));
         }
         for t in 1..self.frames {
             let (prev, cur) = a[(t - 1) * n..(t + 1) * n].split_at_mut(n);
@@ -224,7 +307,7 @@ impl Sequence<'_> {
                 let x = prev[s];
                 let y = if s >= 1 { prev[s - 1] } else { f64::NEG_INFINITY };
                 let z = if self.can_skip(s) { prev[s - 2] } else { f64::NEG_INFINITY };
-                cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext[s]);
+                cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext(s));
             }
         }
         Ok(scratch)
@@ -233,7 +316,7 @@ impl Sequence<'_> {
     /// `log β_t(s)` (including the emission at `t`, as α does), `[frames, 2L+1]`, in pooled
     /// scratch (an error if refused).
     fn beta(&self) -> Result<F64Scratch> {
-        let n = self.ext.len();
+        let n = self.ext_len();
         let mut scratch = F64Scratch::try_zeroed(self.frames.saturating_mul(n))?;
         let bt = scratch.values();
         bt.fill(f64::NEG_INFINITY);
@@ -241,9 +324,9 @@ impl Sequence<'_> {
             return Ok(scratch);
         }
         let last = (self.frames - 1) * n;
-        bt[last + n - 1] = self.lp(self.frames - 1, self.ext[n - 1]);
+        bt[last + n - 1] = self.lp(self.frames - 1, self.ext(n - 1));
         if n > 1 {
-            bt[last + n - 2] = self.lp(self.frames - 1, self.ext[n - 2]);
+            bt[last + n - 2] = self.lp(self.frames - 1, self.ext(n - 2));
         }
         for t in (0..self.frames - 1).rev() {
             let (cur, next) = bt[t * n..(t + 2) * n].split_at_mut(n);
@@ -251,7 +334,7 @@ impl Sequence<'_> {
                 let x = next[s];
                 let y = if s + 1 < n { next[s + 1] } else { f64::NEG_INFINITY };
                 let z = if s + 2 < n && self.can_skip(s + 2) { next[s + 2] } else { f64::NEG_INFINITY };
-                cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext[s]);
+                cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext(s));
             }
         }
         Ok(scratch)
@@ -259,7 +342,7 @@ impl Sequence<'_> {
 
     /// `−log p(target | input)` from α: +∞ when no alignment exists.
     fn loss(&self, alpha: &[f64]) -> f64 {
-        let n = self.ext.len();
+        let n = self.ext_len();
         if self.frames == 0 {
             return if n == 1 { 0.0 } else { f64::INFINITY };
         }
@@ -269,73 +352,54 @@ impl Sequence<'_> {
     }
 }
 
-/// The per-sequence label slices of the concatenated `labels`.
-fn label_slices<'a>(labels: &'a [usize], target_lengths: &[usize]) -> Vec<&'a [usize]> {
-    let mut pos = 0;
-    target_lengths
-        .iter()
-        .map(|&l| {
-            let s = &labels[pos..pos + l];
-            pos += l;
-            s
-        })
-        .collect()
-}
-
 mod primitive {
     use super::*;
 
     /// CTC loss of `[T, B, C]` log-probabilities (use [`crate::ctc_loss`], which validates
-    /// and decodes the targets and lengths into these attributes). Log-space α/β in f64 with
-    /// the fixed `exp`/`log`, bit-identical in every mode. Backward: per sequence
+    /// and decodes the targets and lengths into `lengths_and_labels`, an `i32` tensor
+    /// `[2B + Σ L]`: input lengths, target lengths, then the labels). Log-space α/β in f64
+    /// with the fixed `exp`/`log`, bit-identical in every mode. Backward: per sequence
     /// `−exp(log Σ_{s: l'(s)=c} α_t(s)β_t(s) − lp[t,c] + loss)` on frames `t < input length`,
     /// times `g` and the reduction weight; zero for impossible alignments.
-    #[op(
-        saved = [log_probs],
-        attrs = [
-            blank: usize,
-            zero_infinity: bool,
-            reduction: Reduction,
-            batch: usize,
-            input_lengths: Vec<usize>,
-            target_lengths: Vec<usize>,
-            targets: Vec<usize>
-        ]
-    )]
+    #[op(saved = [log_probs, lengths_and_labels], attrs = [blank: usize, zero_infinity: bool, reduction: Reduction])]
     pub mod ctc_loss {
         use super::*;
 
-        #[allow(clippy::too_many_arguments)]
         pub fn forward(
             log_probs: &Tensor,
+            lengths_and_labels: &Tensor,
             blank: usize,
             zero_infinity: bool,
             reduction: Reduction,
-            batch: usize,
-            input_lengths: Vec<usize>,
-            target_lengths: Vec<usize>,
-            targets: Vec<usize>,
         ) -> Result<Tensor> {
-            let shape = log_probs.shape().to_vec();
-            let losses: Vec<f64> = log_probs.try_with_f32(|lp| {
-                label_slices(&targets, &target_lengths)
-                    .iter()
-                    .enumerate()
-                    .map(|(b, labels)| {
-                        let seq = Sequence::new(lp, &shape, blank, b, input_lengths[b], labels);
+            let shape = log_probs.shape();
+            let batch = shape[1];
+            let mut losses = F64Scratch::try_zeroed(batch)?;
+            let losses = losses.values();
+            lengths_and_labels.try_with_i32(|entries| {
+                let plan = Plan::new(entries, batch)?;
+                log_probs.try_with_f32(|lp| {
+                    for (b, frames, labels) in plan.sequences() {
+                        let seq = Sequence::new(lp, shape, blank, b, frames, labels);
                         let loss = seq.loss(seq.alpha()?.values());
-                        Ok(if zero_infinity && loss == f64::INFINITY { 0.0 } else { loss })
-                    })
-                    .collect::<Result<_>>()
-            })??;
-            Ok(match reduction {
-                Reduction::None => Tensor::from_vec(losses.iter().map(|&l| l as f32).collect(), &[batch])?,
-                Reduction::Sum => Tensor::scalar(losses.iter().sum::<f64>() as f32),
-                Reduction::Mean => {
-                    let s: f64 = losses.iter().zip(&target_lengths).map(|(&l, &n)| l / n.max(1) as f64).sum();
-                    Tensor::scalar((s / batch as f64) as f32)
-                }
-            })
+                        losses[b] = if zero_infinity && loss == f64::INFINITY { 0.0 } else { loss };
+                    }
+                    Ok::<_, Error>(())
+                })??;
+                Ok(match reduction {
+                    Reduction::None => Tensor::build_f32(&[batch], |out| {
+                        for (o, &l) in out.iter_mut().zip(losses.iter()) {
+                            *o = l as f32;
+                        }
+                        Ok(())
+                    })?,
+                    Reduction::Sum => Tensor::scalar(losses.iter().sum::<f64>() as f32),
+                    Reduction::Mean => {
+                        let s: f64 = losses.iter().zip(plan.target_lengths).map(|(&l, &n)| l / n.max(1) as f64).sum();
+                        Tensor::scalar((s / batch as f64) as f32)
+                    }
+                })
+            })?
         }
 
         fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -347,47 +411,51 @@ mod primitive {
             if !d.needs_log_probs() {
                 return Ok(());
             }
-            let shape = r.input_shapes[0].clone();
-            let classes = shape[2];
-            let gv = g.try_with_f32(<[f32]>::to_vec)?;
+            let shape = &r.input_shapes[0];
+            let (batch, classes) = (shape[1], shape[2]);
             let mut lcab = F64Scratch::try_zeroed(classes)?;
             let lcab = lcab.values();
-            let grad = r.log_probs().try_with_f32(|lp| {
-                Tensor::build_f32(&shape, |out| {
-                    out.fill(0.0);
-                    for (b, labels) in label_slices(&r.targets, &r.target_lengths).iter().enumerate() {
-                        let seq = Sequence::new(lp, &shape, r.blank, b, r.input_lengths[b], labels);
-                        let mut alpha = seq.alpha()?;
-                        let alpha = alpha.values();
-                        let loss = seq.loss(alpha);
-                        if loss == f64::INFINITY {
-                            continue; // impossible alignment: zero gradient (with or without zero_infinity)
-                        }
-                        let w = match r.reduction {
-                            Reduction::None => gv[b] as f64,
-                            Reduction::Sum => gv[0] as f64,
-                            Reduction::Mean => gv[0] as f64 / (r.batch as f64 * labels.len().max(1) as f64),
-                        };
-                        let mut beta = seq.beta()?;
-                        let beta = beta.values();
-                        let n = seq.ext.len();
-                        for t in 0..seq.frames {
-                            lcab.fill(f64::NEG_INFINITY);
-                            for s in 0..n {
-                                let c = seq.ext[s];
-                                lcab[c] = math64::log_sum_exp2(lcab[c], alpha[t * n + s] + beta[t * n + s]);
-                            }
-                            let row = &mut out[(t * seq.batch + b) * classes..][..classes];
-                            for (c, o) in row.iter_mut().enumerate() {
-                                if lcab[c] != f64::NEG_INFINITY {
-                                    *o = (-math64::exp(lcab[c] - seq.lp(t, c) + loss) * w) as f32;
+            let grad = r.lengths_and_labels().try_with_i32(|entries| {
+                let plan = Plan::new(entries, batch)?;
+                g.try_with_f32(|gv| {
+                    r.log_probs().try_with_f32(|lp| {
+                        Tensor::build_f32(shape, |out| {
+                            out.fill(0.0);
+                            for (b, frames, labels) in plan.sequences() {
+                                let seq = Sequence::new(lp, shape, r.blank, b, frames, labels);
+                                let mut alpha = seq.alpha()?;
+                                let alpha = alpha.values();
+                                let loss = seq.loss(alpha);
+                                if loss == f64::INFINITY {
+                                    continue; // impossible alignment: zero gradient (with or without zero_infinity)
+                                }
+                                let w = match r.reduction {
+                                    Reduction::None => gv[b] as f64,
+                                    Reduction::Sum => gv[0] as f64,
+                                    Reduction::Mean => gv[0] as f64 / (batch as f64 * labels.len().max(1) as f64),
+                                };
+                                let mut beta = seq.beta()?;
+                                let beta = beta.values();
+                                let n = seq.ext_len();
+                                for t in 0..seq.frames {
+                                    lcab.fill(f64::NEG_INFINITY);
+                                    for s in 0..n {
+                                        let c = seq.ext(s);
+                                        lcab[c] = math64::log_sum_exp2(lcab[c], alpha[t * n + s] + beta[t * n + s]);
+                                    }
+                                    let row = &mut out[(t * seq.batch + b) * classes..][..classes];
+                                    for (c, o) in row.iter_mut().enumerate() {
+                                        if lcab[c] != f64::NEG_INFINITY {
+                                            *o = (-math64::exp(lcab[c] - seq.lp(t, c) + loss) * w) as f32;
+                                        }
+                                    }
                                 }
                             }
-                        }
-                    }
-                    Ok(())
+                            Ok(())
+                        })
+                    })
                 })
-            })??;
+            })????;
             d.log_probs(grad);
             Ok(())
         }

@@ -7,7 +7,7 @@ use crate::fallible::with_f32_opt;
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
 use om_core::kernels::parallel::for_each_chunk_mut;
-use om_core::layout::{broadcast_shapes, broadcast_strides};
+use om_core::layout::{broadcast_shapes, broadcast_strides, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -258,7 +258,7 @@ pub mod linear {
         }
         let lead = &x.shape()[..x.rank() - 1];
         let rows: usize = lead.iter().product(); // not -1: it is ambiguous for zero features
-        let x2 = crate::reshape(x, vec![rows as isize, in_f as isize])?;
+        let x2 = crate::reshape(x, &[rows as isize, in_f as isize])?;
         let records = om_core::is_grad_enabled() && [Some(x), Some(w), bias].into_iter().flatten().any(Tensor::needs_grad);
         let all_f32 = [Some(x), Some(w), bias].into_iter().flatten().all(|t| t.dtype() == DType::F32);
         let y = if !records && all_f32 {
@@ -270,9 +270,9 @@ pub mod linear {
                 None => y,
             }
         };
-        let mut shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
+        let mut shape: SignedDims = lead.iter().map(|&d| d as isize).collect();
         shape.push(out_f as isize);
-        crate::reshape(&y, shape)
+        crate::reshape(&y, &shape)
     }
 
     fn cases() -> Vec<Case> {

@@ -35,7 +35,7 @@ pub mod embedding {
         }
         let (v, d) = (weight.shape()[0], weight.shape()[1]);
         padding_row(NAME, padding_idx, v)?;
-        let mut shape = ids.shape().to_vec();
+        let mut shape = om_core::layout::Dims::from_slice(ids.shape());
         shape.push(d);
         ids.try_with_i32(|idv| {
             if let Some((pos, &bad)) = idv.iter().enumerate().find(|(_, &i)| i < 0 || i as usize >= v) {
@@ -65,9 +65,29 @@ pub mod embedding {
         let (v, dim) = (r.input_shapes[0][0], r.input_shapes[0][1]);
         let pad = padding_row(NAME, r.padding_idx, v)?;
         let dw = r.ids().try_with_i32(|idv| {
-            // Positions grouped by id, each group in the order the ids appear.
-            let mut order: Vec<usize> = (0..idv.len()).collect();
-            order.sort_by_key(|&p| idv[p]);
+            // Positions grouped by id (ascending), each group in the order the ids appear:
+            // a counting sort in pooled scratch (`v + 1` group starts, then the positions).
+            let n = idv.len();
+            let words = v.checked_add(1).and_then(|s| s.checked_add(n));
+            let bytes = words.and_then(|w| w.checked_mul(std::mem::size_of::<usize>())).unwrap_or(usize::MAX);
+            let mut scratch = om_core::pool::Buffer::try_new(bytes)?;
+            let (start, order) = scratch.usize_mut().split_at_mut(v + 1);
+            let order = &mut order[..n];
+            start.fill(0);
+            for (p, &id) in idv.iter().enumerate() {
+                if id < 0 || id as usize >= v {
+                    return Err(Error::argument(NAME, format!("id {id} at position {p} is out of range for a table of {v} rows")));
+                }
+                start[id as usize + 1] += 1;
+            }
+            for k in 1..=v {
+                start[k] += start[k - 1];
+            }
+            for (p, &id) in idv.iter().enumerate() {
+                let slot = &mut start[id as usize];
+                order[*slot] = p;
+                *slot += 1;
+            }
             g.try_with_f32(|gs| {
                 Tensor::build_f32(&[v, dim], |dw| {
                     dw.fill(0.0);

@@ -204,13 +204,13 @@ impl TensorOps for Tensor {
         crate::log_softmax(self)
     }
     fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
-        crate::reshape(self, shape.to_vec())
+        crate::reshape(self, shape)
     }
     fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         crate::transpose(self, dim0, dim1)
     }
     fn permute(&self, dims: &[isize]) -> Result<Tensor> {
-        crate::permute(self, dims.to_vec())
+        crate::permute(self, dims)
     }
     fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
         crate::unsqueeze(self, axis)
@@ -225,7 +225,7 @@ impl TensorOps for Tensor {
         crate::select(self, axis, index)
     }
     fn expand(&self, shape: &[isize]) -> Result<Tensor> {
-        crate::expand(self, shape.to_vec())
+        crate::expand(self, shape)
     }
     fn contiguous(&self) -> Result<Tensor> {
         crate::contiguous(self)

@@ -453,7 +453,7 @@ pub mod lstm_layer {
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (4 * h, b * h);
         let settings = Compute::settings();
-        let c0 = Scratch::of(r.c0().ok())?;
+        let c0 = Scratch::of(r.c0.as_ref().map(|s| s.tensor()))?;
         let mut dg = Scratch::new(t_len * b * gh)?;
         let mut dh_next = Scratch::zeroed(bh)?;
         let mut dc_next = Scratch::zeroed(bh)?;
@@ -495,7 +495,7 @@ pub mod lstm_layer {
         })?????;
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
         let h_prev = if needs[2] {
-            let h0 = Scratch::of(r.h0().ok())?;
+            let h0 = Scratch::of(r.h0.as_ref().map(|s| s.tensor()))?;
             r.out().try_with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))??
         } else {
             Scratch::new(0)?
@@ -646,7 +646,7 @@ pub mod gru_layer {
         let Dims { t: t_len, b, h, .. } = dm;
         let (gh, bh) = (3 * h, b * h);
         let settings = Compute::settings();
-        let h0 = Scratch::of(r.h0().ok())?;
+        let h0 = Scratch::of(r.h0.as_ref().map(|s| s.tensor()))?;
         let h_prev = r.out().try_with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))??;
         let mut dxg = Scratch::new(t_len * b * gh)?;
         let mut dhg = Scratch::new(t_len * b * gh)?;
@@ -899,26 +899,43 @@ fn run_stack(
     let dirs = config.dirs();
     let t_len = xt.shape()[0];
     let mut input = xt;
-    let mut finals = Vec::with_capacity(weights.len());
-    let mut cells = Vec::new();
-    for l in 0..config.layers {
-        let mut outs = Vec::with_capacity(dirs);
-        for dir in 0..dirs {
-            let k = l * dirs + dir;
-            let reverse = dir == 1;
-            let (y, cell) = layer(&input, &weights[k], k, reverse)?;
-            let last = if reverse { 0 } else { t_len as isize - 1 };
-            finals.push(crate::unsqueeze(&crate::select(&y, 0, last)?, 0)?);
-            if let Some(c) = cell {
-                cells.push(crate::unsqueeze(&c, 0)?);
+    with_tensor_list(|finals| {
+        with_tensor_list(|cells| {
+            for l in 0..config.layers {
+                let mut run = |dir: usize| -> Result<Tensor> {
+                    let k = l * dirs + dir;
+                    let reverse = dir == 1;
+                    let (y, cell) = layer(&input, &weights[k], k, reverse)?;
+                    let last = if reverse { 0 } else { t_len as isize - 1 };
+                    finals.push(crate::unsqueeze(&crate::select(&y, 0, last)?, 0)?);
+                    if let Some(c) = cell {
+                        cells.push(crate::unsqueeze(&c, 0)?);
+                    }
+                    Ok(y)
+                };
+                let forward = run(0)?;
+                input = if dirs == 1 { forward } else { crate::concat(&[forward, run(1)?], 2)? };
             }
-            outs.push(y);
-        }
-        input = if dirs == 1 { outs.pop().expect("one direction") } else { crate::concat(&outs, 2)? };
-    }
-    let y = if config.batch_first { crate::transpose(&input, 0, 1)? } else { input };
-    let c_n = if cells.is_empty() { None } else { Some(crate::concat(&cells, 0)?) };
-    Ok(RnnOutput { y, h_n: crate::concat(&finals, 0)?, c_n })
+            let y = if config.batch_first { crate::transpose(&input, 0, 1)? } else { input };
+            let c_n = if cells.is_empty() { None } else { Some(crate::concat(cells, 0)?) };
+            Ok(RnnOutput { y, h_n: crate::concat(finals, 0)?, c_n })
+        })
+    })
+}
+
+thread_local! {
+    /// Emptied tensor lists kept for [`with_tensor_list`], so a warm step does not allocate one.
+    static TENSOR_LISTS: std::cell::RefCell<Vec<Vec<Tensor>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with an empty tensor list whose capacity is reused across calls on this thread
+/// (the list is emptied, dropping its handles, before it is kept again).
+fn with_tensor_list<R>(f: impl FnOnce(&mut Vec<Tensor>) -> R) -> R {
+    let mut list = TENSOR_LISTS.with(|l| l.borrow_mut().pop()).unwrap_or_default();
+    let out = f(&mut list);
+    list.clear();
+    let _ = TENSOR_LISTS.try_with(|l| l.borrow_mut().push(list));
+    out
 }
 
 /// The `[B, H]` slice `k` of an optional `[layers·dirs, B, H]` state.
@@ -1037,9 +1054,9 @@ fn stack_cases(gates: usize, f: StackFn) -> Vec<Case> {
                 };
                 let weights = RnnWeights::from_flat(&ts[1 + n_states..], bias);
                 let out = f(&ts[0], h0, c0, &weights, config)?;
-                let mut parts = vec![crate::reshape(&out.y, vec![-1])?, crate::reshape(&out.h_n, vec![-1])?];
+                let mut parts = vec![crate::reshape(&out.y, &[-1])?, crate::reshape(&out.h_n, &[-1])?];
                 if let Some(c_n) = &out.c_n {
-                    parts.push(crate::reshape(c_n, vec![-1])?);
+                    parts.push(crate::reshape(c_n, &[-1])?);
                 }
                 crate::concat(&parts, 0)
             })

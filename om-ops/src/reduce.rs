@@ -3,7 +3,7 @@
 //! Backward: `g` broadcast back to the input's shape (`mean`: divided by the count).
 
 use om_core::kernels::reduce::{sum_axis, sum_view};
-use om_core::layout::normalize_axis;
+use om_core::layout::{normalize_axis, Dims, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -20,12 +20,12 @@ fn reduce(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, mea
     let shape = x.shape();
     let (outer, len, inner, out_shape) = match axis {
         None => {
-            let out_shape = if keep_dim { vec![1; shape.len()] } else { vec![] };
+            let out_shape = if keep_dim { Dims::from_elem(1, shape.len()) } else { Dims::new() };
             (1, x.numel(), 1, out_shape)
         }
         Some(a) => {
             let a = normalize_axis(op, a, shape.len(), false)?;
-            let mut out_shape = shape.to_vec();
+            let mut out_shape = Dims::from_slice(shape);
             if keep_dim {
                 out_shape[a] = 1;
             } else {
@@ -57,10 +57,10 @@ fn broadcast_back(g: &Tensor, input_shape: &[usize], axis: Option<isize>, keep_d
     let rank = input_shape.len() as isize;
     let g = match axis {
         Some(a) if !keep_dim => crate::unsqueeze(g, if a < 0 { a + rank } else { a })?,
-        None if !keep_dim => crate::reshape(g, vec![1; input_shape.len()])?,
+        None if !keep_dim => crate::reshape(g, &SignedDims::from_elem(1, input_shape.len()))?,
         _ => g.clone(),
     };
-    crate::expand(&g, input_shape.iter().map(|&d| d as isize).collect())
+    crate::expand(&g, &input_shape.iter().map(|&d| d as isize).collect::<SignedDims>())
 }
 
 fn cases_for(f: fn(&Tensor, Option<isize>, bool) -> Result<Tensor>) -> Vec<Case> {

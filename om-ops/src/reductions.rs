@@ -8,7 +8,7 @@
 //! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
 
 use crate::indexing::{expect_i32, gather_along, scatter_along};
-use om_core::layout::normalize_axis;
+use om_core::layout::{normalize_axis, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -433,7 +433,7 @@ pub mod logsumexp {
                 super::logsumexp(&crate::transpose(&x[0], 0, 1)?, Some(-1), false)
             }),
             Case::new("expanded", vec![Case::input(&[3, 1], -2.0, 2.0, 5)], |x| {
-                super::logsumexp(&crate::expand(&x[0], vec![3, 4])?, Some(1), false)
+                super::logsumexp(&crate::expand(&x[0], &[3, 4])?, Some(1), false)
             }),
         ]
     }
@@ -584,7 +584,7 @@ fn sum_over(op: &'static str, x: &Tensor, axes: &[isize], keep_dim: bool, mean: 
         return if mean { crate::mean(x, a, keep_dim) } else { crate::sum(x, a, keep_dim) };
     }
     let order: Vec<isize> = kept.iter().chain(&set).map(|&a| a as isize).collect();
-    let moved = crate::permute(x, order)?;
+    let moved = crate::permute(x, &order)?;
     let scale = if mean { 1.0 / len as f64 } else { 1.0 };
     moved.try_with_f32(|xs| Tensor::build_f32(&out_shape, |out| om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out)))?
 }
@@ -599,20 +599,17 @@ fn sum_over_backward(op: &'static str, g: &Tensor, shape: &[usize], axes: &[isiz
     } else {
         g.clone()
     };
-    crate::expand(&crate::reshape(&g, kept_shape)?, shape.iter().map(|&d| d as isize).collect())
+    let full: SignedDims = shape.iter().map(|&d| d as isize).collect();
+    crate::expand(&crate::reshape(&g, &kept_shape)?, &full)
 }
 
-fn sum_over_cases(f: fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>) -> Vec<Case> {
+fn sum_over_cases(f: fn(&Tensor, &[isize], bool) -> Result<Tensor>) -> Vec<Case> {
     vec![
-        Case::new("axes_0_2", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], vec![0, 2], false)),
-        Case::new("axes_last_two_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 2)], move |x| f(&x[0], vec![-1, -2], true)),
-        Case::new("one_axis", vec![Case::input(&[3, 4], -1.0, 1.0, 3)], move |x| f(&x[0], vec![1], false)),
-        Case::new("transposed", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 4)], move |x| {
-            f(&crate::transpose(&x[0], 0, 2)?, vec![0, 1], false)
-        }),
-        Case::new("expanded", vec![Case::input(&[3, 1, 2], -1.0, 1.0, 5)], move |x| {
-            f(&crate::expand(&x[0], vec![3, 4, 2])?, vec![1, 2], true)
-        }),
+        Case::new("axes_0_2", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], &[0, 2], false)),
+        Case::new("axes_last_two_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 2)], move |x| f(&x[0], &[-1, -2], true)),
+        Case::new("one_axis", vec![Case::input(&[3, 4], -1.0, 1.0, 3)], move |x| f(&x[0], &[1], false)),
+        Case::new("transposed", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 4)], move |x| f(&crate::transpose(&x[0], 0, 2)?, &[0, 1], false)),
+        Case::new("expanded", vec![Case::input(&[3, 1, 2], -1.0, 1.0, 5)], move |x| f(&crate::expand(&x[0], &[3, 4, 2])?, &[1, 2], true)),
     ]
 }
 
@@ -620,12 +617,12 @@ fn sum_over_cases(f: fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>) -> Vec<Cas
 /// optionally keeping them as size 1: one f64 sum per output in row-major order of the
 /// reduced axes, rounded once (one axis is [`sum`](crate::sum()) itself; several gather the
 /// view first). Backward: `g` broadcast to the input's shape.
-#[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
+#[op(attrs = [axes: &[isize], keep_dim: bool])]
 pub mod sum_axes {
     use super::*;
 
-    pub fn forward(x: &Tensor, axes: Vec<isize>, keep_dim: bool) -> Result<Tensor> {
-        sum_over(NAME, x, &axes, keep_dim, false)
+    pub fn forward(x: &Tensor, axes: &[isize], keep_dim: bool) -> Result<Tensor> {
+        sum_over(NAME, x, axes, keep_dim, false)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -640,12 +637,12 @@ pub mod sum_axes {
 
 /// Mean over several axes at once: [`sum_axes()`] scaled by `1/count` in f64 before rounding.
 /// Backward: `g / count` broadcast to the input's shape.
-#[op(attrs = [axes: Vec<isize>, keep_dim: bool])]
+#[op(attrs = [axes: &[isize], keep_dim: bool])]
 pub mod mean_axes {
     use super::*;
 
-    pub fn forward(x: &Tensor, axes: Vec<isize>, keep_dim: bool) -> Result<Tensor> {
-        sum_over(NAME, x, &axes, keep_dim, true)
+    pub fn forward(x: &Tensor, axes: &[isize], keep_dim: bool) -> Result<Tensor> {
+        sum_over(NAME, x, axes, keep_dim, true)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -704,7 +701,7 @@ pub mod vector_norm {
         if ord == f32::INFINITY && len == 0 {
             return Err(Error::shape(NAME, &[x.shape()], "the infinity norm of zero elements is undefined"));
         }
-        crate::permute(x, order)?.try_with_f32(|xs| {
+        crate::permute(x, &order)?.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |out| {
                 for (i, o) in out.iter_mut().enumerate() {
                     let row = &xs[i * len..(i + 1) * len]; // empty rows too: their norm is 0
@@ -724,7 +721,7 @@ pub mod vector_norm {
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let x = r.x();
         let (order, _, len) = moved_layout(NAME, x.shape(), &r.axes, r.keep_dim)?;
-        let moved = crate::permute(x, order.clone())?;
+        let moved = crate::permute(x, &order)?;
         let ord = r.ord;
         let grad = moved.try_with_f32(|xs| {
             g.try_with_f32(|gs| {
@@ -752,7 +749,7 @@ pub mod vector_norm {
         for (i, &a) in order.iter().enumerate() {
             inverse[a as usize] = i as isize;
         }
-        d.x(crate::permute(&grad, inverse)?);
+        d.x(crate::permute(&grad, &inverse)?);
         Ok(())
     }
 
@@ -900,20 +897,21 @@ mod tests {
     fn sum_mean_axes_match_pytorch() {
         let o = oracle();
         both_modes(|| {
-            for (op, f) in [("sum_axes", sum_axes as fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>), ("mean_axes", mean_axes)] {
+            for (op, f) in [("sum_axes", sum_axes as fn(&Tensor, &[isize], bool) -> Result<Tensor>), ("mean_axes", mean_axes)] {
                 for n in 0..4 {
                     let name = format!("{op}_{n}");
                     let p = o.get(&format!("{name}_params")).to_vec_i32();
                     let x = o.get(&format!("{name}_x"));
-                    let y = f(&x, p[1..].iter().map(|&a| a as isize).collect(), p[0] != 0).unwrap();
+                    let axes: Vec<isize> = p[1..].iter().map(|&a| a as isize).collect();
+                    let y = f(&x, &axes, p[0] != 0).unwrap();
                     check_values(&o, &name, &x, &y);
                 }
             }
         });
         let x = Tensor::zeros(&[2, 3]).unwrap();
-        assert_eq!(sum_axes(&x, vec![], false).unwrap_err().op(), "sum_axes");
-        assert_eq!(mean_axes(&x, vec![1, -1], false).unwrap_err().op(), "mean_axes");
-        assert_eq!(sum_axes(&x, vec![2], false).unwrap_err().op(), "sum_axes");
+        assert_eq!(sum_axes(&x, &[], false).unwrap_err().op(), "sum_axes");
+        assert_eq!(mean_axes(&x, &[1, -1], false).unwrap_err().op(), "mean_axes");
+        assert_eq!(sum_axes(&x, &[2], false).unwrap_err().op(), "sum_axes");
     }
 
     #[test]

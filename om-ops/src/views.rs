@@ -3,7 +3,8 @@
 //! (`reshape` and `contiguous` copy when it does not); `flip` and `cast` copy.
 //! Backward: scatter into zeros, inverse permutation, reshape back, sum-to, flip, cast back.
 
-use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis, Dims};
+use om_core::inline_vec::InlineVec;
+use om_core::layout::{contiguous_strides, for_each_offset, normalize_axis, Dims, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -70,8 +71,8 @@ fn cases_1(f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + Clone + 'static
         Case::new("contiguous", vec![Case::input(shape, -1.0, 1.0, 1)], move |x| f(&x[0])),
         Case::new("transposed", vec![Case::input(&t, -1.0, 1.0, 2)], move |x| {
             let r = x[0].rank();
-            let dims: Vec<isize> = (0..r as isize).rev().collect();
-            g(&crate::permute(&x[0], dims)?)
+            let dims: SignedDims = (0..r as isize).rev().collect();
+            g(&crate::permute(&x[0], &dims)?)
         }),
     ]
 }
@@ -139,12 +140,12 @@ pub mod select {
 
 // ===== axis order =====
 
-fn check_permutation(op: &'static str, dims: &[isize], rank: usize) -> Result<Vec<usize>> {
+fn check_permutation(op: &'static str, dims: &[isize], rank: usize) -> Result<Dims> {
     if dims.len() != rank {
         return Err(Error::argument(op, format!("permutation {dims:?} has {} axes but the tensor has rank {rank}", dims.len())));
     }
-    let mut seen = vec![false; rank];
-    let mut out = Vec::with_capacity(rank);
+    let mut seen = InlineVec::<bool, { om_core::layout::INLINE_RANK }>::from_elem(false, rank);
+    let mut out = Dims::new();
     for &d in dims {
         let a = normalize_axis(op, d, rank, false)?;
         if std::mem::replace(&mut seen[a], true) {
@@ -157,12 +158,12 @@ fn check_permutation(op: &'static str, dims: &[isize], rank: usize) -> Result<Ve
 
 /// Reorders the axes: output axis `i` is input axis `dims[i]` (a view). Backward: the
 /// inverse permutation of `g`.
-#[op(attrs = [dims: Vec<isize>])]
+#[op(attrs = [dims: &[isize]])]
 pub mod permute {
     use super::*;
 
-    pub fn forward(x: &Tensor, dims: Vec<isize>) -> Result<Tensor> {
-        let p = check_permutation(NAME, &dims, x.rank())?;
+    pub fn forward(x: &Tensor, dims: &[isize]) -> Result<Tensor> {
+        let p = check_permutation(NAME, dims, x.rank())?;
         let shape: Dims = p.iter().map(|&a| x.shape()[a]).collect();
         let strides: Dims = p.iter().map(|&a| x.strides()[a]).collect();
         x.as_strided(shape, strides, x.offset())
@@ -170,16 +171,16 @@ pub mod permute {
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let p = check_permutation(NAME, &r.dims, r.input_shapes[0].len())?;
-        let mut inv = vec![0isize; p.len()];
+        let mut inv = SignedDims::from_elem(0, p.len());
         for (i, &a) in p.iter().enumerate() {
             inv[a] = i as isize;
         }
-        d.x(crate::permute(g, inv)?);
+        d.x(crate::permute(g, &inv)?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        cases_1(|x| super::permute(x, vec![2, 0, 1]), &[2, 3, 4])
+        cases_1(|x| super::permute(x, &[2, 0, 1]), &[2, 3, 4])
     }
 }
 
@@ -290,12 +291,12 @@ fn reshape_to(x: &Tensor, shape: Dims) -> Result<Tensor> {
 
 /// The elements in row-major order as a new shape (one `-1` is inferred). A view when
 /// the layout allows, else a copy. Backward: `g` reshaped to the input's shape.
-#[op(attrs = [shape: Vec<isize>])]
+#[op(attrs = [shape: &[isize]])]
 pub mod reshape {
     use super::*;
 
-    pub fn forward(x: &Tensor, shape: Vec<isize>) -> Result<Tensor> {
-        let s = resolve_shape(NAME, x.shape(), &shape, x.numel())?;
+    pub fn forward(x: &Tensor, shape: &[isize]) -> Result<Tensor> {
+        let s = resolve_shape(NAME, x.shape(), shape, x.numel())?;
         reshape_to(x, s)
     }
 
@@ -305,9 +306,9 @@ pub mod reshape {
     }
 
     fn cases() -> Vec<Case> {
-        let mut c = cases_1(|x| super::reshape(x, vec![4, -1]), &[2, 3, 4]);
+        let mut c = cases_1(|x| super::reshape(x, &[4, -1]), &[2, 3, 4]);
         c.push(Case::new("strided_copy", vec![Case::input(&[3, 8], -1.0, 1.0, 6)], |x| {
-            super::reshape(&crate::slice(&x[0], 1, 0, 8, 2)?, vec![-1])
+            super::reshape(&crate::slice(&x[0], 1, 0, 8, 2)?, &[-1])
         }));
         c
     }
@@ -396,11 +397,11 @@ pub mod contiguous {
 
 /// Broadcasts size-1 axes (and new leading axes) to `shape` without copying (`-1` keeps
 /// a dimension). Backward: `g` summed back to the input's shape (by the engine).
-#[op(attrs = [shape: Vec<isize>])]
+#[op(attrs = [shape: &[isize]])]
 pub mod expand {
     use super::*;
 
-    pub fn forward(x: &Tensor, shape: Vec<isize>) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, shape: &[isize]) -> Result<Tensor> {
         let r = x.rank();
         if shape.len() < r {
             return Err(Error::argument(NAME, format!("target {shape:?} has fewer axes than the input shape {:?}", x.shape())));
@@ -453,21 +454,21 @@ pub mod expand {
     }
 
     fn cases() -> Vec<Case> {
-        let mut c = cases_1(|x| super::expand(x, vec![2, -1, 3]), &[1, 1]);
-        c.push(Case::new("middle", vec![Case::input(&[2, 1, 3], -1.0, 1.0, 9)], |x| super::expand(&x[0], vec![2, 4, 3])));
+        let mut c = cases_1(|x| super::expand(x, &[2, -1, 3]), &[1, 1]);
+        c.push(Case::new("middle", vec![Case::input(&[2, 1, 3], -1.0, 1.0, 9)], |x| super::expand(&x[0], &[2, 4, 3])));
         c
     }
 }
 
 /// Reverses the order along `axes` (a copy, as in PyTorch). Backward: `g` flipped back.
-#[op(attrs = [axes: Vec<isize>])]
+#[op(attrs = [axes: &[isize]])]
 pub mod flip {
     use super::*;
 
-    pub fn forward(x: &Tensor, axes: Vec<isize>) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, axes: &[isize]) -> Result<Tensor> {
         let r = x.rank();
         let mut flipped = vec![false; r];
-        for &a in &axes {
+        for &a in axes {
             let i = normalize_axis(NAME, a, r, false)?;
             if std::mem::replace(&mut flipped[i], true) {
                 return Err(Error::argument(NAME, format!("axis {a} appears twice in {axes:?}")));
@@ -493,13 +494,13 @@ pub mod flip {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(crate::flip(g, r.axes.clone())?);
+        d.x(crate::flip(g, &r.axes)?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        let mut c = cases_1(|x| super::flip(x, vec![0, -1]), &[3, 4]);
-        c.push(Case::new("one_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 10)], |x| super::flip(&x[0], vec![1])));
+        let mut c = cases_1(|x| super::flip(x, &[0, -1]), &[3, 4]);
+        c.push(Case::new("one_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 10)], |x| super::flip(&x[0], &[1])));
         c
     }
 }
@@ -555,17 +556,17 @@ pub mod concat {
         };
         let rank = first.rank();
         let a = normalize_axis(NAME, axis, rank, false)?;
-        let shapes: Vec<&[usize]> = xs.iter().map(|t| t.shape()).collect();
         for (j, t) in xs.iter().enumerate() {
             if t.dtype() != DType::F32 {
                 return Err(Error::DType { op: NAME, arg: "xs", expected: DType::F32, got: t.dtype() });
             }
             let fits = t.rank() == rank && (0..rank).all(|d| d == a || t.shape()[d] == first.shape()[d]);
             if !fits {
+                let shapes: Vec<&[usize]> = xs.iter().map(|t| t.shape()).collect();
                 return Err(Error::shape(NAME, &shapes, format!("tensor {j} does not match tensor 0 outside axis {axis}")));
             }
         }
-        let mut shape = first.shape().to_vec();
+        let mut shape = Dims::from_slice(first.shape());
         shape[a] = xs.iter().map(|t| t.shape()[a]).sum();
         let out_strides = contiguous_strides(&shape);
         Tensor::build_f32(&shape, |out| {

@@ -15,7 +15,17 @@ use crate::{parse, validate};
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, FnArg, Item, ItemMod, Token};
+use syn::{Attribute, FnArg, Item, ItemMod, Token, Type};
+
+/// Inputs of a variadic operator kept inline in its call and record (as many as a graph
+/// node keeps inline edges); more spill to the heap.
+const VARIADIC_INLINE: usize = 8;
+
+/// The record's type for a slice attribute `&[T]`: an inline list of `T` (no heap
+/// allocation for short lists such as shapes and axes).
+fn inline_list(elem: &Type) -> TokenStream {
+    quote!(::om_core::inline_vec::InlineVec<#elem, { ::om_core::layout::INLINE_RANK }>)
+}
 
 /// Entry point of `#[op]`.
 pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -3,9 +3,10 @@
 //! slots through accessors named after them), and its `Backward` impl, which checks
 //! versions and dispatches to the user's `backward`.
 
-use crate::ast::{AttrItem, Checked, Slot, SlotSource};
+use super::{inline_list, VARIADIC_INLINE};
+use crate::ast::{slice_attr_elem, AttrItem, Checked, Slot, SlotSource};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
 use syn::ItemFn;
 
 /// The record's definitions (in the operator's module) and the expression that builds it
@@ -23,7 +24,12 @@ pub fn tokens(op: &Checked, backward: &ItemFn, saved: &[Slot], attrs: &[AttrItem
     let accessors = slots.iter().map(|s| &s.accessor);
     let checks = slots.iter().map(|s| &s.check);
     let attr_fields = attrs.iter().map(|a| {
-        let (n, t) = (&a.name, &a.ty);
+        let n = &a.name;
+        // A slice attribute `&[T]` is stored as an inline list; any other as it is given.
+        let t = match slice_attr_elem(&a.ty) {
+            Some(elem) => inline_list(elem),
+            None => a.ty.to_token_stream(),
+        };
         // Every parameter of `forward` is recorded; `backward` may not need them all.
         quote! { #[allow(dead_code)] #n: #t }
     });
@@ -42,7 +48,7 @@ pub fn tokens(op: &Checked, backward: &ItemFn, saved: &[Slot], attrs: &[AttrItem
     let arity = op.inputs.len();
     let (shapes_ty, shapes_init) = if op.variadic() {
         (
-            quote!(::std::vec::Vec<::om_core::layout::Dims>),
+            quote!(::om_core::inline_vec::InlineVec<::om_core::layout::Dims, #VARIADIC_INLINE>),
             quote!(__inputs.iter().map(|t| t.map(|t| ::om_core::layout::Dims::from_slice(t.shape())).unwrap_or_default()).collect()),
         )
     } else {

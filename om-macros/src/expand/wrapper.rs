@@ -1,11 +1,11 @@
 //! The forward wrapper: the public function named after the operator, and the hidden
 //! `__private::op` it calls. For a primitive that gathers the inputs (arrays of the
-//! operator's arity, so no heap allocation per call; vectors only for a `&[Tensor]`
-//! input), runs `forward` with recording off and, when an input needs a gradient,
+//! operator's arity, or inline lists for a `&[Tensor]` input, so no heap allocation
+//! per call up to `VARIADIC_INLINE` inputs), runs `forward` with recording off and, when an input needs a gradient,
 //! attaches the record; a composition's runs `forward` as it is.
 
-use super::{call_args, entry};
-use crate::ast::{AttrItem, Checked, InputKind, Slot, SlotSource};
+use super::{call_args, entry, inline_list, VARIADIC_INLINE};
+use crate::ast::{slice_attr_elem, AttrItem, Checked, InputKind, Slot, SlotSource};
 use crate::signature;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -19,7 +19,15 @@ pub fn primitive(op: &Checked, build: &TokenStream, saved: &[Slot], attrs: &[Att
     let attr_clones = attrs.iter().map(|a| {
         let n = &a.name;
         let tmp = format_ident!("__attr_{}", n);
-        quote! { let #tmp = ::core::clone::Clone::clone(&#n); }
+        // A slice attribute `&[T]` is copied into an inline list (no heap allocation for
+        // short ones); any other attribute is cloned.
+        match slice_attr_elem(&a.ty) {
+            Some(elem) => {
+                let list = inline_list(elem);
+                quote! { let #tmp = <#list>::from_slice(#n); }
+            }
+            None => quote! { let #tmp = ::core::clone::Clone::clone(&#n); },
+        }
     });
     let destructure = if saved.iter().any(|s| s.source == SlotSource::Owned) {
         quote! { let (__out, __owned): (::om_core::Tensor, super::Owned) = __result; }
@@ -112,11 +120,13 @@ fn gather_inputs(op: &Checked) -> TokenStream {
             }
         });
         return quote! {
-            let mut __inputs: ::std::vec::Vec<::core::option::Option<&::om_core::Tensor>> = ::std::vec::Vec::new();
-            let mut __names: ::std::vec::Vec<&'static str> = ::std::vec::Vec::new();
+            let mut __inputs: ::om_core::inline_vec::InlineVec<::core::option::Option<&::om_core::Tensor>, #VARIADIC_INLINE> =
+                ::om_core::inline_vec::InlineVec::new();
+            let mut __names: ::om_core::inline_vec::InlineVec<&'static str, #VARIADIC_INLINE> = ::om_core::inline_vec::InlineVec::new();
             #(#pushes)*
             let __record = ::om_core::__private::should_record(&__inputs);
-            let __needs: ::std::vec::Vec<bool> = __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
+            let __needs: ::om_core::inline_vec::InlineVec<bool, #VARIADIC_INLINE> =
+                __inputs.iter().map(|t| __record && t.is_some_and(|t| t.needs_grad())).collect();
         };
     }
     let arity = op.inputs.len();

@@ -95,10 +95,10 @@ impl Forward for Flatten {
             ));
         }
         let (start, end) = (start as usize, end as usize);
-        let mut dims: Vec<isize> = shape[..start].iter().map(|&d| d as isize).collect();
+        let mut dims: om_core::layout::SignedDims = shape[..start].iter().map(|&d| d as isize).collect();
         dims.push(shape[start..=end].iter().product::<usize>() as isize);
         dims.extend(shape[end + 1..].iter().map(|&d| d as isize));
-        crate::reshape(x, dims)
+        crate::reshape(x, &dims)
     }
 }
 
@@ -139,7 +139,7 @@ mod tests {
         let bn = BatchNorm2d::new(2)?;
         let fc = Linear::with_seed(8, 3, true, 2)?;
         let h = crate::relu(&bn.forward(&conv.forward(&x)?)?)?;
-        let want = fc.forward(&crate::reshape(&h, vec![4, -1])?)?;
+        let want = fc.forward(&crate::reshape(&h, &[4, -1])?)?;
         assert_eq!(y.to_vec(), want.to_vec());
         // eval reaches the boxed batch norm: its running stats stop changing.
         net.eval();

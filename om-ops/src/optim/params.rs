@@ -114,11 +114,18 @@ pub(crate) fn filled_state(op: &'static str, len: usize, init: f32) -> Result<Ve
     Ok(v)
 }
 
-/// The parameters that have a gradient, with their gradients as contiguous `f32` tensors,
-/// each checked against its parameter (same shape, the parameter a contiguous `f32`
-/// tensor), so that the updates made from them cannot fail.
-pub(crate) fn checked_grads(op: &'static str, params: &[Tensor]) -> Result<Vec<(usize, Tensor)>> {
-    let mut out = Vec::with_capacity(params.len());
+/// The gradients an update reads, once every one is checked: read in place (every gradient
+/// is contiguous, the usual case, since the engine makes them so: nothing is allocated), or
+/// contiguous copies made before any parameter is written.
+pub(crate) enum CheckedGrads {
+    InPlace,
+    Copies(Vec<(usize, Tensor)>),
+}
+
+/// Checks the gradient of every parameter that has one against its parameter (same shape,
+/// the parameter a contiguous `f32` tensor), so that the updates made from them cannot fail.
+pub(crate) fn checked_grads(op: &'static str, params: &[Tensor]) -> Result<CheckedGrads> {
+    let mut contiguous = true;
     for (i, p) in params.iter().enumerate() {
         let Some(g) = p.grad() else { continue };
         if p.dtype() != DType::F32 || !p.is_contiguous() {
@@ -127,23 +134,41 @@ pub(crate) fn checked_grads(op: &'static str, params: &[Tensor]) -> Result<Vec<(
         if g.shape() != p.shape() || g.dtype() != DType::F32 {
             return Err(Error::shape(op, &[p.shape(), g.shape()], format!("the gradient of parameter {i} must be f32 of its shape")));
         }
-        // Gradients are contiguous (the engine makes them so); a copy only if one is not.
-        let g = if g.is_contiguous() { g } else { g.try_to_contiguous().map_err(|e| e.with_op(op))? };
-        out.push((i, g));
+        contiguous &= g.is_contiguous();
     }
-    Ok(out)
+    if contiguous {
+        return Ok(CheckedGrads::InPlace);
+    }
+    let mut copies = Vec::with_capacity(params.len());
+    for (i, p) in params.iter().enumerate() {
+        let Some(g) = p.grad() else { continue };
+        let g = if g.is_contiguous() { g } else { g.try_to_contiguous().map_err(|e| e.with_op(op))? };
+        copies.push((i, g));
+    }
+    Ok(CheckedGrads::Copies(copies))
 }
 
 /// Runs `f(index, param, grad)` for every parameter that has a gradient, under no-grad,
 /// once every gradient has been checked (see [`checked_grads`]).
 pub(crate) fn for_each_grad(
     params: &[Tensor],
-    grads: &[(usize, Tensor)],
+    grads: &CheckedGrads,
     mut f: impl FnMut(usize, &Tensor, &[f32]) -> Result<()>,
 ) -> Result<()> {
     no_grad(|| {
-        for (i, g) in grads {
-            g.try_with_f32(|gv| f(*i, &params[*i], gv))??;
+        match grads {
+            CheckedGrads::InPlace => {
+                for (i, p) in params.iter().enumerate() {
+                    if let Some(g) = p.grad() {
+                        g.try_with_f32(|gv| f(i, p, gv))??;
+                    }
+                }
+            }
+            CheckedGrads::Copies(copies) => {
+                for (i, g) in copies {
+                    g.try_with_f32(|gv| f(*i, &params[*i], gv))??;
+                }
+            }
         }
         Ok(())
     })
