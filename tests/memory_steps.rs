@@ -24,8 +24,9 @@ static ALLOC: CountingAlloc = CountingAlloc;
 const HEAP_PER_STEP: (u64, u64) = (0, 0);
 
 /// Warm-up steps: the kernels' helper threads join calls opportunistically, so growing all
-/// of their thread-local packing scratch can take more than a few steps.
-const WARMUP: usize = 10;
+/// of their thread-local packing scratch can take more than a few steps — on a loaded
+/// machine more than ten (one 2-thread OCR run needed an 11th), so 30.
+const WARMUP: usize = 30;
 
 /// One step of an `om train` model on a fixed batch: forward, loss, zero_grad, backward, Adam.
 type TrainStep = Box<dyn FnMut() -> Result<()>>;
