@@ -104,7 +104,7 @@ impl Crnn {
         let frames = ops::reshape(&ops::permute(&h, vec![0, 3, 1, 2])?, vec![b, t, -1])?;
         let y = self.rnn.forward(&frames, None, None)?.y;
         let logits = self.fc.forward(&y)?;
-        ops::log_softmax(&ops::permute(&logits, vec![1, 0, 2])?)
+        ops::log_softmax(&ops::permute(&logits, vec![1, 0, 2])?, -1)
     }
 }
 

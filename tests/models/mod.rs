@@ -187,7 +187,7 @@ impl Model {
         let seq = ops::reshape(&ops::permute(&h, vec![3, 0, 1, 2])?, vec![s[3], s[0], s[1] * s[2]])?;
         let cfg = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: false };
         let r = ops::lstm(&seq, None, None, &self.rnn_weights("lstm", 2), cfg)?;
-        ops::log_softmax(&self.lin(&r.y, "fc")?)
+        ops::log_softmax(&self.lin(&r.y, "fc")?, -1)
     }
 
     /// Bidirectional 2-layer batch-first GRU with initial states; `sum(y·ry) + sum(h_n·rh)`.

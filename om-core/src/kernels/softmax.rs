@@ -1,4 +1,6 @@
-//! Row-wise softmax and log-softmax over contiguous rows of length `n`.
+//! Softmax and log-softmax over contiguous rows of length `n` (the last axis), and over
+//! any other axis of a row-major tensor seen as `[outer, n, inner]` (lines of stride
+//! `inner`, computed in place in blocks of adjacent lines, with no transposed copy).
 //!
 //! Per row, in both modes:
 //! 1. `m` = the row maximum (exact; NaN elements are skipped here and poison the sum
@@ -12,6 +14,10 @@
 //! element (`-inf - -inf` is NaN), as PyTorch does. Exact mode writes NaN as
 //! [`super::CANONICAL_NAN`]. Rows are split over `settings.threads` threads in chunks of
 //! whole rows whose size depends only on `n`, so every thread count gives the same bits.
+//!
+//! A line of stride `inner` goes through the same four steps in the same order, so its
+//! values have the bits that the row kernel gives for that line copied into a row
+//! (vectors cover adjacent lines instead of adjacent elements of one row).
 
 use super::simd::Lanes;
 use super::transcendentals::{exp, log};
@@ -35,6 +41,21 @@ pub fn log_softmax_rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize
     rows(settings, x, out, n, Kind::LogSoftmax);
 }
 
+/// Softmax along the middle axis of `x` seen as `[outer, n, inner]` into `out` (same
+/// layout).
+///
+/// Panics unless `x` and `out` have the same length, a multiple of `n * inner`.
+pub fn softmax_lines(settings: Settings, x: &[f32], out: &mut [f32], n: usize, inner: usize) {
+    lines(settings, x, out, (n, inner), Kind::Softmax);
+}
+
+/// Log-softmax along the middle axis of `x` seen as `[outer, n, inner]` into `out`.
+///
+/// Panics unless `x` and `out` have the same length, a multiple of `n * inner`.
+pub fn log_softmax_lines(settings: Settings, x: &[f32], out: &mut [f32], n: usize, inner: usize) {
+    lines(settings, x, out, (n, inner), Kind::LogSoftmax);
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     Softmax,
@@ -53,6 +74,88 @@ fn rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize, kind: Kind) {
         let task = RowsTask { x, out, n, kind, mode: settings.mode };
         dispatch(settings.path, task);
     });
+}
+
+fn lines(settings: Settings, x: &[f32], out: &mut [f32], (n, inner): (usize, usize), kind: Kind) {
+    assert_eq!(x.len(), out.len(), "softmax: input and output lengths differ");
+    if x.is_empty() {
+        return;
+    }
+    let block = n * inner;
+    assert!(block > 0 && x.len().is_multiple_of(block), "softmax: length {} is not a multiple of {n} x {inner}", x.len());
+    let chunk = (CHUNK_ELEMS / block).max(1) * block;
+    for_each_chunk_mut(settings.threads, out, chunk, |c, out| {
+        let x = &x[c * chunk..c * chunk + out.len()];
+        dispatch(settings.path, LinesTask { x, out, n, inner, kind, mode: settings.mode });
+    });
+}
+
+struct LinesTask<'a, 'o> {
+    x: &'a [f32],
+    out: &'o mut [f32],
+    n: usize,
+    inner: usize,
+    kind: Kind,
+    mode: Mode,
+}
+
+impl LaneTask for LinesTask<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<L: Lanes>(self) {
+        let LinesTask { x, out, n, inner, kind, mode } = self;
+        let full = inner / L::WIDTH * L::WIDTH;
+        for (x, out) in x.chunks_exact(n * inner).zip(out.chunks_exact_mut(n * inner)) {
+            for j in (0..full).step_by(L::WIDTH) {
+                line_block::<L>(x, out, (n, inner, j), kind, mode);
+            }
+            for j in full..inner {
+                line_block::<f32>(x, out, (n, inner, j), kind, mode);
+            }
+        }
+    }
+}
+
+/// The `L::WIDTH` adjacent lines starting at column `j` of one `[n, inner]` block: the
+/// steps of [`row`] per line, vectorised across the lines.
+#[inline(always)]
+fn line_block<L: Lanes>(x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize, usize), kind: Kind, mode: Mode) {
+    let at = |k: usize| k * inner + j;
+    let mut m = L::splat(f32::NEG_INFINITY);
+    for k in 0..n {
+        let v = L::load(&x[at(k)..]);
+        m = L::select(m.lt(v), v, m);
+    }
+    let m = m.add(L::splat(0.0));
+    let mut sums = [0.0f64; 16];
+    for k in 0..n {
+        let o = &mut out[at(k)..at(k) + L::WIDTH];
+        exp(L::load(&x[at(k)..]).sub(m)).store(o);
+        for (s, &e) in sums.iter_mut().zip(o.iter()) {
+            *s += e as f64;
+        }
+    }
+    let mut rounded = [0.0f32; 16];
+    for (r, &s) in rounded.iter_mut().zip(&sums) {
+        *r = s as f32;
+    }
+    let sum = L::load(&rounded);
+    match kind {
+        Kind::Softmax => {
+            for k in 0..n {
+                let o = &mut out[at(k)..at(k) + L::WIDTH];
+                finish(L::load(o).div(sum), mode).store(o);
+            }
+        }
+        Kind::LogSoftmax => {
+            let lse = log(sum);
+            for k in 0..n {
+                let v = L::load(&x[at(k)..]).sub(m).sub(lse);
+                finish(v, mode).store(&mut out[at(k)..at(k) + L::WIDTH]);
+            }
+        }
+    }
 }
 
 struct RowsTask<'a, 'o> {
