@@ -340,4 +340,35 @@ mod tests {
             assert!(lp.grad().unwrap().to_vec().iter().all(|&v| v == 0.0));
         });
     }
+
+    #[test]
+    fn weights_smoothing_and_spatial_targets_match_pytorch() {
+        let o = Oracle::load_file("misc", "tools/oracle_misc.py");
+        let reductions = [("none", Reduction::None), ("mean", Reduction::Mean), ("sum", Reduction::Sum)];
+        both_modes(|| {
+            let (logits, t, w) = (o.get("ceo_logits"), o.get("ceo_t"), o.get("ceo_w").detach());
+            for (red, reduction) in reductions {
+                for eps in [0, 2] {
+                    for (wname, weight) in [("", None), ("w", Some(&w))] {
+                        let key = format!("ceo_{red}_{eps}{wname}");
+                        let options = CrossEntropyOptions { reduction, label_smoothing: eps as f32 / 10.0, ..Default::default() };
+                        let y = crate::cross_entropy(&logits, &t, weight, options).unwrap();
+                        assert_close(&format!("{key}_y"), &y, &o.get(&format!("{key}_y")));
+                        o.check_grads(&key, &y, &[("logits", &logits)]);
+                    }
+                }
+            }
+            let (lp, t, w) = (o.get("nllw_lp"), o.get("nllw_t"), o.get("nllw_w").detach());
+            for (red, reduction) in reductions {
+                let y = crate::nll_loss(&lp, &t, Some(&w), opts(reduction, Some(2))).unwrap();
+                assert_close(&format!("nllw_{red}_y"), &y, &o.get(&format!("nllw_{red}_y")));
+                o.check_grads(&format!("nllw_{red}"), &y, &[("lp", &lp)]);
+            }
+            let logits = o.get("ce1_logits");
+            let options = CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() };
+            let y = crate::cross_entropy(&logits, &o.get("ce1_t"), None, options).unwrap();
+            assert_close("ce1_y", &y, &o.get("ce1_y"));
+            o.check_grads("ce1", &y, &[("logits", &logits)]);
+        });
+    }
 }

@@ -168,6 +168,7 @@ pub mod log_softmax {
 #[cfg(test)]
 mod tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
+    use om_core::{Result, Tensor};
 
     #[test]
     fn softmax_log_softmax_and_cross_entropy_match_pytorch() {
@@ -189,5 +190,50 @@ mod tests {
                 o.check_grads(&format!("ce_{red}"), &y, &[("logits", &logits)]);
             }
         });
+    }
+
+    #[test]
+    fn every_axis_matches_pytorch() {
+        let o = Oracle::load_file("misc", "tools/oracle_misc.py");
+        both_modes(|| {
+            for (name, f) in [("sm", crate::softmax as fn(&Tensor, isize) -> Result<Tensor>), ("lsm", crate::log_softmax)] {
+                let x = o.get("smax_x");
+                for axis in 0..4isize {
+                    let key = format!("{name}_ax{axis}");
+                    // The same axis counted from the end gives the same operator.
+                    let y = f(&x, axis - 4).unwrap();
+                    assert_close(&format!("{key}_y"), &y, &o.get(&format!("{key}_y")));
+                    o.check_grads(&key, &y, &[("x", &x)]);
+                }
+                let x = o.get("smaxw_x");
+                let y = f(&x, 1).unwrap();
+                assert_close(&format!("{name}_wide_y"), &y, &o.get(&format!("{name}_wide_y")));
+                o.check_grads(&format!("{name}_wide"), &y, &[("x", &x)]);
+            }
+        });
+    }
+
+    /// Another axis gives the bits of the last-axis kernel on the transposed copy, on every
+    /// kernel path and thread count, in both modes.
+    #[test]
+    fn other_axes_equal_the_row_kernel_on_every_path() {
+        use om_core::compute::{Compute, KernelPath, Mode, Settings};
+        let x = Tensor::from_vec((0..30 * 37 * 19).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 60.0).collect(), &[30, 37, 19]).unwrap();
+        for f in [crate::softmax as fn(&Tensor, isize) -> Result<Tensor>, crate::log_softmax] {
+            let want = |x: &Tensor| {
+                let t = crate::contiguous(&crate::transpose(x, 1, 2).unwrap()).unwrap();
+                crate::transpose(&f(&t, -1).unwrap(), 1, 2).unwrap().to_vec()
+            };
+            for mode in [Mode::Fast, Mode::Exact] {
+                let reference = Compute::with(Settings { mode, threads: 1, path: KernelPath::Scalar }, || want(&x));
+                for path in KernelPath::supported() {
+                    for threads in [1, 2] {
+                        let y = Compute::with(Settings { mode, threads, path }, || f(&x, 1).unwrap().to_vec());
+                        let same = y.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{path:?} at {threads} threads in {mode} mode differs from the row kernel");
+                    }
+                }
+            }
+        }
     }
 }

@@ -638,3 +638,28 @@ pub mod concat {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+
+    #[test]
+    fn slice_bounds_follow_python() {
+        let o = Oracle::load_file("indexing", "tools/oracle_indexing.py");
+        both_modes(|| {
+            let x = o.get("slice_x");
+            for (name, axis, start, end, step) in [("neg", 1, -5, -1, 2), ("clamped", 0, -10, 100, 1), ("empty", 1, 5, 2, 1), ("open_end", 1, 2, isize::MAX, 3)] {
+                let y = crate::slice(&x, axis, start, end, step).unwrap();
+                assert_close(&format!("slice_{name}_y"), &y, &o.get(&format!("slice_{name}_y")));
+                if y.numel() > 0 {
+                    o.check_grads(&format!("slice_{name}"), &y, &[("x", &x)]);
+                }
+            }
+        });
+        let x = o.get("slice_x");
+        for step in [0, -1] {
+            let e = crate::slice(&x, 1, 0, 3, step).unwrap_err().to_string();
+            assert!(e.contains("slice") && e.contains(&step.to_string()), "{e}");
+        }
+    }
+}
