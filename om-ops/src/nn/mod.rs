@@ -18,11 +18,13 @@
 //! ```
 
 mod attention;
+mod dropout;
 mod layers;
 mod recurrent;
 mod weights;
 
 pub use attention::MultiheadAttention;
+pub use dropout::Dropout;
 pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, LayerNorm, Linear};
 pub use recurrent::{Gru, Lstm};
 pub use weights::{load, save, state};
