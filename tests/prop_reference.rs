@@ -610,7 +610,11 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 j[a] = start + idx[a] * step;
                 j
             });
-            Some((format!("slice axis {a} {start}..{end} step {step}"), ops::slice(t, a as isize, start as isize, end as isize, step as isize), want))
+            Some((
+                format!("slice axis {a} {start}..{end} step {step}"),
+                ops::slice(t, a as isize, start as isize, end as isize, step as isize),
+                want,
+            ))
         }
         3 if rank >= 1 && shape.iter().any(|&d| d > 0) => {
             let a = (0..rank).filter(|&a| shape[a] > 0).nth(rng.below(rank)).or_else(|| (0..rank).find(|&a| shape[a] > 0))?;

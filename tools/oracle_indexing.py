@@ -2,7 +2,9 @@
 
 Runs torch.gather (index smaller than the input in the other dimensions, repeated
 positions, a rank-3 case along the last dimension), torch.index_select (repeated rows,
-columns) and Tensor.masked_fill (a broadcast Int32 mask) on seeded inputs, and writes
+columns), Tensor.masked_fill (a broadcast Int32 mask) and (added later, drawn after those)
+Python slices with negative, clamped, empty and open bounds (om-ops/src/views.rs) on seeded
+inputs, and writes
 inputs, outputs and the gradients of `sum(y * r)` (r seeded) to
 testdata/ops/indexing.safetensors.
 

@@ -3,10 +3,13 @@ CPU, black box).
 
 Builds seeded numpy inputs, runs torch.nn.functional.linear, torch.cat, softmax,
 log_softmax, cross_entropy (ignore_index, mean and sum) and
-scaled_dot_product_attention (additive float mask, Tq != Tk, explicit scale), and writes
+scaled_dot_product_attention (additive float mask, Tq != Tk, explicit scale); added later
+(drawn after those): softmax/log_softmax along every axis, cross_entropy over [N, C, d1, d2]
+with class weights, label smoothing and every reduction, weighted nll_loss and unbatched
+cross_entropy; and writes
 inputs, outputs and the gradients of `sum(y * r)` (r seeded) to
 testdata/ops/misc.safetensors. The `#[cfg(test)]` modules of
-om-ops/src/{linalg,probability,transformer}.rs read it.
+om-ops/src/{linalg,probability,loss,transformer}.rs read it.
 
 Usage: /tmp/torch/bin/python tools/oracle_misc.py   (PyTorch 2.15.0, numpy, safetensors)
 """

@@ -216,7 +216,9 @@ impl Tensor {
         check_len("from_vec_i64", data.len(), shape)?;
         Tensor::build_i32(shape, |out| {
             for (i, (o, &v)) in out.iter_mut().zip(&data).enumerate() {
-                *o = i32::try_from(v).map_err(|_| Error::argument("from_vec_i64", format!("value {v} at position {i} does not fit i32 (ids and targets are i32)")))?;
+                *o = i32::try_from(v).map_err(|_| {
+                    Error::argument("from_vec_i64", format!("value {v} at position {i} does not fit i32 (ids and targets are i32)"))
+                })?;
             }
             Ok(())
         })

@@ -377,7 +377,10 @@ mod tests {
         same(crate::gather(&w, 1, &g64).unwrap(), crate::gather(&w, 1, &i32s(vec![2, 0, 1, 1], &[4, 1])).unwrap());
         let t64 = Tensor::from_vec_i64(vec![1, -100, 2, 0], &[4]).unwrap();
         let lp = crate::log_softmax(&w, -1).unwrap();
-        same(crate::nll_loss(&lp, &t64, None, Default::default()).unwrap(), crate::nll_loss(&lp, &i32s(vec![1, -100, 2, 0], &[4]), None, Default::default()).unwrap());
+        same(
+            crate::nll_loss(&lp, &t64, None, Default::default()).unwrap(),
+            crate::nll_loss(&lp, &i32s(vec![1, -100, 2, 0], &[4]), None, Default::default()).unwrap(),
+        );
         let e = Tensor::from_vec_i64(vec![0, 1 << 33], &[2]).unwrap_err().to_string();
         assert!(e.contains("8589934592"), "{e}");
         // In range for i32 but not for the table: the operator's own check.

@@ -61,7 +61,11 @@ impl Dims {
             _ => s.iter().enumerate().filter(|&(i, _)| i != 1).map(|(_, &d)| d).collect(),
         };
         if targets.shape() != expected.as_slice() {
-            return Err(Error::shape(op, &[s, targets.shape()], "logp must be [N, C, d1, ..] with targets [N, d1, ..], or [C] with a scalar target"));
+            return Err(Error::shape(
+                op,
+                &[s, targets.shape()],
+                "logp must be [N, C, d1, ..] with targets [N, d1, ..], or [C] with a scalar target",
+            ));
         }
         let dims = Dims::of(s);
         if let Some(w) = weight {
@@ -70,7 +74,10 @@ impl Dims {
                 return Err(Error::shape(op, &[s, w.shape()], "weight must have one value per class ([C])"));
             }
             if w.needs_grad() {
-                return Err(Error::argument(op, "the class weights get no gradient (as in PyTorch); pass a tensor that does not require one"));
+                return Err(Error::argument(
+                    op,
+                    "the class weights get no gradient (as in PyTorch); pass a tensor that does not require one",
+                ));
             }
         }
         let eps = o.label_smoothing;
@@ -254,7 +261,9 @@ pub mod nll_loss {
             Case::new("weighted_smoothed_mean", vec![lp(&[3, 4], 9), t(vec![3, 0, -100], &[3])], move |x| {
                 super::nll_loss(&x[0], &x[1], Some(&w()), opts(mean, Some(-100), 0.3))
             }),
-            Case::new("unbatched", vec![lp(&[4], 10), t(vec![2], &[])], move |x| super::nll_loss(&x[0], &x[1], Some(&w()), opts(sum, None, 0.1))),
+            Case::new("unbatched", vec![lp(&[4], 10), t(vec![2], &[])], move |x| {
+                super::nll_loss(&x[0], &x[1], Some(&w()), opts(sum, None, 0.1))
+            }),
         ]
     }
 }

@@ -648,7 +648,9 @@ mod tests {
         let o = Oracle::load_file("indexing", "tools/oracle_indexing.py");
         both_modes(|| {
             let x = o.get("slice_x");
-            for (name, axis, start, end, step) in [("neg", 1, -5, -1, 2), ("clamped", 0, -10, 100, 1), ("empty", 1, 5, 2, 1), ("open_end", 1, 2, isize::MAX, 3)] {
+            for (name, axis, start, end, step) in
+                [("neg", 1, -5, -1, 2), ("clamped", 0, -10, 100, 1), ("empty", 1, 5, 2, 1), ("open_end", 1, 2, isize::MAX, 3)]
+            {
                 let y = crate::slice(&x, axis, start, end, step).unwrap();
                 assert_close(&format!("slice_{name}_y"), &y, &o.get(&format!("slice_{name}_y")));
                 if y.numel() > 0 {

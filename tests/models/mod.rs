@@ -142,7 +142,7 @@ impl Model {
         let h = ops::avg_pool2d(&h, [2, 2], [1, 1], [0, 0], true)?;
         let h = ops::global_avg_pool2d(&h)?; // [N, C, 1, 1]
         let h = ops::reshape(&h, vec![h.shape()[0] as isize, h.shape()[1] as isize])?;
-        ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), true, None)
+        ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), None, Default::default())
     }
 
     /// Embedding → 2 post-norm transformer encoder layers → mean over tokens → linear →
@@ -172,7 +172,7 @@ impl Model {
             x = ln(&ops::add(&x, &f)?, "ln2")?;
         }
         let pooled = ops::mean(&x, Some(1), false)?;
-        ops::cross_entropy(&self.lin(&pooled, "head")?, self.stored("c.targets"), true, None)
+        ops::cross_entropy(&self.lin(&pooled, "head")?, self.stored("c.targets"), None, Default::default())
     }
 
     /// The CRNN up to the log-probabilities `[W, B, classes]`: two conv-relu-pool stages,

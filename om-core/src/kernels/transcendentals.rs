@@ -102,9 +102,23 @@ const TRIG_CW_MAX: f32 = 4096.0;
 /// The first 320 bits of the fraction of `2/π`, most significant first (fdlibm's `ipio2`).
 const FRAC_2_PI_BITS: [u64; 5] = [0xa2f9836e4e441529, 0xfc2757d1f534ddc0, 0xdb6295993c439041, 0xfe5163abdebbc561, 0xb7246e3a424dd2e0];
 /// `sin(r) = r + r^3 (S1 + z S(z))`, `z = r^2`, `|r| <= π/4`: fdlibm's `k_sinf.c`.
-const SIN_S: [f32; 6] = [-1.666_666_7e-1, 8.333_333_8e-3, -1.984_127e-4, 2.755_731_4e-6, -2.505_076e-8, 1.589_691e-10];
+const SIN_S: [f32; 6] = [
+    f32::from_bits(0xbe2aaaab),
+    f32::from_bits(0x3c088889),
+    f32::from_bits(0xb9500d01),
+    f32::from_bits(0x3638ef1b),
+    f32::from_bits(0xb2d72f34),
+    f32::from_bits(0x2f2ec9d3),
+];
 /// `cos(r) = 1 − z/2 + z^2 C(z)`, `|r| <= π/4`: fdlibm's `k_cosf.c`.
-const COS_C: [f32; 6] = [4.166_666_8e-2, -1.388_888_9e-3, 2.480_158_8e-5, -2.755_731_4e-7, 2.087_572_3e-9, -1.135_964_8e-11];
+const COS_C: [f32; 6] = [
+    f32::from_bits(0x3d2aaaab),
+    f32::from_bits(0xbab60b61),
+    f32::from_bits(0x37d00d01),
+    f32::from_bits(0xb493f27c),
+    f32::from_bits(0x310f74f6),
+    f32::from_bits(0xad47d74e),
+];
 
 #[inline(always)]
 fn splat<L: Lanes>(v: f32) -> L {

@@ -26,7 +26,8 @@ enum F {
     Cos,
 }
 
-const ALL: [F; 11] = [F::Exp, F::Log, F::Tanh, F::Sigmoid, F::Erf, F::GeluErf, F::GeluTanh, F::GeluErfGrad, F::GeluTanhGrad, F::Sin, F::Cos];
+const ALL: [F; 11] =
+    [F::Exp, F::Log, F::Tanh, F::Sigmoid, F::Erf, F::GeluErf, F::GeluTanh, F::GeluErfGrad, F::GeluTanhGrad, F::Sin, F::Cos];
 
 /// Evaluates `f` over `x` (length a multiple of 16) with lanes `L`.
 struct Eval<'a> {

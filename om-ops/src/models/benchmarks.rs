@@ -141,7 +141,7 @@ impl Convnet {
         let h = max_pool_2x2(&ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?)?;
         let h = ops::global_avg_pool2d(&ops::relu(&self.conv3.forward(&h)?)?)?;
         let logits = self.fc.forward(&ops::reshape(&h, vec![32, 128])?)?;
-        ops::cross_entropy(&logits, &self.y, None, ops::CrossEntropyOptions { ignore_index: None, ..Default::default() })
+        ops::cross_entropy(&logits, &self.y, None, Default::default())
     }
 }
 
@@ -258,7 +258,7 @@ impl Encoder {
             x = layer.forward(&x, &self.mask)?;
         }
         let logits = self.head.forward(&ops::mean(&x, Some(1), false)?)?;
-        ops::cross_entropy(&logits, &self.y, None, ops::CrossEntropyOptions { ignore_index: None, ..Default::default() })
+        ops::cross_entropy(&logits, &self.y, None, Default::default())
     }
 }
 

@@ -299,7 +299,7 @@ impl Task for DigitsTask {
 
     fn loss(&mut self, rows: &[usize]) -> Result<Tensor> {
         let (x, y) = self.data.batch(rows)?;
-        ops::cross_entropy(&self.model.forward(&x)?, &y, None, ops::CrossEntropyOptions { ignore_index: None, ..Default::default() })
+        ops::cross_entropy(&self.model.forward(&x)?, &y, None, Default::default())
     }
 
     /// The fraction of test images whose arg-max logit is the label.
