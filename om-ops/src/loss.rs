@@ -6,6 +6,7 @@
 //! in f64 in element order (batch, then the trailing positions) and round once.
 
 use crate::Reduction;
+use om_core::layout::Dims;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -42,32 +43,31 @@ impl Default for CrossEntropyOptions {
 /// The sizes of a class-index loss: `c` classes, `inner` trailing positions (`logp` is
 /// `[N, c, inner…]`, targets `[N, inner…]`).
 #[derive(Clone, Copy)]
-struct Dims {
+struct ClassDims {
     c: usize,
     inner: usize,
 }
 
-impl Dims {
+impl ClassDims {
     /// Checks `logp`, `targets`, `weight` and the options and returns the sizes.
-    fn check(op: &'static str, logp: &Tensor, targets: &Tensor, weight: Option<&Tensor>, o: &CrossEntropyOptions) -> Result<Dims> {
+    fn check(op: &'static str, logp: &Tensor, targets: &Tensor, weight: Option<&Tensor>, o: &CrossEntropyOptions) -> Result<ClassDims> {
         logp.expect_f32(op, "logp")?;
         if targets.dtype() != DType::I32 {
             return Err(Error::DType { op, arg: "targets", expected: DType::I32, got: targets.dtype() });
         }
         let s = logp.shape();
-        let expected: Vec<usize> = match s.len() {
-            0 => vec![usize::MAX],
-            1 => vec![],
-            _ => s.iter().enumerate().filter(|&(i, _)| i != 1).map(|(_, &d)| d).collect(),
-        };
-        if targets.shape() != expected.as_slice() {
+        // The targets' shape: `logp`'s without the class axis (1, or 0 for `[C]`; none for 0-d).
+        let class_axis = if s.len() == 1 { 0 } else { 1 };
+        let expected: Option<Dims> =
+            (!s.is_empty()).then(|| s.iter().enumerate().filter(|&(i, _)| i != class_axis).map(|(_, &d)| d).collect());
+        if expected.as_deref() != Some(targets.shape()) {
             return Err(Error::shape(
                 op,
                 &[s, targets.shape()],
                 "logp must be [N, C, d1, ..] with targets [N, d1, ..], or [C] with a scalar target",
             ));
         }
-        let dims = Dims::of(s);
+        let dims = ClassDims::of(s);
         if let Some(w) = weight {
             w.expect_f32(op, "weight")?;
             if w.shape() != [dims.c] {
@@ -88,10 +88,10 @@ impl Dims {
     }
 
     /// The sizes of a `logp` of `shape` (rank at least 1).
-    fn of(shape: &[usize]) -> Dims {
+    fn of(shape: &[usize]) -> ClassDims {
         match shape.len() {
-            1 => Dims { c: shape[0], inner: 1 },
-            _ => Dims { c: shape[1], inner: shape[2..].iter().product() },
+            1 => ClassDims { c: shape[0], inner: 1 },
+            _ => ClassDims { c: shape[1], inner: shape[2..].iter().product() },
         }
     }
 
@@ -151,10 +151,9 @@ pub mod nll_loss {
     use super::*;
 
     pub fn forward(logp: &Tensor, targets: &Tensor, weight: Option<&Tensor>, options: CrossEntropyOptions) -> Result<Tensor> {
-        let dims = Dims::check(NAME, logp, targets, weight, &options)?;
+        let dims = ClassDims::check(NAME, logp, targets, weight, &options)?;
         let (c, eps) = (dims.c, options.label_smoothing as f64);
         let ignore = options.ignore_index;
-        let shape = targets.shape().to_vec();
         targets.try_with_i32(|ts| {
             with_weights(weight, |w| {
                 logp.try_with_f32(|lp| {
@@ -169,7 +168,9 @@ pub mod nll_loss {
                         -((1.0 - eps) * wt * lp[dims.at(e, t)] as f64) - eps / c as f64 * smooth
                     };
                     if options.reduction == Reduction::None {
-                        return Tensor::build_f32(&shape, |out| for_each_target(NAME, ts, c, ignore, |e, t| out[e] = loss(e, t) as f32));
+                        return Tensor::build_f32(targets.shape(), |out| {
+                            for_each_target(NAME, ts, c, ignore, |e, t| out[e] = loss(e, t) as f32)
+                        });
                     }
                     let mut sum = 0.0f64;
                     for_each_target(NAME, ts, c, ignore, |e, t| sum += loss(e, t))?;
@@ -191,7 +192,7 @@ pub mod nll_loss {
         }
         let shape = &r.input_shapes[0];
         let o = r.options;
-        let dims = Dims::of(shape);
+        let dims = ClassDims::of(shape);
         let (c, eps) = (dims.c, o.label_smoothing);
         let dlogp = r.targets().try_with_i32(|ts| {
             with_weights(r.weight().ok(), |w| {
