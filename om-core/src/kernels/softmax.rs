@@ -31,14 +31,14 @@ const CHUNK_ELEMS: usize = 16 * 1024;
 ///
 /// Panics unless `x` and `out` have the same length, a multiple of `n`.
 pub fn softmax_rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize) {
-    rows(settings, x, out, n, Kind::Softmax);
+    lines(settings, x, out, (n, 1), Kind::Softmax);
 }
 
 /// Log-softmax of each row of `x` (row length `n`) into `out`.
 ///
 /// Panics unless `x` and `out` have the same length, a multiple of `n`.
 pub fn log_softmax_rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize) {
-    rows(settings, x, out, n, Kind::LogSoftmax);
+    lines(settings, x, out, (n, 1), Kind::LogSoftmax);
 }
 
 /// Softmax along the middle axis of `x` seen as `[outer, n, inner]` into `out` (same
@@ -62,20 +62,8 @@ enum Kind {
     LogSoftmax,
 }
 
-fn rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize, kind: Kind) {
-    assert_eq!(x.len(), out.len(), "softmax: input and output lengths differ");
-    if x.is_empty() {
-        return;
-    }
-    assert!(n > 0 && x.len().is_multiple_of(n), "softmax: length {} is not a multiple of {n}", x.len());
-    let chunk = (CHUNK_ELEMS / n).max(1) * n;
-    for_each_chunk_mut(settings.threads, out, chunk, |c, out| {
-        let x = &x[c * chunk..c * chunk + out.len()];
-        let task = RowsTask { x, out, n, kind, mode: settings.mode };
-        dispatch(settings.path, task);
-    });
-}
-
+/// Splits `x` into chunks of whole `[n, inner]` blocks (a size that depends only on the
+/// block) over the threads; `inner == 1` runs the row kernel.
 fn lines(settings: Settings, x: &[f32], out: &mut [f32], (n, inner): (usize, usize), kind: Kind) {
     assert_eq!(x.len(), out.len(), "softmax: input and output lengths differ");
     if x.is_empty() {
@@ -105,6 +93,12 @@ impl LaneTask for LinesTask<'_, '_> {
     #[inline(always)]
     fn run<L: Lanes>(self) {
         let LinesTask { x, out, n, inner, kind, mode } = self;
+        if inner == 1 {
+            for (x, out) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+                row::<L>(x, out, kind, mode);
+            }
+            return;
+        }
         let full = inner / L::WIDTH * L::WIDTH;
         for (x, out) in x.chunks_exact(n * inner).zip(out.chunks_exact_mut(n * inner)) {
             for j in (0..full).step_by(L::WIDTH) {
@@ -154,25 +148,6 @@ fn line_block<L: Lanes>(x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize
                 let v = L::load(&x[at(k)..]).sub(m).sub(lse);
                 finish(v, mode).store(&mut out[at(k)..at(k) + L::WIDTH]);
             }
-        }
-    }
-}
-
-struct RowsTask<'a, 'o> {
-    x: &'a [f32],
-    out: &'o mut [f32],
-    n: usize,
-    kind: Kind,
-    mode: Mode,
-}
-
-impl LaneTask for RowsTask<'_, '_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run<L: Lanes>(self) {
-        for (x, out) in self.x.chunks_exact(self.n).zip(self.out.chunks_exact_mut(self.n)) {
-            row::<L>(x, out, self.kind, self.mode);
         }
     }
 }
