@@ -96,7 +96,7 @@ fn families() -> Vec<Family> {
         Family::new(
             &["lstm_layer"],
             vec![leaf(&[5, 2, 3], 16), leaf(&[16, 3], 17), leaf(&[16, 4], 18), leaf(&[16], 19), leaf(&[2, 4], 20)],
-            |x| ops::lstm_layer(&x[0], &x[1], &x[2], Some(&x[3]), None, Some(&x[4]), None, false),
+            |x| ops::lstm_layer(&x[0], &x[1], &x[2], Some(&x[3]), None, Some(&x[4]), None, false, false),
         ),
         Family::new(&["gru_layer"], vec![leaf(&[5, 2, 3], 21), leaf(&[12, 3], 22), leaf(&[12, 4], 23), leaf(&[12], 24)], |x| {
             ops::gru_layer(&x[0], &x[1], &x[2], None, Some(&x[3]), None, true)

@@ -103,3 +103,23 @@ fn a_leaf_reached_several_times_sums_its_gradients_in_emission_order() {
     let twice: Vec<f32> = once.iter().zip(x.to_vec()).map(|(&g, v)| ((g + v) + v) + 3.0f32).collect();
     assert_eq!(bits(&x.grad().unwrap()), twice.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_refused_allocation_in_the_engines_own_buffers_names_the_operator() {
+    let _one = serial();
+    // `x + c` broadcasts `x` ([n]) over `c` ([4, n]); add's rule passes the gradient through
+    // at the output's shape and the engine sums it down to `[n]`, in a buffer of its own
+    // (16 KiB), refused under the limit below.
+    let n = 1 << 12;
+    let x = Tensor::randn(&[n], 5).unwrap().requires_grad().unwrap();
+    let c = Tensor::randn(&[4, n], 6).unwrap();
+    let loss = x.add(&c).unwrap().sum_all().unwrap();
+    let old = pool::set_max_buffer_bytes(8192);
+    let e = loss.backward_with(None, true);
+    pool::set_max_buffer_bytes(old);
+    let e = e.unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { op: "add", .. }), "{e:?}");
+    assert!(x.grad().is_none());
+    loss.backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![4.0; n]);
+}

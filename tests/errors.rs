@@ -318,7 +318,7 @@ fn expect_rnn_err(r: om_core::Result<ops::RnnOutput>, op: &str, variant: &str) -
 fn lstm_layer_invalid_arguments() {
     let (x, wi, wh, b, s) = (t(&[3, 2, 4]), t(&[12, 4]), t(&[12, 3]), t(&[12]), t(&[2, 3]));
     let layer = |x: &Tensor, wi: &Tensor, wh: &Tensor, b: Option<&Tensor>, h0: Option<&Tensor>, c0: Option<&Tensor>| {
-        ops::lstm_layer(x, wi, wh, b, b, h0, c0, false)
+        ops::lstm_layer(x, wi, wh, b, b, h0, c0, false, false)
     };
     assert!(layer(&x, &wi, &wh, Some(&b), Some(&s), Some(&s)).is_ok());
     let msg = expect_err(layer(&t(&[0, 2, 4]), &wi, &wh, None, None, None), "lstm_layer", "Shape");

@@ -16,7 +16,8 @@
 //! indices stay in range and values stay in the case's domain.
 
 use om_core::registry::Case;
-use om_core::{DType, Error, Result, Tensor};
+use om_core::{Error, Result, Tensor};
+use om_tests::{panic_message, resized};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Errors that are correct at size 0: the operator, a fragment of our message, and what
@@ -71,42 +72,6 @@ enum Outcome {
     Panic(String),
 }
 
-/// `t` with each axis in `axes` resized to `len`, its values read with indices wrapped
-/// around the old length; a fresh leaf requiring gradients when `t` did.
-fn resized(t: &Tensor, axes: &[usize], len: usize) -> Result<Tensor> {
-    let old = t.shape().to_vec();
-    let mut shape = old.clone();
-    for &a in axes {
-        shape[a] = len;
-    }
-    let n: usize = shape.iter().product();
-    let source = |flat: usize| {
-        let (mut rem, mut src, mut stride) = (flat, 0, 1);
-        for a in (0..shape.len()).rev() {
-            let i = rem % shape[a];
-            rem /= shape[a];
-            src += (i % old[a]) * stride;
-            stride *= old[a];
-        }
-        src
-    };
-    let fresh = match t.dtype() {
-        DType::F32 => {
-            let v = t.to_vec();
-            Tensor::from_vec((0..n).map(|k| v[source(k)]).collect(), &shape)?
-        }
-        DType::I32 => {
-            let v = t.to_vec_i32();
-            Tensor::from_vec_i32((0..n).map(|k| v[source(k)]).collect(), &shape)?
-        }
-    };
-    if t.needs_grad() {
-        fresh.requires_grad()
-    } else {
-        Ok(fresh)
-    }
-}
-
 /// Runs `case` with the dims `axes` set to `len` (all other inputs fresh copies), forward
 /// then backward seeded with ones; checks every gradient's shape.
 fn run(case: &Case, axes: &Axes, len: usize) -> Outcome {
@@ -141,9 +106,7 @@ fn run(case: &Case, axes: &Axes, len: usize) -> Outcome {
     match catch_unwind(AssertUnwindSafe(attempt)) {
         Ok(Ok(s)) => Outcome::Ok(s),
         Ok(Err(e)) => Outcome::Err(e),
-        Err(p) => Outcome::Panic(
-            p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default(),
-        ),
+        Err(p) => Outcome::Panic(panic_message(&*p)),
     }
 }
 
@@ -363,5 +326,24 @@ fn zero_size_calls_outside_the_registered_cases() -> Result<()> {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// A tensor without elements is contiguous whatever its strides (as in PyTorch), and an
+/// empty view of an empty storage reads as nothing everywhere.
+#[test]
+fn empty_tensors_are_contiguous_and_empty_views_read_nothing() -> Result<()> {
+    for shape in [&[3, 0][..], &[0, 4], &[2, 0, 5]] {
+        let t = Tensor::zeros(shape)?;
+        assert!(t.is_contiguous(), "{shape:?} with strides {:?}", t.strides());
+    }
+    let view = om_ops::slice(&Tensor::zeros(&[0, 4])?.requires_grad()?, 1, 2, 4, 1)?;
+    assert_eq!(view.shape(), [0, 2]);
+    assert!(view.to_vec().is_empty());
+    assert_eq!(om_ops::contiguous(&view)?.shape(), [0, 2]);
+    assert_eq!(om_ops::sum(&view, None, false)?.to_vec(), vec![0.0]);
+    assert_eq!(om_ops::relu(&view)?.shape(), [0, 2]);
+    let ids = om_ops::slice(&Tensor::from_vec_i32(vec![], &[0, 4])?, 1, 2, 4, 1)?;
+    assert!(ids.to_vec_i32().is_empty());
     Ok(())
 }

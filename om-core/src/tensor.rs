@@ -320,6 +320,10 @@ impl Tensor {
 
     /// Whether the elements lie in row-major order without gaps.
     pub fn is_contiguous(&self) -> bool {
+        // As in PyTorch, a tensor without elements is contiguous whatever its strides.
+        if self.numel() == 0 {
+            return true;
+        }
         let mut expect = 1;
         for (&d, &s) in self.shape().iter().zip(self.strides()).rev() {
             if d != 1 && s != expect {
@@ -374,6 +378,10 @@ impl Tensor {
     /// instead of panicking when the gathered copy cannot be allocated.
     pub fn try_with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         let n = self.numel();
+        if n == 0 {
+            // An empty view's offset may lie past its storage: read nothing.
+            return Ok(f(&[]));
+        }
         let storage = self.0.storage.read();
         if self.dtype() == DType::F32 && self.is_contiguous() {
             return Ok(f(&storage.f32()[self.0.offset..self.0.offset + n]));
@@ -387,6 +395,9 @@ impl Tensor {
 
     /// Writes the elements in row-major order into `out` (`numel` long), as `f32`.
     fn gather_f32(&self, out: &mut [f32]) {
+        if out.is_empty() {
+            return;
+        }
         let storage = self.0.storage.read();
         let mut i = 0;
         match self.dtype() {
@@ -461,6 +472,9 @@ impl Tensor {
     /// instead of panicking when the gathered copy cannot be allocated.
     pub fn try_with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> Result<R> {
         let n = self.numel();
+        if n == 0 {
+            return Ok(f(&[]));
+        }
         let storage = self.0.storage.read();
         if self.dtype() == DType::I32 && self.is_contiguous() {
             return Ok(f(&storage.i32()[self.0.offset..self.0.offset + n]));
@@ -548,6 +562,12 @@ impl Tensor {
         }
         let n = self.numel();
         let mut storage = self.0.storage.write();
+        if n == 0 {
+            // Still a write (the version moves), but an empty view's offset may lie past
+            // its storage: touch nothing.
+            f(&mut []);
+            return Ok(());
+        }
         f(&mut storage.f32_mut()[self.0.offset..self.0.offset + n]);
         Ok(())
     }

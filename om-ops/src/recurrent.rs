@@ -285,6 +285,92 @@ fn record_dims(input_shapes: &[om_core::layout::Dims]) -> Dims {
     Dims { t: x[0], b: x[1], i: x[2], h: w_hh[1] }
 }
 
+/// What both layers' forwards start from: the validated sizes, the settings, every step's
+/// input projection `x·W_ihᵀ`, pooled copies of the biases and of the initial hidden state
+/// (zeros when absent), and the buffer of one step's hidden projection `h·W_hhᵀ`.
+struct Prologue {
+    dm: Dims,
+    settings: Settings,
+    xp: Scratch,
+    b_ih: Option<Scratch>,
+    b_hh: Option<Scratch>,
+    h0: Scratch,
+    has_h0: bool,
+    hp: Scratch,
+}
+
+impl Prologue {
+    /// Validates one layer with `gates` gate blocks (`states`: its optional `[B, H]`
+    /// initial states by name, the hidden state first) and prepares its buffers.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        op: &'static str,
+        gates: usize,
+        x: &Tensor,
+        w_ih: &Tensor,
+        w_hh: &Tensor,
+        b_ih: Option<&Tensor>,
+        b_hh: Option<&Tensor>,
+        states: &[(&'static str, Option<&Tensor>)],
+    ) -> Result<Prologue> {
+        x.expect_f32(op, "x")?;
+        let dm = check_layer(op, gates, x.shape(), w_ih, w_hh, b_ih, b_hh, states)?;
+        let gh = gates * dm.h;
+        let settings = Compute::settings();
+        let xp = input_projection(settings, x, w_ih, dm, gh)?;
+        let h0 = states.first().and_then(|&(_, h0)| h0);
+        Ok(Prologue {
+            dm,
+            settings,
+            xp,
+            b_ih: Scratch::of(b_ih)?,
+            b_hh: Scratch::of(b_hh)?,
+            h0: match Scratch::of(h0)? {
+                Some(h0) => h0,
+                None => Scratch::zeroed(dm.b * dm.h)?,
+            },
+            has_h0: h0.is_some(),
+            hp: Scratch::new(dm.b * gh)?,
+        })
+    }
+
+    /// The step inputs of time `t`, after `hp` holds the step's hidden projection; `prev`
+    /// is the previous state the cell update reads (`c'` for the LSTM, `h'` for the GRU).
+    fn cell_inputs<'a>(&'a self, t: usize, gh: usize, prev: Option<&'a [f32]>) -> CellInputs<'a> {
+        let rows = t * self.dm.b * gh..(t + 1) * self.dm.b * gh;
+        CellInputs {
+            xp: &self.xp.get()[rows],
+            hp: self.hp.get(),
+            b_ih: self.b_ih.as_ref().map(Scratch::get),
+            b_hh: self.b_hh.as_ref().map(Scratch::get),
+            prev,
+        }
+    }
+}
+
+/// Emits `[dx, dw_ih, dw_hh, db_ih, db_hh]` from [`parameter_grads`] to the inputs of a
+/// layer's `Grads` (the two layers' generated `Grads` share these method names).
+macro_rules! emit_parameter_grads {
+    ($d:ident, $grads:expr) => {{
+        let [dx, dwih, dwhh, dbih, dbhh] = $grads;
+        if let Some(t) = dx {
+            $d.x(t);
+        }
+        if let Some(t) = dwih {
+            $d.w_ih(t);
+        }
+        if let Some(t) = dwhh {
+            $d.w_hh(t);
+        }
+        if let Some(t) = dbih {
+            $d.b_ih(t);
+        }
+        if let Some(t) = dbhh {
+            $d.b_hh(t);
+        }
+    }};
+}
+
 // ===== LSTM layer =====
 
 /// One direction of one LSTM layer (PyTorch gate order `i,f,g,o`): `x` `[T, B, I]`,
@@ -294,7 +380,12 @@ fn record_dims(input_shapes: &[om_core::layout::Dims]) -> Dims {
 /// (h·W_hhᵀ + b_hh)`, `c = f·c' + i·g`, `h = o·tanh c`. Backward through time in reverse
 /// step order (`dh = gy + dh'`, `dc = dc' + dh·o·(1−tanh²c)`, `dh' = dG·W_hh`, `dc' = dc·f`),
 /// then `dx = dG·W_ih`, `dW_ih = dGᵀ·x`, `dW_hh = dGᵀ·H_prev`, `db_ih = db_hh = Σ dG`.
-#[op(saved = [x, w_ih, w_hh, gates: owned, c: owned, tanh_c: owned, out, h0, c0], attrs = [reverse: bool])]
+///
+/// With `final_cell` the output has one more row, `[T + 1, B, H]`: rows `0..T` are `y` and
+/// row `T` is the final cell state `c_n` (the cell state of the last step processed), so
+/// that [`lstm()`] can return `c_n` with its gradient — its gradient enters the backward
+/// loop as the cell-state gradient after the last step (`dc' = g[T]` instead of 0).
+#[op(saved = [x, w_ih, w_hh, gates: owned, c: owned, tanh_c: owned, out, h0, c0], attrs = [reverse: bool, final_cell: bool])]
 pub mod lstm_layer {
     use super::*;
 
@@ -308,24 +399,15 @@ pub mod lstm_layer {
         h0: Option<&Tensor>,
         c0: Option<&Tensor>,
         reverse: bool,
+        final_cell: bool,
     ) -> Result<(Tensor, Owned)> {
-        x.expect_f32(NAME, "x")?;
-        let dm = check_layer(NAME, 4, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
-        let Dims { t: t_len, b, h, .. } = dm;
+        let mut p = Prologue::new(NAME, 4, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
+        let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (4 * h, b * h);
-        let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh)?;
-        let xp = xp.get();
-        let (bih, bhh) = (Scratch::of(b_ih)?, Scratch::of(b_hh)?);
-        let h0 = match Scratch::of(h0)? {
-            Some(h0) => h0,
-            None => Scratch::zeroed(bh)?,
-        };
         let c0 = Scratch::of(c0)?;
-        let mut hp = Scratch::new(b * gh)?;
         let mut owned = None;
         let y = w_hh.try_with_f32(|whh| {
-            Tensor::build_f32(&[t_len, b, h], |y| {
+            Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
                 // W_hhᵀ is read transposed in place by every step's product.
                 let whh_t = MatRef::row_major(whh, gh, h).t();
                 let [gates, c, tanh_c] =
@@ -335,15 +417,9 @@ pub mod lstm_layer {
                             let prev = prev_time(t, t_len, reverse);
                             let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
                             let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
-                            let h_prev = MatRef::row_major(y_prev.unwrap_or(h0.get()), b, h);
-                            gemm(settings, h_prev, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
-                            let inp = CellInputs {
-                                xp: &xp[t * b * gh..(t + 1) * b * gh],
-                                hp: hp.get(),
-                                b_ih: bih.as_ref().map(Scratch::get),
-                                b_hh: bhh.as_ref().map(Scratch::get),
-                                prev: c_prev.or(c0.as_ref().map(Scratch::get)),
-                            };
+                            let h_prev = MatRef::row_major(y_prev.unwrap_or(p.h0.get()), b, h);
+                            gemm(settings, h_prev, whh_t, MatMut::row_major(p.hp.get_mut(), b, gh));
+                            let inp = p.cell_inputs(t, gh, c_prev.or(c0.as_ref().map(Scratch::get)));
                             gates::lstm_forward(
                                 settings,
                                 h,
@@ -353,6 +429,10 @@ pub mod lstm_layer {
                                 &mut tc_all[t * bh..(t + 1) * bh],
                                 y_t,
                             );
+                        }
+                        if final_cell {
+                            let last = time_of(t_len - 1, t_len, reverse);
+                            y[t_len * bh..].copy_from_slice(&c_all[last * bh..(last + 1) * bh]);
                         }
                         Ok(())
                     })?;
@@ -377,6 +457,10 @@ pub mod lstm_layer {
         let mut dg = Scratch::new(t_len * b * gh)?;
         let mut dh_next = Scratch::zeroed(bh)?;
         let mut dc_next = Scratch::zeroed(bh)?;
+        if r.final_cell {
+            // The gradient of c_n is the cell-state gradient after the last step.
+            g.try_with_f32(|gy| dc_next.get_mut().copy_from_slice(&gy[t_len * bh..]))?;
+        }
         r.gates().try_with_f32(|gates| {
             r.c().try_with_f32(|c_all| {
                 r.tanh_c().try_with_f32(|tc_all| {
@@ -416,22 +500,7 @@ pub mod lstm_layer {
         } else {
             Scratch::new(0)?
         };
-        let [dx, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?;
-        if let Some(t) = dx {
-            d.x(t);
-        }
-        if let Some(t) = dwih {
-            d.w_ih(t);
-        }
-        if let Some(t) = dwhh {
-            d.w_hh(t);
-        }
-        if let Some(t) = dbih {
-            d.b_ih(t);
-        }
-        if let Some(t) = dbhh {
-            d.b_hh(t);
-        }
+        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?);
         if d.needs_h0() {
             d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }
@@ -455,7 +524,7 @@ pub mod lstm_layer {
                     inp(&[2, 2], -1.0, 1.0, 6),
                     inp(&[2, 2], -1.0, 1.0, 7),
                 ],
-                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), false),
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), false, false),
             ),
             Case::new(
                 "reverse_full",
@@ -468,12 +537,12 @@ pub mod lstm_layer {
                     inp(&[2, 3], -1.0, 1.0, 13),
                     inp(&[2, 3], -1.0, 1.0, 14),
                 ],
-                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), true),
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), true, false),
             ),
             Case::new(
                 "reverse_plain",
                 vec![inp(&[3, 2, 3], -1.0, 1.0, 15), inp(&[8, 3], -0.6, 0.6, 16), inp(&[8, 2], -0.6, 0.6, 17)],
-                |t| super::lstm_layer(&t[0], &t[1], &t[2], None, None, None, None, true),
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], None, None, None, None, true, false),
             ),
             // Batch-first storage read as [T, B, I]; h0 only, b_hh only.
             Case::new(
@@ -485,7 +554,7 @@ pub mod lstm_layer {
                     inp(&[8], -0.5, 0.5, 21),
                     inp(&[2, 2], -1.0, 1.0, 22),
                 ],
-                |t| super::lstm_layer(&crate::transpose(&t[0], 0, 1)?, &t[1], &t[2], None, Some(&t[3]), Some(&t[4]), None, false),
+                |t| super::lstm_layer(&crate::transpose(&t[0], 0, 1)?, &t[1], &t[2], None, Some(&t[3]), Some(&t[4]), None, false, false),
             ),
             Case::new(
                 "c0_only",
@@ -496,7 +565,25 @@ pub mod lstm_layer {
                     inp(&[4], -0.5, 0.5, 26),
                     inp(&[1, 1], -1.0, 1.0, 27),
                 ],
-                |t| super::lstm_layer(&t[0], &t[1], &t[2], Some(&t[3]), None, None, Some(&t[4]), false),
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], Some(&t[3]), None, None, Some(&t[4]), false, false),
+            ),
+            // The final cell state as an extra output row, both directions.
+            Case::new(
+                "final_cell",
+                vec![
+                    inp(&[3, 2, 3], -1.0, 1.0, 28),
+                    inp(&[8, 3], -0.6, 0.6, 29),
+                    inp(&[8, 2], -0.6, 0.6, 30),
+                    inp(&[8], -0.5, 0.5, 31),
+                    inp(&[2, 2], -1.0, 1.0, 32),
+                    inp(&[2, 2], -1.0, 1.0, 33),
+                ],
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), None, Some(&t[4]), Some(&t[5]), false, true),
+            ),
+            Case::new(
+                "reverse_final_cell_plain",
+                vec![inp(&[4, 1, 2], -1.0, 1.0, 34), inp(&[12, 2], -0.6, 0.6, 35), inp(&[12, 3], -0.6, 0.6, 36)],
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], None, None, None, None, true, true),
             ),
         ]
     }
@@ -525,17 +612,9 @@ pub mod gru_layer {
         h0: Option<&Tensor>,
         reverse: bool,
     ) -> Result<(Tensor, Owned)> {
-        x.expect_f32(NAME, "x")?;
-        let dm = check_layer(NAME, 3, x.shape(), w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
-        let Dims { t: t_len, b, h, .. } = dm;
+        let mut p = Prologue::new(NAME, 3, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
+        let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (3 * h, b * h);
-        let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh)?;
-        let xp = xp.get();
-        let (bih, bhh) = (Scratch::of(b_ih)?, Scratch::of(b_hh)?);
-        let h0v = Scratch::of(h0)?;
-        let zeros = Scratch::zeroed(bh)?;
-        let mut hp = Scratch::new(b * gh)?;
         let [y, gates, hn] = w_hh.try_with_f32(|whh| {
             Tensor::build_many_f32([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |[y, gates, hn_all]| {
                 // W_hhᵀ is read transposed in place by every step's product.
@@ -543,16 +622,12 @@ pub mod gru_layer {
                 for s in 0..t_len {
                     let t = time_of(s, t_len, reverse);
                     let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
-                    let h_prev = y_prev.or(h0v.as_ref().map(Scratch::get));
-                    let a = MatRef::row_major(h_prev.unwrap_or(zeros.get()), b, h);
-                    gemm(settings, a, whh_t, MatMut::row_major(hp.get_mut(), b, gh));
-                    let inp = CellInputs {
-                        xp: &xp[t * b * gh..(t + 1) * b * gh],
-                        hp: hp.get(),
-                        b_ih: bih.as_ref().map(Scratch::get),
-                        b_hh: bhh.as_ref().map(Scratch::get),
-                        prev: h_prev,
-                    };
+                    // The cell update reads h' only when there is one (no h0: none at the
+                    // first step); the product reads zeros then.
+                    let h_prev = y_prev.or(p.has_h0.then(|| p.h0.get()));
+                    let a = MatRef::row_major(h_prev.unwrap_or(p.h0.get()), b, h);
+                    gemm(settings, a, whh_t, MatMut::row_major(p.hp.get_mut(), b, gh));
+                    let inp = p.cell_inputs(t, gh, h_prev);
                     gates::gru_forward(settings, h, inp, &mut gates[t * b * gh..(t + 1) * b * gh], &mut hn_all[t * bh..(t + 1) * bh], y_t);
                 }
                 Ok(())
@@ -608,23 +683,7 @@ pub mod gru_layer {
             })
         })????;
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
-        let [dx, dwih, dwhh, dbih, dbhh] =
-            parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?;
-        if let Some(t) = dx {
-            d.x(t);
-        }
-        if let Some(t) = dwih {
-            d.w_ih(t);
-        }
-        if let Some(t) = dwhh {
-            d.w_hh(t);
-        }
-        if let Some(t) = dbih {
-            d.b_ih(t);
-        }
-        if let Some(t) = dbhh {
-            d.b_hh(t);
-        }
+        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?);
         if d.needs_h0() {
             d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }
@@ -763,6 +822,10 @@ pub struct RnnOutput {
     /// The final hidden state of every layer and direction `[layers·dirs, B, H]` (step
     /// T−1 of a forward layer, step 0 of a reverse one).
     pub h_n: Tensor,
+    /// The final cell state of every layer and direction `[layers·dirs, B, H]` (LSTM only;
+    /// `None` for a GRU), as `torch.nn.LSTM` returns it: pass it back as `c0` (with `h_n`
+    /// as `h0`) to continue a long sequence in chunks.
+    pub c_n: Option<Tensor>,
 }
 
 /// Validates a stack: `x` rank 3 f32, the weight count, every layer's weight shapes (layer
@@ -825,31 +888,37 @@ fn check_stack(
     Ok((xt, h))
 }
 
-/// Runs a stack of layers: `layer(input, weights, k, reverse)` runs weight set `k`.
+/// Runs a stack of layers: `layer(input, weights, k, reverse)` runs weight set `k` and
+/// returns its states `[T, B, H]` and, for an LSTM, its final cell state `[B, H]`.
 fn run_stack(
     xt: Tensor,
     weights: &[RnnWeights],
     config: RnnConfig,
-    layer: impl Fn(&Tensor, &RnnWeights, usize, bool) -> Result<Tensor>,
+    layer: impl Fn(&Tensor, &RnnWeights, usize, bool) -> Result<(Tensor, Option<Tensor>)>,
 ) -> Result<RnnOutput> {
     let dirs = config.dirs();
     let t_len = xt.shape()[0];
     let mut input = xt;
     let mut finals = Vec::with_capacity(weights.len());
+    let mut cells = Vec::new();
     for l in 0..config.layers {
         let mut outs = Vec::with_capacity(dirs);
         for dir in 0..dirs {
             let k = l * dirs + dir;
             let reverse = dir == 1;
-            let y = layer(&input, &weights[k], k, reverse)?;
+            let (y, cell) = layer(&input, &weights[k], k, reverse)?;
             let last = if reverse { 0 } else { t_len as isize - 1 };
             finals.push(crate::unsqueeze(&crate::select(&y, 0, last)?, 0)?);
+            if let Some(c) = cell {
+                cells.push(crate::unsqueeze(&c, 0)?);
+            }
             outs.push(y);
         }
         input = if dirs == 1 { outs.pop().expect("one direction") } else { crate::concat(&outs, 2)? };
     }
     let y = if config.batch_first { crate::transpose(&input, 0, 1)? } else { input };
-    Ok(RnnOutput { y, h_n: crate::concat(&finals, 0)? })
+    let c_n = if cells.is_empty() { None } else { Some(crate::concat(&cells, 0)?) };
+    Ok(RnnOutput { y, h_n: crate::concat(&finals, 0)?, c_n })
 }
 
 /// The `[B, H]` slice `k` of an optional `[layers·dirs, B, H]` state.
@@ -860,8 +929,10 @@ fn state(s: Option<&Tensor>, k: usize) -> Result<Option<Tensor>> {
 /// Multi-layer, optionally bidirectional LSTM as `torch.nn.LSTM` (no dropout, no
 /// projections): `x` `[T, B, I]` (`[B, T, I]` batch-first), one [`RnnWeights`] per layer
 /// and direction in PyTorch's order, optional `h0`, `c0` `[layers·dirs, B, H]`. Layer l+1
-/// reads the concatenation of layer l's directions. Returns the last layer's states `y`
-/// and the final hidden states `h_n`; the final cell states are not returned.
+/// reads the concatenation of layer l's directions. Returns the last layer's states `y`,
+/// the final hidden states `h_n` and the final cell states `c_n` (`Some`), each with its
+/// gradient: a long sequence can be run in chunks, each chunk starting from the previous
+/// chunk's `h_n`, `c_n`, with the same values as one run over the whole sequence.
 #[op(composition)]
 pub mod lstm {
     use super::*;
@@ -870,7 +941,10 @@ pub mod lstm {
         let (xt, _) = check_stack(NAME, 4, x, weights, &[("h0", h0), ("c0", c0)], config)?;
         run_stack(xt, weights, config, |inp, w, k, reverse| {
             let (h, c) = (state(h0, k)?, state(c0, k)?);
-            crate::lstm_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), c.as_ref(), reverse)
+            let out = crate::lstm_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), c.as_ref(), reverse, true)?;
+            // Rows 0..T are the states; row T is the final cell state.
+            let t_len = inp.shape()[0];
+            Ok((crate::slice(&out, 0, 0, t_len, 1)?, Some(crate::select(&out, 0, t_len as isize)?)))
         })
     }
 
@@ -891,7 +965,7 @@ pub mod gru {
         let (xt, _) = check_stack(NAME, 3, x, weights, &[("h0", h0)], config)?;
         run_stack(xt, weights, config, |inp, w, k, reverse| {
             let h = state(h0, k)?;
-            crate::gru_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), reverse)
+            Ok((crate::gru_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), reverse)?, None))
         })
     }
 
@@ -904,7 +978,7 @@ pub mod gru {
 type StackFn = fn(&Tensor, Option<&Tensor>, Option<&Tensor>, &[RnnWeights], RnnConfig) -> Result<RnnOutput>;
 
 /// Gradient-check cases of a stack with `gates` gate blocks: the checked function is the
-/// concatenation of `y` and `h_n`, flattened.
+/// concatenation of `y`, `h_n` and (LSTM) `c_n`, flattened.
 fn stack_cases(gates: usize, f: StackFn) -> Vec<Case> {
     let lstm = gates == 4;
     let spec = |name, [t, b, i, h, layers]: [usize; 5], [bidirectional, batch_first, bias, states]: [bool; 4]| {
@@ -961,7 +1035,11 @@ fn stack_cases(gates: usize, f: StackFn) -> Vec<Case> {
                 };
                 let weights = RnnWeights::from_flat(&ts[1 + n_states..], bias);
                 let out = f(&ts[0], h0, c0, &weights, config)?;
-                crate::concat(&[crate::reshape(&out.y, vec![-1])?, crate::reshape(&out.h_n, vec![-1])?], 0)
+                let mut parts = vec![crate::reshape(&out.y, vec![-1])?, crate::reshape(&out.h_n, vec![-1])?];
+                if let Some(c_n) = &out.c_n {
+                    parts.push(crate::reshape(c_n, vec![-1])?);
+                }
+                crate::concat(&parts, 0)
             })
         })
         .collect()

@@ -150,7 +150,7 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
     let _no_grad = NoGradGuard::new();
     let Some(root_node) = root.grad_fn() else {
         // A leaf: the seed is its gradient.
-        return install_leaf_grad(root.inner_arc(), seed);
+        return install_leaf_grad(root.inner_arc(), seed).map_err(|e| e.with_op(OP));
     };
 
     let mut scratch = Borrowed::take();
@@ -182,18 +182,20 @@ pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) ->
             record.check_versions()?;
             // Dropped as soon as the rule has run (the closure runs once).
             if let Some(g) = g.take() {
-                record.backward(&g, sink)?;
+                // A rule's own errors name its operator; one from a shared buffer helper
+                // (a refused allocation) gets the name here.
+                record.backward(&g, sink).map_err(|e| e.with_op(node.name()))?;
             }
             // The record is released once its input shapes have fitted the gradients (also
             // when routing them fails).
-            let routed = route(node, record, sink, index, pending, leaves);
+            let routed = route(node, record, sink, index, pending, leaves).map_err(|e| e.with_op(node.name()));
             if !retain_graph {
                 slot.release();
             }
             routed
         })?;
     }
-    leaves.apply()
+    leaves.apply().map_err(|e| e.with_op(OP))
 }
 
 /// Fits each gradient `record`'s rule emitted to its input's shape and sends it along its

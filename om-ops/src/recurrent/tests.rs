@@ -52,11 +52,14 @@ fn check_stack(kind: &str, run: impl Fn(&Tensor, Option<&Tensor>, Option<&Tensor
             assert_close(&format!("{name}_y"), &out.y, &o.get(&format!("{name}_y")));
             assert_close(&format!("{name}_hn"), &out.h_n, &o.get(&format!("{name}_hn")));
             let (ry, rh) = (o.get(&format!("{name}_ry")).detach(), o.get(&format!("{name}_rh")).detach());
-            let loss = crate::add(
-                &crate::sum(&crate::mul(&out.y, &ry).unwrap(), None, false).unwrap(),
-                &crate::sum(&crate::mul(&out.h_n, &rh).unwrap(), None, false).unwrap(),
-            )
-            .unwrap();
+            let weighted = |t: &Tensor, r: &Tensor| crate::sum(&crate::mul(t, r).unwrap(), None, false).unwrap();
+            let mut loss = crate::add(&weighted(&out.y, &ry), &weighted(&out.h_n, &rh)).unwrap();
+            // The `lstm_cn_*` cases also weigh the final cell states.
+            if o.has(&format!("{name}_cn")) {
+                let c_n = out.c_n.as_ref().expect("an LSTM returns c_n");
+                assert_close(&format!("{name}_cn"), c_n, &o.get(&format!("{name}_cn")));
+                loss = crate::add(&loss, &weighted(c_n, &o.get(&format!("{name}_rc")).detach())).unwrap();
+            }
             loss.backward().unwrap();
             for (n, t) in &leaves {
                 let key = format!("{name}_g_{n}");
@@ -70,6 +73,63 @@ fn check_stack(kind: &str, run: impl Fn(&Tensor, Option<&Tensor>, Option<&Tensor
 #[test]
 fn lstm_matches_pytorch() {
     check_stack("lstm", |x, h0, c0, w, cfg| crate::lstm(x, h0, c0, w, cfg).unwrap());
+}
+
+#[test]
+fn lstm_final_cell_states_and_their_gradients_match_pytorch() {
+    check_stack("lstm_cn", |x, h0, c0, w, cfg| crate::lstm(x, h0, c0, w, cfg).unwrap());
+}
+
+/// A sequence run in two chunks, the second starting from the first's `h_n` and `c_n`,
+/// gives the states of one run over the whole sequence, bit for bit (every step computes
+/// the same products and gate updates), and — with the states passed on undetached — the
+/// same gradients up to the rounding of sums split at the chunk boundary.
+#[test]
+fn a_sequence_in_chunks_equals_one_run() {
+    let (t, b, i, h) = (9, 2, 3, 4);
+    let config = RnnConfig { layers: 2, bidirectional: false, batch_first: false };
+    both_modes(|| {
+        let x = leaf(&[t, b, i], 50, 1.0);
+        let ws: Vec<RnnWeights> = (0..2)
+            .map(|k| {
+                let features = if k == 0 { i } else { h };
+                RnnWeights::new(
+                    leaf(&[4 * h, features], 51 + k, 0.4),
+                    leaf(&[4 * h, h], 53 + k, 0.4),
+                    leaf(&[4 * h], 55 + k, 0.2),
+                    leaf(&[4 * h], 57 + k, 0.2),
+                )
+            })
+            .collect();
+        let params: Vec<&Tensor> = ws.iter().flat_map(|w| [&w.w_ih, &w.w_hh, w.b_ih.as_ref().unwrap(), w.b_hh.as_ref().unwrap()]).collect();
+        let grads = || -> Vec<Vec<f32>> { params.iter().map(|p| p.grad().unwrap().to_vec()).collect() };
+        let loss_of = |y: &Tensor, h_n: &Tensor, c_n: &Tensor| {
+            let sq = |v: &Tensor| crate::sum(&crate::mul(v, v).unwrap(), None, false).unwrap();
+            crate::add(&crate::add(&sq(y), &sq(h_n)).unwrap(), &sq(c_n)).unwrap()
+        };
+
+        let full = crate::lstm(&x, None, None, &ws, config).unwrap();
+        loss_of(&full.y, &full.h_n, full.c_n.as_ref().unwrap()).backward().unwrap();
+        let full_grads = grads();
+        params.iter().for_each(|p| p.clear_grad());
+
+        let first = crate::lstm(&crate::slice(&x, 0, 0, 4, 1).unwrap(), None, None, &ws, config).unwrap();
+        let c1 = first.c_n.as_ref().unwrap();
+        let second = crate::lstm(&crate::slice(&x, 0, 4, t, 1).unwrap(), Some(&first.h_n), Some(c1), &ws, config).unwrap();
+        let y = crate::concat(&[first.y.clone(), second.y.clone()], 0).unwrap();
+        let bits = |v: &Tensor| v.to_vec().iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y), bits(&full.y), "states");
+        assert_eq!(bits(&second.h_n), bits(&full.h_n), "h_n");
+        assert_eq!(bits(second.c_n.as_ref().unwrap()), bits(full.c_n.as_ref().unwrap()), "c_n");
+
+        loss_of(&y, &second.h_n, second.c_n.as_ref().unwrap()).backward().unwrap();
+        for (k, (a, e)) in grads().iter().zip(&full_grads).enumerate() {
+            let scale = e.iter().fold(0f32, |m, v| m.max(v.abs())).max(1.0);
+            let worst = a.iter().zip(e).fold(0f32, |m, (a, e)| m.max((a - e).abs()));
+            assert!(worst <= 1e-5 * scale, "parameter {k}: chunked gradient off by {worst} (scale {scale})");
+        }
+        params.iter().for_each(|p| p.clear_grad());
+    });
 }
 
 #[test]
@@ -95,7 +155,7 @@ fn long_sequences_run_forward_and_backward() {
     let (wi, wh, bi, bh) = (leaf(&[4 * h, i], 2, 0.3), leaf(&[4 * h, h], 3, 0.3), leaf(&[4 * h], 4, 0.1), leaf(&[4 * h], 5, 0.1));
     let (h0, c0) = (leaf(&[b, h], 6, 0.5), leaf(&[b, h], 7, 0.5));
     for reverse in [false, true] {
-        let y = crate::lstm_layer(&x, &wi, &wh, Some(&bi), Some(&bh), Some(&h0), Some(&c0), reverse).unwrap();
+        let y = crate::lstm_layer(&x, &wi, &wh, Some(&bi), Some(&bh), Some(&h0), Some(&c0), reverse, false).unwrap();
         assert_eq!(y.shape(), [t, b, h]);
         crate::sum(&y, None, false).unwrap().backward().unwrap();
         for p in [&x, &wi, &wh, &bi, &bh, &h0, &c0] {
