@@ -10,7 +10,7 @@
 use om_core::compute::{Compute, Settings};
 use om_core::{pool, Error, Result, Tensor};
 use om_ops::nn::Linear;
-use om_ops::optim::{Adam, Optimizer, Sgd};
+use om_ops::optim::{Adam, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, Reduction, ResizeMode, TensorOps};
 use std::sync::{Mutex, MutexGuard};
 
@@ -221,8 +221,8 @@ fn optimizer_state_that_cannot_be_allocated_is_an_error_naming_the_optimizer() {
     let (pa, pb) = (params(&a, &b), params(&a, &b));
     assert_oom(with_limit(SMALL, || Adam::new(pa, 0.01).map(|_| ())), &["Adam"]);
     assert_oom(with_limit(SMALL, || Adam::adamw(pb, 0.01).map(|_| ())), &["Adam"]);
-    let sgd = Sgd::new(params(&a, &b), 0.1).unwrap();
-    assert_oom(with_limit(SMALL, || sgd.momentum(0.9).map(|_| ())), &["Sgd"]);
+    let sgd = SgdConfig::default().lr(0.1).momentum(0.9);
+    assert_oom(with_limit(SMALL, || sgd.build(params(&a, &b)).map(|_| ())), &["Sgd"]);
 }
 
 #[test]
@@ -236,9 +236,9 @@ fn a_refused_step_leaves_parameters_and_optimizer_state_bit_identical() {
             let p = params(&a, &b);
             let mut sgd = Sgd::new(p.clone(), 0.05).unwrap();
             train_step(&a, &b, &x, &mut sgd).unwrap();
-            // Momentum set through the field: its state is allocated by the next step; the
+            // Momentum set by a new config: its state is allocated by the next step; the
             // first weight's buffer fits under the limit, the second's does not.
-            sgd.momentum = 0.9;
+            sgd.set_config(sgd.config().momentum(0.9)).unwrap();
             if refuse {
                 let limit = p[0].numel() * 4;
                 assert!(p[1].numel() * 4 > limit);

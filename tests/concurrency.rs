@@ -7,7 +7,7 @@
 use om_core::compute::{Compute, Mode};
 use om_core::{autograd, Tensor};
 use om_ops::models::benchmarks::{BenchModel, BenchStep};
-use om_ops::optim::{Optimizer, Sgd};
+use om_ops::optim::{Optimizer, SgdConfig};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ fn train(t: Training, steps: usize) -> (Vec<u32>, Vec<Vec<u32>>) {
     Compute::set_mode(t.mode);
     Compute::set_threads(t.threads).unwrap();
     let bench = BenchStep::new(t.model, t.seed).unwrap();
-    let mut sgd = Sgd::new(bench.parameters().to_vec(), 0.01).unwrap().momentum(0.9).unwrap();
+    let mut sgd = SgdConfig::default().lr(0.01).momentum(0.9).build(bench.parameters().to_vec()).unwrap();
     let losses = (0..steps).map(|_| {
         let loss = bench.step().unwrap();
         sgd.step().unwrap();

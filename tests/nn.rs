@@ -3,7 +3,7 @@
 
 use om_core::{io, Result, Tensor};
 use om_ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, Gru, LayerNorm, Linear, Lstm, Module};
-use om_ops::optim::{Adam, Optimizer, Sgd};
+use om_ops::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, RnnConfig};
 
 /// Gives `p` the gradient `c` (backward of `Σ p·c`), replacing any previous one.
@@ -23,7 +23,7 @@ fn sgd_with_momentum_and_weight_decay_follows_pytorch() -> Result<()> {
     let p0 = [1.0f32, -2.0, 0.5];
     let grads = [[0.5f32, 0.25, -1.0], [-0.5, 1.0, 2.0]];
     let p = leaf(&p0);
-    let mut opt = Sgd::new(vec![p.clone()], lr)?.momentum(mu)?.weight_decay(wd)?;
+    let mut opt = SgdConfig::default().lr(lr).momentum(mu).weight_decay(wd).build(vec![p.clone()])?;
     // torch.optim.SGD: d = g + wd·p; b = d (first step) or μ·b + d; p = p − lr·b
     let (mut want, mut buf) = (p0.to_vec(), vec![0.0f32; 3]);
     for (step, g) in grads.iter().enumerate() {
@@ -44,16 +44,15 @@ fn sgd_with_momentum_and_weight_decay_follows_pytorch() -> Result<()> {
 #[test]
 fn sgd_nesterov_and_dampening() -> Result<()> {
     let p = leaf(&[1.0, 2.0]);
-    let mut opt = Sgd::new(vec![p.clone()], 0.5)?.momentum(0.5)?;
-    opt.nesterov = true;
+    let mut opt = SgdConfig::default().lr(0.5).momentum(0.5).nesterov(true).build(vec![p.clone()])?;
     let g = [0.25f32, -0.75];
     set_grad(&p, &g)?;
     opt.step()?;
     // first step: b = g, d = g + μ·b
     let want: Vec<f32> = [1.0f32, 2.0].iter().zip(&g).map(|(p, g)| p - 0.5 * (g + 0.5 * g)).collect();
     assert_eq!(p.to_vec(), want);
-    opt.dampening = 0.1;
-    assert!(opt.step().is_err(), "Nesterov with dampening is rejected, as in PyTorch");
+    assert!(opt.set_config(opt.config().dampening(0.1)).is_err(), "Nesterov with dampening is rejected, as in PyTorch");
+    assert_eq!(opt.config().dampening, 0.0, "a rejected config changes nothing");
     Ok(())
 }
 
@@ -63,8 +62,8 @@ fn check_adam(decoupled: bool) -> Result<()> {
     let p0 = [1.0f32, -2.0, 0.5, 3.0];
     let grads = [[0.5f32, 0.25, -1.0, 0.0], [-0.5, 1.0, 2.0, 0.125], [0.1, -0.2, 0.3, -0.4]];
     let p = leaf(&p0);
-    let opt = if decoupled { Adam::adamw(vec![p.clone()], lr as f32)? } else { Adam::new(vec![p.clone()], lr as f32)? };
-    let mut opt = opt.weight_decay(wd as f32)?;
+    let config = if decoupled { AdamConfig::adamw() } else { AdamConfig::default() };
+    let mut opt = config.lr(lr as f32).weight_decay(wd as f32).build(vec![p.clone()])?;
     let mut want: Vec<f64> = p0.iter().map(|&v| v as f64).collect();
     let (mut m, mut v) = (vec![0.0f64; 4], vec![0.0f64; 4]);
     for (t, g) in grads.iter().enumerate() {
@@ -130,7 +129,7 @@ fn parameters_without_a_gradient_are_skipped_and_zero_grad_zeroes() -> Result<()
 fn bad_hyperparameters_are_errors() {
     let p = || vec![leaf(&[1.0])];
     assert!(Sgd::new(p(), -1.0).is_err());
-    assert!(Adam::new(p(), 0.1).and_then(|a| a.betas(1.0, 0.9)).is_err());
+    assert!(AdamConfig::default().lr(0.1).betas((1.0, 0.9)).build(p()).is_err());
     assert!(Adam::new(vec![Tensor::from_vec_i32(vec![1], &[1]).unwrap()], 0.1).is_err());
 }
 

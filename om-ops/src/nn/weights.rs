@@ -29,6 +29,13 @@ pub fn save<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()
 /// Reads a safetensors file into the module's parameters and buffers. The file must hold
 /// exactly the module's names, each with the same shape and dtype; on any mismatch the
 /// error names it and the module is left unchanged.
+///
+/// PyTorch state dicts load as they are: batch norm's `PREFIX.num_batches_tracked` (an
+/// integer scalar, next to a `PREFIX.running_mean` of the module) is accepted and not
+/// stored — it only matters to PyTorch's `momentum=None` (cumulative average), which
+/// [`BatchNorm2d`](super::BatchNorm2d) does not have (its momentum is a number), so the
+/// loaded model computes what PyTorch's does. PyTorch loads a file without the counter
+/// (ours) with `strict=True` too, filling it in with 0.
 pub fn load<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let file = io::load(path).map_err(|e| e.with_op("nn::load"))?;
@@ -52,8 +59,24 @@ fn load_state<M: Module + ?Sized>(module: &M, mut file: BTreeMap<String, Tensor>
         }
         pairs.push((t, src));
     }
+    drop_batch_counters(&s, &mut file, from)?;
     if let Some(extra) = file.keys().next() {
         return Err(Error::argument(OP, format!("{from} holds `{extra}`, which the module does not have")));
     }
     no_grad(|| pairs.into_iter().try_for_each(|(t, src)| t.copy_(&src)))
+}
+
+/// Removes PyTorch's `PREFIX.num_batches_tracked` batch-norm counters from `file`: those
+/// next to a `PREFIX.running_mean` of the module, each checked to be an integer scalar.
+fn drop_batch_counters(state: &[(String, Tensor)], file: &mut BTreeMap<String, Tensor>, from: &str) -> Result<()> {
+    for (name, _) in state {
+        let Some(prefix) = name.strip_suffix("running_mean") else { continue };
+        let key = format!("{prefix}num_batches_tracked");
+        if let Some(t) = file.remove(&key) {
+            if t.dtype() != om_core::DType::I32 || t.numel() != 1 {
+                return Err(Error::argument("nn::load", format!("`{key}` in {from} must be an integer scalar (shape {:?})", t.shape())));
+            }
+        }
+    }
+    Ok(())
 }

@@ -170,7 +170,8 @@ pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
     let (mut last_loss, mut last_eval) = (f32::NAN, None);
     let start = Instant::now();
     for epoch in 1..=o.epochs {
-        // cosine decay of the learning rate over the epochs
+        // cosine decay of the learning rate over the epochs, in f32 (optim::CosineAnnealingLR
+        // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
         opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
         let examples = task.examples(&mut rng);
         let batches: Vec<&[T::Example]> = examples.chunks(o.batch).filter(|b| b.len() > 1).collect();

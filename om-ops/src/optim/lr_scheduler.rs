@@ -1,0 +1,354 @@
+//! Learning-rate schedulers as `torch.optim.lr_scheduler`: [`StepLR`], [`MultiStepLR`],
+//! [`ExponentialLR`], [`CosineAnnealingLR`], [`LinearLR`] (linear warm-up) and
+//! [`OneCycleLR`], each computing its rates with PyTorch's `get_lr` — the chained form
+//! (from the previous rate) where PyTorch chains, in `f64` as PyTorch's Python floats —
+//! so the sequence of rates is PyTorch's (`tests/lr_scheduler.rs` compares them).
+//!
+//! A scheduler is made from the optimizer (whose learning rate is the base rate) and, as
+//! in PyTorch, sets the optimizer's rate for epoch 0 at once; each [`LrScheduler::step`]
+//! (after the optimizer's steps of an epoch, or of a batch for [`OneCycleLR`]) moves to
+//! the next epoch and sets its rate. The optimizer receives the rate rounded to `f32`.
+//!
+//! ```
+//! use om_ops::optim::{LrScheduler, Optimizer, Sgd, StepLR};
+//! use om_ops::Tensor;
+//! let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.5)?;
+//! let mut sched = StepLR::new(&mut opt, 2, 0.5)?;
+//! let mut rates = vec![opt.lr()];
+//! for _epoch in 0..4 {
+//!     // ... the epoch's optimizer steps ...
+//!     sched.step(&mut opt)?;
+//!     rates.push(opt.lr());
+//! }
+//! assert_eq!(rates, [0.5, 0.5, 0.25, 0.25, 0.125]);
+//! # Ok::<(), om_ops::Error>(())
+//! ```
+
+use super::Optimizer;
+use om_core::{Error, Result};
+use std::f64::consts::PI;
+
+/// What every scheduler does.
+pub trait LrScheduler {
+    /// The rate of the current epoch (PyTorch's `get_last_lr()`).
+    fn lr(&self) -> f64;
+
+    /// The current epoch, 0 at construction (PyTorch's `last_epoch`).
+    fn last_epoch(&self) -> usize;
+
+    /// Moves to the next epoch and returns its rate (PyTorch's `get_lr` after
+    /// `last_epoch += 1`), without touching an optimizer.
+    fn advance(&mut self) -> Result<f64>;
+
+    /// Moves to the next epoch and sets the optimizer's rate to it (PyTorch's `step()`).
+    fn step(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
+        let lr = self.advance()?;
+        opt.set_lr(lr as f32);
+        Ok(())
+    }
+}
+
+/// The state every scheduler keeps: the base rate, the current rate (PyTorch's
+/// `group["lr"]`, from which chained forms go on) and the epoch.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    base_lr: f64,
+    lr: f64,
+    epoch: usize,
+}
+
+impl Schedule {
+    /// Epoch 0 of a schedule starting from `opt`'s rate: `first(base)` is epoch 0's rate,
+    /// set on `opt`.
+    fn start(opt: &mut dyn Optimizer, first: impl FnOnce(f64) -> f64) -> Schedule {
+        let base_lr = opt.lr() as f64;
+        let lr = first(base_lr);
+        opt.set_lr(lr as f32);
+        Schedule { base_lr, lr, epoch: 0 }
+    }
+
+    /// Moves to the next epoch with the rate `next(epoch, previous rate, base rate)`.
+    fn advance(&mut self, next: impl FnOnce(usize, f64, f64) -> Result<f64>) -> Result<f64> {
+        let epoch = self.epoch + 1;
+        self.lr = next(epoch, self.lr, self.base_lr)?;
+        self.epoch = epoch;
+        Ok(self.lr)
+    }
+}
+
+/// Implements [`LrScheduler`] for a scheduler with a `schedule` field and a
+/// `next(&self, epoch, lr, base_lr) -> Result<f64>` method.
+macro_rules! scheduler {
+    ($name:ident) => {
+        impl LrScheduler for $name {
+            fn lr(&self) -> f64 {
+                self.schedule.lr
+            }
+
+            fn last_epoch(&self) -> usize {
+                self.schedule.epoch
+            }
+
+            fn advance(&mut self) -> Result<f64> {
+                let this = &*self;
+                let mut schedule = this.schedule;
+                let lr = schedule.advance(|e, lr, base| this.next(e, lr, base))?;
+                self.schedule = schedule;
+                Ok(lr)
+            }
+        }
+    };
+}
+
+fn check(op: &'static str, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::argument(op, what()))
+    }
+}
+
+fn check_gamma(op: &'static str, gamma: f64) -> Result<()> {
+    check(op, gamma.is_finite() && gamma >= 0.0, || format!("gamma must be a finite number ≥ 0, got {gamma}"))
+}
+
+/// `torch.optim.lr_scheduler.StepLR`: the rate times `gamma` every `step_size` epochs.
+pub struct StepLR {
+    schedule: Schedule,
+    step_size: usize,
+    gamma: f64,
+}
+
+impl StepLR {
+    /// Decays `opt`'s rate by `gamma` every `step_size` (≥ 1) epochs.
+    pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> Result<StepLR> {
+        check("StepLR", step_size >= 1, || "step_size must be at least 1".into())?;
+        check_gamma("StepLR", gamma)?;
+        Ok(StepLR { schedule: Schedule::start(opt, |b| b), step_size, gamma })
+    }
+
+    fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
+        Ok(if epoch.is_multiple_of(self.step_size) { lr * self.gamma } else { lr })
+    }
+}
+scheduler!(StepLR);
+
+/// `torch.optim.lr_scheduler.MultiStepLR`: the rate times `gamma` at each milestone
+/// epoch (`gamma^n` at a milestone listed `n` times).
+pub struct MultiStepLR {
+    schedule: Schedule,
+    milestones: Vec<usize>,
+    gamma: f64,
+}
+
+impl MultiStepLR {
+    /// Decays `opt`'s rate by `gamma` at each epoch of `milestones`.
+    pub fn new(opt: &mut dyn Optimizer, milestones: &[usize], gamma: f64) -> Result<MultiStepLR> {
+        check_gamma("MultiStepLR", gamma)?;
+        // PyTorch's get_lr also applies at epoch 0 (a milestone 0 decays the first rate).
+        let schedule = Schedule::start(opt, |b| decay_at(milestones, gamma, 0, b));
+        Ok(MultiStepLR { schedule, milestones: milestones.to_vec(), gamma })
+    }
+
+    fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
+        Ok(decay_at(&self.milestones, self.gamma, epoch, lr))
+    }
+}
+scheduler!(MultiStepLR);
+
+/// `lr` decayed by `gamma` for each time `epoch` is listed in `milestones`.
+fn decay_at(milestones: &[usize], gamma: f64, epoch: usize, lr: f64) -> f64 {
+    let n = milestones.iter().filter(|&&m| m == epoch).count();
+    if n == 0 {
+        lr
+    } else {
+        lr * gamma.powf(n as f64)
+    }
+}
+
+/// `torch.optim.lr_scheduler.ExponentialLR`: the rate times `gamma` every epoch.
+pub struct ExponentialLR {
+    schedule: Schedule,
+    gamma: f64,
+}
+
+impl ExponentialLR {
+    /// Decays `opt`'s rate by `gamma` every epoch.
+    pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> Result<ExponentialLR> {
+        check_gamma("ExponentialLR", gamma)?;
+        Ok(ExponentialLR { schedule: Schedule::start(opt, |b| b), gamma })
+    }
+
+    fn next(&self, _: usize, lr: f64, _: f64) -> Result<f64> {
+        Ok(lr * self.gamma)
+    }
+}
+scheduler!(ExponentialLR);
+
+/// `torch.optim.lr_scheduler.CosineAnnealingLR`: from the base rate down to `eta_min`
+/// along half a cosine over `t_max` epochs (then back up, periodically), in PyTorch's
+/// chained form: `η_e = (1 + cos(π·e/T)) / (1 + cos(π·(e−1)/T)) · (η_{e−1} − η_min) + η_min`,
+/// and `η_e = η_{e−1} + (η_base − η_min)·(1 − cos(π/T))/2` when `(e − 1 − T) mod 2T = 0`.
+pub struct CosineAnnealingLR {
+    schedule: Schedule,
+    t_max: usize,
+    eta_min: f64,
+}
+
+impl CosineAnnealingLR {
+    /// Anneals `opt`'s rate to `eta_min` over `t_max` (≥ 1) epochs.
+    pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> Result<CosineAnnealingLR> {
+        check("CosineAnnealingLR", t_max >= 1, || "t_max must be at least 1".into())?;
+        check("CosineAnnealingLR", eta_min.is_finite(), || format!("eta_min must be finite, got {eta_min}"))?;
+        Ok(CosineAnnealingLR { schedule: Schedule::start(opt, |b| b), t_max, eta_min })
+    }
+
+    fn next(&self, epoch: usize, lr: f64, base: f64) -> Result<f64> {
+        let (e, t, eta_min) = (epoch as f64, self.t_max as f64, self.eta_min);
+        Ok(if (epoch as i64 - 1 - self.t_max as i64).rem_euclid(2 * self.t_max as i64) == 0 {
+            lr + (base - eta_min) * (1.0 - (PI / t).cos()) / 2.0
+        } else {
+            (1.0 + (PI * e / t).cos()) / (1.0 + (PI * (e - 1.0) / t).cos()) * (lr - eta_min) + eta_min
+        })
+    }
+}
+scheduler!(CosineAnnealingLR);
+
+/// `torch.optim.lr_scheduler.LinearLR` (linear warm-up): the rate times a factor going
+/// linearly from `start_factor` to `end_factor` over `total_iters` epochs, then constant;
+/// in PyTorch's chained form
+/// `η_e = η_{e−1}·(1 + (end − start) / (T·start + (e − 1)·(end − start)))`.
+pub struct LinearLR {
+    schedule: Schedule,
+    start_factor: f64,
+    end_factor: f64,
+    total_iters: usize,
+}
+
+impl LinearLR {
+    /// Scales `opt`'s rate from `start_factor` (in `(0, 1]`) to `end_factor` (in
+    /// `[0, 1]`) over `total_iters` epochs (PyTorch's defaults: 1/3, 1, 5).
+    pub fn new(opt: &mut dyn Optimizer, start_factor: f64, end_factor: f64, total_iters: usize) -> Result<LinearLR> {
+        check("LinearLR", start_factor > 0.0 && start_factor <= 1.0, || format!("start_factor must be in (0, 1], got {start_factor}"))?;
+        check("LinearLR", (0.0..=1.0).contains(&end_factor), || format!("end_factor must be in [0, 1], got {end_factor}"))?;
+        let schedule = Schedule::start(opt, |b| b * start_factor);
+        Ok(LinearLR { schedule, start_factor, end_factor, total_iters })
+    }
+
+    fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
+        if epoch > self.total_iters {
+            return Ok(lr);
+        }
+        let (s, d) = (self.start_factor, self.end_factor - self.start_factor);
+        Ok(lr * (1.0 + d / (self.total_iters as f64 * s + (epoch - 1) as f64 * d)))
+    }
+}
+scheduler!(LinearLR);
+
+/// How [`OneCycleLR`] moves between two rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Anneal {
+    /// Half a cosine: `end + (start − end)/2 · (cos(π·pct) + 1)` (PyTorch's `"cos"`).
+    Cos,
+    /// A straight line: `(end − start)·pct + start` (PyTorch's `"linear"`).
+    Linear,
+}
+
+/// Options of [`OneCycleLR`] (PyTorch's defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OneCycleOptions {
+    /// Fraction of the steps spent raising the rate, in `[0, 1]` (0.3).
+    pub pct_start: f64,
+    /// The annealing shape ([`Anneal::Cos`]).
+    pub anneal: Anneal,
+    /// The first rate is `max_lr / div_factor` (25).
+    pub div_factor: f64,
+    /// The last rate is the first divided by `final_div_factor` (1e4).
+    pub final_div_factor: f64,
+    /// Three phases (up, back down to the first rate, then to the last) instead of two.
+    pub three_phase: bool,
+}
+
+impl Default for OneCycleOptions {
+    fn default() -> OneCycleOptions {
+        OneCycleOptions { pct_start: 0.3, anneal: Anneal::Cos, div_factor: 25.0, final_div_factor: 1e4, three_phase: false }
+    }
+}
+
+/// One phase of a one-cycle schedule: up to step `end_step`, from rate `start` to `end`.
+#[derive(Clone, Copy, Debug)]
+struct Phase {
+    end_step: f64,
+    start: f64,
+    end: f64,
+}
+
+/// `torch.optim.lr_scheduler.OneCycleLR`: the 1cycle policy over `total_steps` steps
+/// (stepped per batch) — from `max_lr/div_factor` up to `max_lr`, then down to
+/// `max_lr/(div_factor·final_div_factor)`, each phase annealed by [`Anneal`]; the
+/// optimizer's own rate is replaced. Momentum is not cycled (PyTorch's
+/// `cycle_momentum=False`; the rates are the same either way).
+pub struct OneCycleLR {
+    schedule: Schedule,
+    total_steps: usize,
+    anneal: Anneal,
+    phases: Vec<Phase>,
+}
+
+impl OneCycleLR {
+    /// A one-cycle schedule peaking at `max_lr` over `total_steps` (≥ 1) steps.
+    pub fn new(opt: &mut dyn Optimizer, max_lr: f64, total_steps: usize, o: OneCycleOptions) -> Result<OneCycleLR> {
+        const OP: &str = "OneCycleLR";
+        check(OP, total_steps >= 1, || "total_steps must be at least 1".into())?;
+        check(OP, (0.0..=1.0).contains(&o.pct_start), || format!("pct_start must be in [0, 1], got {}", o.pct_start))?;
+        check(OP, max_lr.is_finite() && max_lr >= 0.0, || format!("max_lr must be a finite number ≥ 0, got {max_lr}"))?;
+        check(OP, o.div_factor.is_finite() && o.div_factor > 0.0, || format!("div_factor must be above 0, got {}", o.div_factor))?;
+        check(OP, o.final_div_factor.is_finite() && o.final_div_factor > 0.0, || {
+            format!("final_div_factor must be above 0, got {}", o.final_div_factor)
+        })?;
+        let initial = max_lr / o.div_factor;
+        let min = initial / o.final_div_factor;
+        let (n, p) = (total_steps as f64, o.pct_start);
+        let last = (total_steps - 1) as f64;
+        let phases = if o.three_phase {
+            vec![
+                Phase { end_step: p * n - 1.0, start: initial, end: max_lr },
+                Phase { end_step: 2.0 * p * n - 2.0, start: max_lr, end: initial },
+                Phase { end_step: last, start: initial, end: min },
+            ]
+        } else {
+            vec![Phase { end_step: p * n - 1.0, start: initial, end: max_lr }, Phase { end_step: last, start: max_lr, end: min }]
+        };
+        let mut s = OneCycleLR { schedule: Schedule { base_lr: initial, lr: initial, epoch: 0 }, total_steps, anneal: o.anneal, phases };
+        let first = s.next(0, initial, initial)?;
+        opt.set_lr(first as f32);
+        s.schedule.lr = first;
+        Ok(s)
+    }
+
+    fn next(&self, step: usize, _: f64, _: f64) -> Result<f64> {
+        if step > self.total_steps {
+            return Err(Error::argument("OneCycleLR", format!("stepped {step} times, past its {} total steps", self.total_steps)));
+        }
+        let step_num = step as f64;
+        let mut start_step = 0.0;
+        for (i, ph) in self.phases.iter().enumerate() {
+            if step_num <= ph.end_step || i == self.phases.len() - 1 {
+                let pct = (step_num - start_step) / (ph.end_step - start_step);
+                if !pct.is_finite() {
+                    return Err(Error::argument(
+                        "OneCycleLR",
+                        format!("phase {i} is empty (pct_start too small for {} steps)", self.total_steps),
+                    ));
+                }
+                return Ok(match self.anneal {
+                    Anneal::Cos => ph.end + (ph.start - ph.end) / 2.0 * ((PI * pct).cos() + 1.0),
+                    Anneal::Linear => (ph.end - ph.start) * pct + ph.start,
+                });
+            }
+            start_step = ph.end_step;
+        }
+        Ok(self.schedule.lr)
+    }
+}
+scheduler!(OneCycleLR);
