@@ -54,15 +54,18 @@
 //! }
 //! ```
 
+pub use om_core::rng::{initial_seed, manual_seed};
 pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
+pub use om_dist as dist;
 pub use om_macros::op;
 pub use om_ops as ops;
 
 /// The names most programs need: tensors, errors, settings, the operator methods, the
 /// layers and the optimizers.
 pub mod prelude {
+    pub use om_core::rng::manual_seed;
     pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
-    pub use om_ops::nn::{self, Module};
+    pub use om_ops::nn::{self, Forward, Module};
     pub use om_ops::optim::{self, Optimizer};
     pub use om_ops::{self as ops, TensorOps};
 }
@@ -71,3 +74,8 @@ pub mod prelude {
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The guide's examples (`docs/guide.md`), compiled and run by `cargo test`.
+#[doc = include_str!("../docs/guide.md")]
+#[cfg(doctest)]
+pub struct GuideDoctests;

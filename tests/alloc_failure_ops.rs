@@ -9,7 +9,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::{pool, Error, Result, Tensor};
-use om_ops::nn::Linear;
+use om_ops::nn::{Forward, Linear};
 use om_ops::optim::{Adam, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, Reduction, ResizeMode, TensorOps};
 use std::sync::{Mutex, MutexGuard};
@@ -85,8 +85,8 @@ fn families() -> Vec<Family> {
             ops::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1)
         }),
         Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| ops::resize2d(&x[0], 9, 7, ResizeMode::Bilinear, false)),
-        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1])),
-        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], true)),
+        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1], false)),
+        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], false, true)),
         Family::new(&["batch_norm2d"], vec![leaf(&[4, 3, 5, 5], 10), leaf(&[3], 11), leaf(&[3], 12)], |x| {
             ops::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
         }),
@@ -195,7 +195,7 @@ fn running_statistics_are_unchanged_when_batch_norm_is_refused() {
 
 /// A model of two parameters: a small weight and a larger one.
 fn model() -> (Linear, Linear, Tensor) {
-    let (a, b) = (Linear::new(4, 3, 1).unwrap(), Linear::new(3, 40, 2).unwrap());
+    let (a, b) = (Linear::with_seed(4, 3, true, 1).unwrap(), Linear::with_seed(3, 40, true, 2).unwrap());
     let x = Tensor::rand_uniform(&[5, 4], -1.0, 1.0, 3).unwrap();
     (a, b, x)
 }

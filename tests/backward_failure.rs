@@ -63,8 +63,8 @@ fn a_refused_allocation_inside_a_rule_leaves_leaf_gradients_untouched_and_can_be
         // Large enough that `w * c`'s backward (g * c, 256 KiB) is refused under the limit
         // below while the `x` terms' small gradients are not.
         let n = 1 << 16;
-        let w = Tensor::randn(&[n], 3).unwrap().requires_grad().unwrap();
-        let c = Tensor::randn(&[n], 4).unwrap();
+        let w = Tensor::randn_with_seed(&[n], 3).unwrap().requires_grad().unwrap();
+        let c = Tensor::randn_with_seed(&[n], 4).unwrap();
         if accumulated {
             graph(&x, &w, &c).backward().unwrap();
         }
@@ -111,8 +111,8 @@ fn a_refused_allocation_in_the_engines_own_buffers_names_the_operator() {
     // at the output's shape and the engine sums it down to `[n]`, in a buffer of its own
     // (16 KiB), refused under the limit below.
     let n = 1 << 12;
-    let x = Tensor::randn(&[n], 5).unwrap().requires_grad().unwrap();
-    let c = Tensor::randn(&[4, n], 6).unwrap();
+    let x = Tensor::randn_with_seed(&[n], 5).unwrap().requires_grad().unwrap();
+    let c = Tensor::randn_with_seed(&[4, n], 6).unwrap();
     let loss = x.add(&c).unwrap().sum_all().unwrap();
     let old = pool::set_max_buffer_bytes(8192);
     let e = loss.backward_with(None, true);

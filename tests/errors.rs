@@ -125,8 +125,12 @@ fn conv2d_invalid_arguments() {
         ops::conv2d(x, w, b, s, p, d, g)
     };
     assert!(conv(&x, &w, Some(&b), [1, 1], [1, 1, 1, 1], [1, 1], 2).is_ok());
+    // An unbatched image [C, H, W] gives an unbatched result, as in PyTorch.
+    assert_eq!(conv(&t(&[4, 5, 5]), &w, Some(&b), [1, 1], [1, 1, 1, 1], [1, 1], 2).unwrap().shape(), &[6, 5, 5]);
     let shape_errors = [
-        ("x rank", conv(&t(&[4, 5, 5]), &w, None, [1, 1], [0; 4], [1, 1], 2)),
+        ("x rank 2", conv(&t(&[4, 5]), &w, None, [1, 1], [0; 4], [1, 1], 2)),
+        ("x rank 5", conv(&t(&[1, 2, 4, 5, 5]), &w, None, [1, 1], [0; 4], [1, 1], 2)),
+        ("unbatched C not divisible by groups", conv(&t(&[3, 5, 5]), &t(&[6, 1, 3, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
         ("w rank", conv(&x, &t(&[6, 2, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
         ("C not divisible by groups", conv(&x, &t(&[6, 1, 3, 3]), None, [1, 1], [0; 4], [1, 1], 3)),
         ("O not divisible by groups", conv(&x, &t(&[5, 2, 3, 3]), None, [1, 1], [0; 4], [1, 1], 2)),
@@ -167,28 +171,41 @@ fn conv2d_invalid_arguments() {
 #[test]
 fn pooling_invalid_arguments() {
     let x = t(&[1, 2, 5, 5]);
-    assert!(ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [1, 1]).is_ok());
-    assert!(ops::avg_pool2d(&x, [3, 3], [1, 1], [1, 1], true).is_ok());
+    assert!(ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [1, 1], false).is_ok());
+    assert!(ops::avg_pool2d(&x, [3, 3], [1, 1], [1, 1], false, true).is_ok());
+    // ceil_mode: 5 → ceil((5 + 2 − 2)/3) + 1 = 3 windows, but the last would start past the
+    // input and its left padding (6 ≥ 5 + 1), so 2, as PyTorch computes it.
+    assert_eq!(ops::max_pool2d(&x, [2, 2], [3, 3], [1, 1], [1, 1], true).unwrap().shape(), &[1, 2, 2, 2]);
+    assert_eq!(ops::avg_pool2d(&x, [2, 2], [2, 2], [0, 0], true, false).unwrap().shape(), &[1, 2, 3, 3]);
+    // Unbatched [C, H, W] images give unbatched results.
+    assert_eq!(ops::max_pool2d(&t(&[2, 5, 5]), [2, 2], [2, 2], [0, 0], [1, 1], true).unwrap().shape(), &[2, 3, 3]);
+    assert_eq!(ops::global_avg_pool2d(&t(&[2, 5, 4])).unwrap().shape(), &[2, 1, 1]);
     let argument_errors = [
-        ("max zero kernel", ops::max_pool2d(&x, [0, 3], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
-        ("max zero stride", ops::max_pool2d(&x, [3, 3], [1, 0], [0, 0], [1, 1]), "max_pool2d"),
-        ("max zero dilation", ops::max_pool2d(&x, [3, 3], [1, 1], [0, 0], [0, 1]), "max_pool2d"),
-        ("max padding above half the kernel", ops::max_pool2d(&x, [3, 3], [1, 1], [2, 0], [1, 1]), "max_pool2d"),
-        ("avg zero kernel", ops::avg_pool2d(&x, [3, 0], [1, 1], [0, 0], true), "avg_pool2d"),
-        ("avg zero stride", ops::avg_pool2d(&x, [3, 3], [0, 1], [0, 0], false), "avg_pool2d"),
-        ("avg padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], true), "avg_pool2d"),
+        ("max zero kernel", ops::max_pool2d(&x, [0, 3], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
+        ("max zero stride", ops::max_pool2d(&x, [3, 3], [1, 0], [0, 0], [1, 1], false), "max_pool2d"),
+        ("max zero dilation", ops::max_pool2d(&x, [3, 3], [1, 1], [0, 0], [0, 1], false), "max_pool2d"),
+        ("max padding above half the kernel", ops::max_pool2d(&x, [3, 3], [1, 1], [2, 0], [1, 1], false), "max_pool2d"),
+        ("avg zero kernel", ops::avg_pool2d(&x, [3, 0], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        ("avg zero stride", ops::avg_pool2d(&x, [3, 3], [0, 1], [0, 0], false, false), "avg_pool2d"),
+        ("avg padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], false, true), "avg_pool2d"),
+        ("avg ceil padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], true, true), "avg_pool2d"),
     ];
     for (what, r, op) in argument_errors {
         let e = r.unwrap_err();
         assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{what}: {e}");
     }
     let shape_errors = [
-        ("max rank", ops::max_pool2d(&t(&[2, 5, 5]), [2, 2], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
-        ("max window larger than the input", ops::max_pool2d(&x, [3, 6], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
-        ("max dilated window larger than the input", ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [4, 1]), "max_pool2d"),
-        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], true), "avg_pool2d"),
-        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), [3, 3], [1, 1], [0, 0], true), "avg_pool2d"),
-        ("global rank", ops::global_avg_pool2d(&t(&[2, 3, 4])), "global_avg_pool2d"),
+        ("max rank", ops::max_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
+        ("max rank 5", ops::max_pool2d(&t(&[1, 1, 2, 5, 5]), [2, 2], [1, 1], [0, 0], [1, 1], true), "max_pool2d"),
+        ("max ceil window larger than the input", ops::max_pool2d(&x, [3, 6], [2, 2], [0, 0], [1, 1], true), "max_pool2d"),
+        ("max unbatched empty image", ops::max_pool2d(&t(&[2, 0, 5]), [1, 1], [1, 1], [0, 0], [1, 1], true), "max_pool2d"),
+        ("max window larger than the input", ops::max_pool2d(&x, [3, 6], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
+        ("max dilated window larger than the input", ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [4, 1], false), "max_pool2d"),
+        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        ("avg ceil window larger than the input", ops::avg_pool2d(&t(&[2, 2, 7]), [3, 3], [2, 2], [0, 0], true, false), "avg_pool2d"),
+        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), [3, 3], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        ("global rank", ops::global_avg_pool2d(&t(&[3, 4])), "global_avg_pool2d"),
+        ("global unbatched empty plane", ops::global_avg_pool2d(&t(&[3, 0, 4])), "global_avg_pool2d"),
         ("global empty plane", ops::global_avg_pool2d(&t(&[2, 3, 0, 4])), "global_avg_pool2d"),
     ];
     for (what, r, op) in shape_errors {
@@ -197,8 +214,8 @@ fn pooling_invalid_arguments() {
     }
     let ids = Tensor::from_vec_i32(vec![1; 50], &[1, 2, 5, 5]).unwrap();
     for (r, op) in [
-        (ops::max_pool2d(&ids, [2, 2], [1, 1], [0, 0], [1, 1]), "max_pool2d"),
-        (ops::avg_pool2d(&ids, [2, 2], [1, 1], [0, 0], true), "avg_pool2d"),
+        (ops::max_pool2d(&ids, [2, 2], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
+        (ops::avg_pool2d(&ids, [2, 2], [1, 1], [0, 0], false, true), "avg_pool2d"),
         (ops::global_avg_pool2d(&ids), "global_avg_pool2d"),
     ] {
         let e = r.unwrap_err();
@@ -463,11 +480,15 @@ fn conv_transpose2d_invalid_arguments() {
     }
     let y = ct(&x, &w, Some(&b), [2, 2], [1, 1], [1, 1], [1, 1], 2).unwrap();
     assert_eq!(y.shape(), &[2, 6, 6, 6]);
+    let y = ct(&t(&[4, 3, 3]), &w, Some(&b), [2, 2], [1, 1], [1, 1], [1, 1], 2).unwrap();
+    assert_eq!(y.shape(), &[6, 6, 6], "an unbatched image gives an unbatched result");
     // Output padding below the dilation (but not the stride) is allowed, as in PyTorch.
     assert!(ct(&x, &w, None, [1, 1], [0, 0], [1, 0], [2, 1], 2).is_ok());
     let op = "conv_transpose2d";
     for (what, r) in [
-        ("x rank", ct(&t(&[4, 3, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("x rank 2", ct(&t(&[4, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("x rank 5", ct(&t(&[1, 2, 4, 3, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
+        ("unbatched w dimension 0 vs Cin", ct(&t(&[2, 3, 3]), &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
         ("w rank", ct(&x, &t(&[4, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
         ("Cin not divisible by groups", ct(&x, &w, None, [1, 1], [0, 0], [0, 0], [1, 1], 3)),
         ("w dimension 0 vs Cin", ct(&x, &t(&[2, 3, 3, 3]), None, [1, 1], [0, 0], [0, 0], [1, 1], 2)),
@@ -504,18 +525,45 @@ fn conv_transpose2d_invalid_arguments() {
 
 #[test]
 fn resize2d_invalid_arguments() {
-    use ops::ResizeMode::{Bilinear, Nearest};
+    use ops::ResizeMode::{Bilinear, Nearest, NearestExact};
     let x = t(&[1, 2, 4, 5]);
     assert!(ops::resize2d(&x, 3, 7, Bilinear, true).is_ok());
     assert_eq!(ops::resize2d(&x, 3, 7, Nearest, false).unwrap().shape(), &[1, 2, 3, 7]);
     let op = "resize2d";
-    expect_err(ops::resize2d(&t(&[2, 4, 5]), 3, 3, Nearest, false), op, "Shape");
+    assert_eq!(ops::resize2d(&t(&[2, 4, 5]), 3, 7, NearestExact, false).unwrap().shape(), &[2, 3, 7], "unbatched");
+    expect_err(ops::resize2d(&t(&[4, 5]), 3, 3, Nearest, false), op, "Shape");
+    expect_err(ops::resize2d(&t(&[2, 0, 5]), 3, 3, Nearest, false), op, "Shape");
     expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), 3, 3, Bilinear, false), op, "Shape");
     expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), 3, 3, Bilinear, false), op, "Shape");
     expect_err(ops::resize2d(&x, 0, 3, Nearest, false), op, "Argument");
     expect_err(ops::resize2d(&x, 3, 0, Bilinear, true), op, "Argument");
-    let msg = expect_err(ops::resize2d(&x, 3, 3, Nearest, true), op, "Argument");
-    assert!(msg.contains("align_corners"), "{msg}");
+    for mode in [Nearest, NearestExact] {
+        let msg = expect_err(ops::resize2d(&x, 3, 3, mode, true), op, "Argument");
+        assert!(msg.contains("align_corners"), "{msg}");
+    }
     let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3, 3, Nearest, false).unwrap_err();
     assert!(matches!(e, Error::DType { op: "resize2d", arg: "x", .. }), "{e}");
+}
+
+#[test]
+fn resize2d_scale_invalid_arguments() {
+    use ops::ResizeMode::{Bilinear, Nearest, NearestExact};
+    let x = t(&[1, 2, 4, 5]);
+    // floor(4·1.5) × floor(5·0.5) = 6×2; unbatched gives an unbatched result.
+    assert_eq!(ops::resize2d_scale(&x, [1.5, 0.5], Bilinear, true, false).unwrap().shape(), &[1, 2, 6, 2]);
+    assert_eq!(ops::resize2d_scale(&t(&[2, 4, 5]), [0.5, 2.0], NearestExact, false, true).unwrap().shape(), &[2, 2, 10]);
+    let op = "resize2d_scale";
+    for bad in [[0.0, 1.0], [1.0, -2.0], [f64::NAN, 1.0], [1.0, f64::INFINITY]] {
+        let msg = expect_err(ops::resize2d_scale(&x, bad, Nearest, false, false), op, "Argument");
+        assert!(msg.contains("positive and finite"), "{msg}");
+    }
+    // floor(4·0.2) = 0 rows.
+    let msg = expect_err(ops::resize2d_scale(&x, [0.2, 1.0], Bilinear, false, false), op, "Argument");
+    assert!(msg.contains("0×5"), "{msg}");
+    expect_err(ops::resize2d_scale(&x, [1e300, 1.0], Nearest, false, false), op, "Argument");
+    expect_err(ops::resize2d_scale(&x, [2.0, 2.0], NearestExact, true, false), op, "Argument");
+    expect_err(ops::resize2d_scale(&t(&[4, 5]), [2.0, 2.0], Nearest, false, false), op, "Shape");
+    expect_err(ops::resize2d_scale(&t(&[1, 2, 0, 5]), [2.0, 2.0], Nearest, false, false), op, "Shape");
+    let e = ops::resize2d_scale(&ids(vec![1; 40], &[1, 2, 4, 5]), [2.0, 2.0], Nearest, false, false).unwrap_err();
+    assert!(matches!(e, Error::DType { op: "resize2d_scale", arg: "x", .. }), "{e}");
 }

@@ -17,7 +17,7 @@ fn fnv(hash: &mut u64, values: &[f32]) {
 }
 
 fn leaf(shape: &[usize], seed: u64, scale: f32) -> Tensor {
-    let t = Tensor::randn(shape, seed).unwrap();
+    let t = Tensor::randn_with_seed(shape, seed).unwrap();
     t.update_f32("scale", |v| v.iter_mut().for_each(|x| *x *= scale)).unwrap();
     t.requires_grad().unwrap()
 }
@@ -48,9 +48,9 @@ fn step() -> Result<u64> {
     let cb1 = leaf(&[8], 8, 0.1);
     let cw2 = leaf(&[8, 1, 3, 3], 9, 0.3);
     let f = ops::relu(&ops::conv2d(&img, &cw1, Some(&cb1), [1, 1], [1, 1, 1, 1], [1, 1], 2)?)?;
-    let f = ops::max_pool2d(&f, [3, 3], [2, 2], [1, 1], [1, 1])?;
+    let f = ops::max_pool2d(&f, [3, 3], [2, 2], [1, 1], [1, 1], false)?;
     let f = ops::conv2d(&f, &cw2, None, [1, 1], [1, 0, 1, 2], [2, 1], 8)?;
-    let f = ops::avg_pool2d(&f, [2, 2], [2, 1], [1, 0], false)?;
+    let f = ops::avg_pool2d(&f, [2, 2], [2, 1], [1, 0], false, false)?;
     let f = ops::global_avg_pool2d(&f)?;
     // A small decoder branch: grouped transposed conv with stride 2 and output padding,
     // then nearest, bilinear and align-corners resizes with non-integer ratios.

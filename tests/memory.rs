@@ -5,38 +5,30 @@
 
 use om_core::{pool, Result, Tensor};
 use om_ops as ops;
-use om_ops::nn::{prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Module};
+use om_ops::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Forward, Linear, Module};
 use om_ops::optim::{Adam, Optimizer};
 
+#[derive(Module)]
 struct Net {
     conv: Conv2d,
     bn: BatchNorm2d,
     fc: Linear,
 }
 
-impl Module for Net {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv", self.conv.parameters());
-        p.extend(prefixed("bn", self.bn.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-}
-
 #[test]
 fn a_warm_training_step_allocates_no_tensor_memory() -> Result<()> {
     let net = Net {
-        conv: Conv2d::with_options(1, 8, [3, 3], Conv2dOptions::padding(1), 1)?,
+        conv: Conv2d::with_seed(1, 8, [3, 3], Conv2dOptions::padding(1), 1)?,
         bn: BatchNorm2d::new(8)?,
-        fc: Linear::new(8 * 4 * 4, 10, 2)?,
+        fc: Linear::with_seed(8 * 4 * 4, 10, true, 2)?,
     };
     let mut opt = Adam::new(net.parameter_tensors(), 1e-3)?;
-    let x = Tensor::randn(&[16, 1, 8, 8], 3)?;
+    let x = Tensor::randn_with_seed(&[16, 1, 8, 8], 3)?;
     let targets = Tensor::from_vec_i32((0..16).map(|i| i % 10).collect(), &[16])?;
     let step = |opt: &mut Adam| -> Result<()> {
         opt.zero_grad()?;
         let h = ops::relu(&net.bn.forward(&net.conv.forward(&x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
         let logits = net.fc.forward(&ops::reshape(&h, vec![16, -1])?)?;
         ops::cross_entropy(&logits, &targets, None, Default::default())?.backward()?;
         opt.step()

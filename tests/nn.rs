@@ -2,7 +2,7 @@
 //! formulas evaluated here, and weights files (round trip and every kind of mismatch).
 
 use om_core::{io, Result, Tensor};
-use om_ops::nn::{self, prefixed, BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, Gru, LayerNorm, Linear, Lstm, Module};
+use om_ops::nn::{self, BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module};
 use om_ops::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, RnnConfig};
 
@@ -135,21 +135,21 @@ fn bad_hyperparameters_are_errors() {
 
 #[test]
 fn initialisation_follows_pytorch_and_the_seed() -> Result<()> {
-    let fc = Linear::new(50, 40, 1)?;
+    let fc = Linear::with_seed(50, 40, true, 1)?;
     let bound = 1.0 / 50f32.sqrt();
     let w = fc.weight.to_vec();
     assert!(w.iter().all(|v| v.abs() <= bound));
     assert!(w.iter().any(|v| v.abs() > 0.9 * bound), "the range U(−1/√in, 1/√in) is used");
     assert!(fc.bias.as_ref().unwrap().to_vec().iter().all(|v| v.abs() <= bound));
-    assert_eq!(Linear::new(50, 40, 1)?.weight.to_vec(), w, "same seed, same weights");
-    assert_ne!(Linear::new(50, 40, 2)?.weight.to_vec(), w);
+    assert_eq!(Linear::with_seed(50, 40, true, 1)?.weight.to_vec(), w, "same seed, same weights");
+    assert_ne!(Linear::with_seed(50, 40, true, 2)?.weight.to_vec(), w);
 
-    let conv = Conv2d::new(3, 4, 5, 0)?;
+    let conv = Conv2d::new(3, 4, 5)?;
     assert_eq!(conv.weight.shape(), &[4, 3, 5, 5]);
     let bound = 1.0 / 75f32.sqrt();
     assert!(conv.weight.to_vec().iter().all(|v| v.abs() <= bound));
 
-    let up = ConvTranspose2d::with_options(4, 6, [2, 2], Conv2dOptions { stride: [2, 2], ..Default::default() }, 0)?;
+    let up = ConvTranspose2d::with_options(4, 6, [2, 2], Conv2dOptions { stride: [2, 2], ..Default::default() })?;
     assert_eq!(up.weight.shape(), &[4, 6, 2, 2]);
     let bound = 1.0 / 24f32.sqrt();
     assert!(up.weight.to_vec().iter().all(|v| v.abs() <= bound));
@@ -161,7 +161,7 @@ fn initialisation_follows_pytorch_and_the_seed() -> Result<()> {
     assert_eq!((bn.running_mean.to_vec(), bn.running_var.to_vec()), (vec![0.0; 3], vec![1.0; 3]));
     assert!(bn.weight.needs_grad() && !bn.running_mean.needs_grad());
 
-    let emb = Embedding::new(5, 3, Some(2), 0)?;
+    let emb = Embedding::new(5, 3, Some(2))?;
     assert_eq!(&emb.weight.to_vec()[6..9], &[0.0; 3], "the padding row starts at zero");
     let ln = LayerNorm::new(6)?;
     assert_eq!(ln.forward(&Tensor::ones(&[2, 6])?)?.to_vec(), vec![0.0; 12]);
@@ -171,7 +171,7 @@ fn initialisation_follows_pytorch_and_the_seed() -> Result<()> {
 #[test]
 fn batch_norm_updates_running_stats_in_training_only() -> Result<()> {
     let mut bn = BatchNorm2d::new(2)?;
-    let x = Tensor::randn(&[4, 2, 3, 3], 5)?;
+    let x = Tensor::randn_with_seed(&[4, 2, 3, 3], 5)?;
     bn.forward(&x)?;
     let rm = bn.running_mean.to_vec();
     assert!(rm.iter().all(|v| *v != 0.0));
@@ -184,20 +184,21 @@ fn batch_norm_updates_running_stats_in_training_only() -> Result<()> {
 
 #[test]
 fn recurrent_modules_use_pytorch_names_and_shapes() -> Result<()> {
-    let lstm = Lstm::new(5, 7, RnnConfig { layers: 2, bidirectional: true, batch_first: false }, 0)?;
+    let lstm = Lstm::new(5, 7, RnnConfig { layers: 2, bidirectional: true, batch_first: false })?;
     let p = lstm.parameters();
     let names: Vec<&str> = p.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(&names[..5], &["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse"]);
     assert_eq!(p.len(), 16);
     assert_eq!(p[8].1.shape(), &[28, 14], "layer 1 reads both directions");
-    let out = lstm.forward(&Tensor::randn(&[3, 2, 5], 1)?, None, None)?;
+    let out = lstm.forward(&Tensor::randn_with_seed(&[3, 2, 5], 1)?, None, None)?;
     assert_eq!(out.y.shape(), &[3, 2, 14]);
-    let gru = Gru::new(5, 4, RnnConfig::new(1), 0)?;
+    let gru = Gru::new(5, 4, RnnConfig::new(1))?;
     assert_eq!(gru.parameters()[0].1.shape(), &[12, 5]);
-    assert_eq!(gru.forward(&Tensor::randn(&[3, 2, 5], 1)?, None)?.h_n.shape(), &[1, 2, 4]);
+    assert_eq!(gru.forward(&Tensor::randn_with_seed(&[3, 2, 5], 1)?, None)?.h_n.shape(), &[1, 2, 4]);
     Ok(())
 }
 
+#[derive(Module)]
 struct Small {
     fc: Linear,
     bn: BatchNorm2d,
@@ -205,18 +206,7 @@ struct Small {
 
 impl Small {
     fn new(seed: u64) -> Small {
-        Small { fc: Linear::new(3, 2, seed).unwrap(), bn: BatchNorm2d::new(2).unwrap() }
-    }
-}
-
-impl Module for Small {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("fc", self.fc.parameters());
-        p.extend(prefixed("bn", self.bn.parameters()));
-        p
-    }
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        prefixed("bn", self.bn.buffers())
+        Small { fc: Linear::with_seed(3, 2, true, seed).unwrap(), bn: BatchNorm2d::new(2).unwrap() }
     }
 }
 
@@ -279,5 +269,66 @@ fn weights_file_mismatches_are_errors_that_change_nothing() -> Result<()> {
         assert_eq!(snapshot(&b), before, "{what}: the module must be unchanged");
     }
     assert!(nn::load(&b, tmp("does-not-exist.safetensors")).is_err());
+    Ok(())
+}
+
+#[test]
+fn manual_seed_makes_constructors_reproducible_and_successive_layers_differ() -> Result<()> {
+    let build = || -> Result<(Linear, Conv2d, Lstm, Tensor)> {
+        Ok((Linear::new(6, 5)?, Conv2d::new(2, 3, 3)?, Lstm::new(4, 3, RnnConfig::new(1))?, Tensor::randn(&[7])?))
+    };
+    om_core::rng::manual_seed(42);
+    let (fc, conv, lstm, x) = build()?;
+    om_core::Compute::set_threads(2)?;
+    om_core::rng::manual_seed(42);
+    let (fc2, conv2, lstm2, x2) = build()?;
+    om_core::Compute::set_threads(1)?;
+    assert_eq!(snapshot(&fc), snapshot(&fc2), "same seed, same layer, whatever the thread count");
+    assert_eq!(snapshot(&conv), snapshot(&conv2));
+    assert_eq!(snapshot(&lstm), snapshot(&lstm2));
+    assert_eq!(x.to_vec(), x2.to_vec());
+    let (a, b) = (Linear::new(6, 5)?, Linear::new(6, 5)?);
+    assert_ne!(a.weight.to_vec(), b.weight.to_vec(), "two layers built in turn differ");
+    om_core::rng::manual_seed(43);
+    assert_ne!(Linear::new(6, 5)?.weight.to_vec(), fc.weight.to_vec(), "another seed, other weights");
+    // A thread that has not drawn yet starts from the last seed set.
+    om_core::rng::manual_seed(42);
+    let other = std::thread::spawn(|| Linear::new(6, 5).map(|l| l.weight.to_vec())).join().unwrap()?;
+    assert_eq!(other, fc.weight.to_vec());
+    // Explicit seeds ignore the stream; the stream-drawn layer keeps torch.nn's range.
+    om_core::rng::manual_seed(1);
+    let fixed = Linear::with_seed(6, 5, true, 9)?.weight.to_vec();
+    om_core::rng::manual_seed(2);
+    assert_eq!(Linear::with_seed(6, 5, true, 9)?.weight.to_vec(), fixed);
+    let bound = 1.0 / 6f32.sqrt();
+    assert!(fc.weight.to_vec().iter().chain(&fc.bias.as_ref().unwrap().to_vec()).all(|v| v.abs() <= bound));
+    Ok(())
+}
+
+#[test]
+fn the_models_keep_their_weight_names() -> Result<()> {
+    let net = om_ops::models::DigitNet::new([4, 8], 0)?;
+    let names: Vec<String> = nn::state(&net).into_iter().map(|(n, _)| n).collect();
+    let mut want: Vec<String> =
+        ["conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    want.extend(["fc.weight", "fc.bias", "bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var"].map(String::from));
+    assert_eq!(names, want);
+    let ocr = om_ops::models::Crnn::new(0)?;
+    let names: Vec<String> = ocr.parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(&names[8..13], ["rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0", "rnn.bias_hh_l0", "rnn.weight_ih_l0_reverse"]);
+    assert_eq!(&names[16..], ["fc.weight", "fc.bias"]);
+    // Saved and reloaded into a model from another seed, in evaluation mode: same outputs.
+    let path = tmp("digits.safetensors");
+    nn::save(&net, &path)?;
+    let mut back = om_ops::models::DigitNet::new([4, 8], 5)?;
+    nn::load(&back, &path)?;
+    let mut net = net;
+    net.eval();
+    back.eval();
+    let x = Tensor::randn_with_seed(&[3, 1, 8, 8], 1)?;
+    assert_eq!(net.forward(&x)?.to_vec(), back.forward(&x)?.to_vec());
     Ok(())
 }

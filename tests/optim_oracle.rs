@@ -207,24 +207,17 @@ fn a_nonfinite_norm_is_an_error_when_asked_and_changes_nothing() -> Result<()> {
 #[test]
 fn a_pytorch_state_dict_with_num_batches_tracked_loads() -> Result<()> {
     // torch.nn.Sequential(Conv2d(2, 3, 1), BatchNorm2d(3)): keys `0.*` and `1.*`
+    #[derive(Module)]
     struct Net {
+        #[module(name = "0")]
         conv: Conv2d,
+        #[module(name = "1")]
         bn: BatchNorm2d,
-    }
-    impl Module for Net {
-        fn parameters(&self) -> Vec<(String, Tensor)> {
-            let mut p = nn::prefixed("0", self.conv.parameters());
-            p.extend(nn::prefixed("1", self.bn.parameters()));
-            p
-        }
-        fn buffers(&self) -> Vec<(String, Tensor)> {
-            nn::prefixed("1", self.bn.buffers())
-        }
     }
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/batchnorm_state.safetensors");
     let file = io::load(path)?;
     assert_eq!(file["1.num_batches_tracked"].to_vec_i32(), [2], "PyTorch counted two batches");
-    let net = Net { conv: Conv2d::new(2, 3, 1, 0)?, bn: BatchNorm2d::new(3)? };
+    let net = Net { conv: Conv2d::new(2, 3, 1)?, bn: BatchNorm2d::new(3)? };
     nn::load(&net, path)?;
     for (name, t) in nn::state(&net) {
         assert_eq!(t.to_vec(), file[&name].to_vec(), "{name}");

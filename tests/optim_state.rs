@@ -5,11 +5,12 @@
 //! name the file and leave the optimizer as it was.
 
 use om_core::{io, Result, Tensor};
-use om_ops::nn::{self, prefixed, Linear, Module};
+use om_ops::nn::{self, Forward, Linear, Module};
 use om_ops::optim::{self, *};
 use om_ops::TensorOps;
 use std::path::PathBuf;
 
+#[derive(Module)]
 struct Mlp {
     a: Linear,
     b: Linear,
@@ -17,20 +18,12 @@ struct Mlp {
 
 impl Mlp {
     fn new(seed: u64) -> Mlp {
-        Mlp { a: Linear::new(4, 6, seed).unwrap(), b: Linear::new(6, 3, seed + 100).unwrap() }
+        Mlp { a: Linear::with_seed(4, 6, true, seed).unwrap(), b: Linear::with_seed(6, 3, true, seed + 100).unwrap() }
     }
 
     fn loss(&self, x: &Tensor) -> Result<Tensor> {
         let y = self.b.forward(&self.a.forward(x)?.tanh()?)?;
         y.mul(&y)?.sum_all()
-    }
-}
-
-impl Module for Mlp {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("a", self.a.parameters());
-        p.extend(prefixed("b", self.b.parameters()));
-        p
     }
 }
 

@@ -365,7 +365,7 @@ fn exact_gradient_bits(plan: &Plan, seed: u64, threads: usize) -> Result<Vec<Vec
     Compute::with(Settings { mode: Mode::Exact, threads, path: KernelPath::best() }, || {
         let xs = leaves(plan, seed);
         let out = plan.eval(&xs)?;
-        out.backward_with(Some(&Tensor::randn(out.shape(), seed ^ 0x77)?), false)?;
+        out.backward_with(Some(&Tensor::randn_with_seed(out.shape(), seed ^ 0x77)?), false)?;
         Ok(xs.iter().map(|x| x.grad().map(|g| g.to_vec().iter().map(|v| v.to_bits()).collect()).unwrap_or_default()).collect())
     })
 }

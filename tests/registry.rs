@@ -30,6 +30,32 @@ fn every_spec_operator_is_registered() {
     }
 }
 
+/// `docs/ops.md` is the one-page table of backward rules: every primitive states its rule
+/// in a `Backward:` paragraph of its documentation.
+#[test]
+fn every_primitive_documents_its_backward_rule() {
+    let entries = om_ops::registered_ops().expect("no duplicate registrations");
+    let undocumented: Vec<&str> =
+        entries.iter().filter(|e| e.kind == registry::OpKind::Primitive && e.summary.is_empty()).map(|e| e.name).collect();
+    assert!(undocumented.is_empty(), "add a `Backward: ..` paragraph to the documentation of {undocumented:?}");
+}
+
+/// The call column is the public function users call, parameters in argument order: the
+/// generated wrapper's, or the hand-written `#[op_wrapper]` function's (`ctc_loss` validates
+/// and decodes its arguments before calling its private primitive).
+#[test]
+fn calls_show_the_public_function_in_argument_order() {
+    let entries = om_ops::registered_ops().expect("no duplicate registrations");
+    let call = |name: &str| registry::signature(entries.iter().find(|e| e.name == name).expect("registered"));
+    assert!(call("resize2d").starts_with("resize2d(x: &Tensor, out_h: usize, out_w: usize"), "{}", call("resize2d"));
+    assert_eq!(
+        call("ctc_loss"),
+        "ctc_loss(log_probs: &Tensor, targets: &Tensor, input_lengths: impl Into<Lengths<'a>>, \
+         target_lengths: impl Into<Lengths<'b>>, blank: usize, reduction: Reduction, zero_infinity: bool)"
+    );
+    assert_eq!(call("matmul"), "matmul(a: &Tensor, b: &Tensor)");
+}
+
 #[test]
 fn missing_spec_rows_are_listed_in_docs() {
     let generated = registry::markdown();

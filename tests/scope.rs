@@ -7,7 +7,7 @@ use om_core::alloc_count::CountingAlloc;
 use om_core::compute::Compute;
 use om_core::{pool, ActivationScope, Result, Tensor};
 use om_ops as ops;
-use om_ops::nn::{Conv2d, Conv2dOptions, Module};
+use om_ops::nn::{Conv2d, Conv2dOptions, Forward, Module};
 use std::sync::Mutex;
 
 #[global_allocator]
@@ -26,13 +26,13 @@ struct Net {
 
 impl Net {
     fn new() -> Result<Net> {
-        Ok(Net { conv: Conv2d::with_options(2, 8, [3, 3], Conv2dOptions::padding(1), 1)?, x: Tensor::randn(&[4, 2, 12, 12], 5)? })
+        Ok(Net { conv: Conv2d::with_seed(2, 8, [3, 3], Conv2dOptions::padding(1), 1)?, x: Tensor::randn_with_seed(&[4, 2, 12, 12], 5)? })
     }
 
     /// Forward to the activation after the relu, and the loss.
     fn forward(&self) -> Result<(Tensor, Tensor)> {
         let h = ops::relu(&self.conv.forward(&self.x)?)?;
-        let loss = ops::sum(&ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?, None, false)?;
+        let loss = ops::sum(&ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?, None, false)?;
         Ok((h, loss))
     }
 

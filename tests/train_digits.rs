@@ -4,7 +4,7 @@
 use om_core::{io, no_grad, rng::Rng, Compute, Mode, Result, Tensor};
 use om_ops as ops;
 use om_ops::models::DigitNet;
-use om_ops::nn::Module;
+use om_ops::nn::{Forward, Module};
 use om_ops::optim::{Adam, Optimizer};
 
 #[test]

@@ -6,7 +6,7 @@
 
 use om_core::{io, no_grad, rng::Rng, Compute, Mode, Result, Tensor};
 use om_ops::models::{edit_distance, greedy_decode, Crnn};
-use om_ops::nn::Module;
+use om_ops::nn::{Forward, Module};
 use om_ops::optim::{Adam, Optimizer};
 use om_ops::{self as ops, Reduction};
 

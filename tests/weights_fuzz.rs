@@ -3,32 +3,21 @@
 //! overflows, lying offsets, duplicate names), must never panic on `nn::load`; every
 //! failed load names the file and leaves the module exactly as it was.
 
-use om_core::{Result, Tensor};
-use om_ops::nn::{self, prefixed, BatchNorm2d, Embedding, Linear, Module};
+use om_core::Result;
+use om_ops::nn::{self, BatchNorm2d, Embedding, Linear, Module};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Parameters of both dtypes' neighbours and a buffer: a linear layer, a batch norm and an
 /// embedding table.
+#[derive(Module)]
 struct Small {
     fc: Linear,
     bn: BatchNorm2d,
     emb: Embedding,
 }
 
-impl Module for Small {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("fc", self.fc.parameters());
-        p.extend(prefixed("bn", self.bn.parameters()));
-        p.extend(prefixed("emb", self.emb.parameters()));
-        p
-    }
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        prefixed("bn", self.bn.buffers())
-    }
-}
-
 fn small(seed: u64) -> Result<Small> {
-    Ok(Small { fc: Linear::new(3, 2, seed)?, bn: BatchNorm2d::new(2)?, emb: Embedding::new(5, 2, None, seed + 1)? })
+    Ok(Small { fc: Linear::with_seed(3, 2, true, seed)?, bn: BatchNorm2d::new(2)?, emb: Embedding::with_seed(5, 2, None, seed + 1)? })
 }
 
 fn snapshot(m: &impl Module) -> Vec<(String, Vec<usize>, Vec<u32>)> {

@@ -43,6 +43,7 @@ const EXPECTED_ERRORS: &[(&str, &str, &str)] = &[
     ("avg_pool2d", "input image must be at least 1×1", "raises: only a 0 batch dim is allowed"),
     ("avg_pool2d", "output would be empty", "raises: output size is too small"),
     ("resize2d", "input image must be at least 1×1", "raises: Input and output sizes should be greater than 0"),
+    ("resize2d_scale", "input image must be at least 1×1", "raises: Input and output sizes should be greater than 0"),
     ("conv2d", "kernel must be at least 1×1", "raises: kernel size should be greater than zero"),
     ("conv2d", "is larger than the padded input", "raises: Kernel size can't be greater than actual input size"),
     ("conv_transpose2d", "kernel must be at least 1×1", "raises: non-empty weight tensor expected"),

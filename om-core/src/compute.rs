@@ -219,5 +219,3 @@ pub struct Settings {
     /// Instruction set.
     pub path: KernelPath,
 }
-
-pub use crate::kernels::parallel::{for_each_chunk, for_each_chunk_mut};

@@ -72,7 +72,7 @@ pub fn run(case: &Case) -> Result<Report> {
     if !out.needs_grad() {
         return Err(Error::argument(OP, format!("case `{}`: the output does not depend on a checked input", case.name)));
     }
-    let w = Tensor::randn(out.shape(), WEIGHT_SEED)?;
+    let w = Tensor::randn_with_seed(out.shape(), WEIGHT_SEED)?;
     let wv = values(&w)?;
     out.backward_with(Some(&w), false)?;
 

@@ -3,7 +3,8 @@
 //! The foundation of OneModel: [`Tensor`] (shape, strides, offset, dtype over a shared,
 //! versioned [`storage::Storage`]), the buffer [`pool`], grad mode, the reverse-mode
 //! [`autograd`] engine, the arithmetic settings of [`compute`], the [`kernels`], the
-//! operator [`registry`] and [`gradcheck`]. Operators themselves live in `om-ops`, each
+//! operator [`registry`] and [`gradcheck`], the [`module`] trait models implement and the
+//! seedable default random stream of [`rng`]. Operators themselves live in `om-ops`, each
 //! declared once with `#[op]`.
 //!
 //! ```
@@ -26,6 +27,7 @@ pub mod inline_vec;
 pub mod io;
 pub mod kernels;
 pub mod layout;
+pub mod module;
 pub mod pool;
 pub mod registry;
 pub mod rng;
@@ -45,7 +47,7 @@ pub use tensor::Tensor;
 /// Items the `#[op]` expansion refers to; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::autograd::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
-    pub use crate::registry::{OpEntry, OpKind};
+    pub use crate::autograd::record::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
+    pub use crate::registry::{OpEntry, OpKind, OpWrapper};
     pub use inventory;
 }

@@ -21,19 +21,38 @@ pub struct OpEntry {
     pub name: &'static str,
     /// Primitive or composition.
     pub kind: OpKind,
-    /// Tensor inputs, in order.
-    pub inputs: &'static [&'static str],
     /// Saved slots as declared (e.g. `a if b`).
     pub saved: &'static [&'static str],
-    /// Attributes as declared (`name: type`).
-    pub attrs: &'static [&'static str],
-    /// First line of the operator's documentation.
+    /// The generated public function's call signature, parameters in order
+    /// (`resize2d(x: &Tensor, out_h: usize, ..)`); see [`signature`] for operators whose
+    /// public function is hand-written.
+    pub signature: &'static str,
+    /// The backward rule: the operator's documentation paragraph from the word `Backward` on
+    /// (`Backward: g·b`), after that word; empty for a composition that states none (its
+    /// gradient comes from the operators it calls).
     pub summary: &'static str,
     /// The operator's gradient-check cases.
     pub cases: fn() -> Vec<Case>,
 }
 
 inventory::collect!(OpEntry);
+
+/// A hand-written public function that is an operator's entry point (`#[op_wrapper]`), for
+/// an operator whose generated wrapper is private.
+pub struct OpWrapper {
+    /// The operator's name.
+    pub op: &'static str,
+    /// The public function's call signature.
+    pub signature: &'static str,
+}
+
+inventory::collect!(OpWrapper);
+
+/// The call signature users call the operator by: its `#[op_wrapper]` function's, or the
+/// generated wrapper's.
+pub fn signature(entry: &OpEntry) -> &'static str {
+    inventory::iter::<OpWrapper>.into_iter().find(|w| w.op == entry.name).map_or(entry.signature, |w| w.signature)
+}
 
 /// A function of the case's inputs, checked by [`crate::gradcheck::run`].
 pub type CaseFn = Box<dyn Fn(&[Tensor]) -> Result<Tensor> + Send + Sync>;
@@ -177,26 +196,30 @@ pub fn missing_spec_names() -> Vec<&'static str> {
 pub fn markdown() -> String {
     let mut s = String::from(
         "# Operators\n\nGenerated from the registry by `om ops`; do not edit by hand (a test compares this file with the registry).\n\
-         Each row is one `#[op]` declaration in `om-ops`; `cases` counts its registered gradient-check cases.\n\n\
-         | op | kind | inputs | saved | attrs | cases |\n|---|---|---|---|---|---|\n",
+         Each row is one `#[op]` declaration in `om-ops`: the public function's call in argument order, the backward rule \
+         (from the `Backward:` paragraph of the operator's documentation), the tensors its record saves, and the number of \
+         registered gradient-check cases. Like PyTorch's `derivatives.yaml`, it is the one-page table of every gradient.\n\n\
+         | op | call | backward | saved | cases |\n|---|---|---|---|---|\n",
     );
     let entries = match entries() {
         Ok(e) => e,
         Err(dups) => return format!("error: operators registered more than once: {dups:?}\n"),
     };
     let list = |v: &[&str]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    let cell = |s: &str| s.replace('|', "\\|");
     for e in entries {
-        let kind = match e.kind {
-            OpKind::Primitive => "primitive",
-            OpKind::Composition => "composition",
+        let backward = match (e.kind, e.summary) {
+            (OpKind::Composition, "") => "composition: through the operators it calls".to_string(),
+            (OpKind::Composition, rule) => format!("composition: {rule}"),
+            (OpKind::Primitive, "") => "(undocumented)".to_string(),
+            (OpKind::Primitive, rule) => rule.to_string(),
         };
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | `{}` | {} | {} | {} |\n",
             e.name,
-            kind,
-            list(e.inputs),
+            cell(signature(e)),
+            cell(&backward),
             list(e.saved),
-            list(e.attrs).replace('|', "\\|"),
             (e.cases)().len()
         ));
     }

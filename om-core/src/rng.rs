@@ -1,5 +1,7 @@
 //! A small deterministic generator (SplitMix64) for reproducible test and example data,
-//! and the library's default random stream for operators that draw (dropout).
+//! and the library's default random stream: `Tensor::randn`/`Tensor::rand`, every layer
+//! constructor without a seed (one [`next_seed`] per tensor or layer, so the values drawn
+//! do not depend on the tensor's size), and operators that draw (dropout).
 //! The integer stream and uniform values are the same on every machine; normal values go
 //! through the platform's f64 `ln`, `sin` and `cos` (Box-Muller).
 //!

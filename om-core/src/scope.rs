@@ -4,7 +4,7 @@
 //! While a scope is open on a thread, every buffer that thread requests from the [`pool`]
 //! (an operator's output, a copying `contiguous`/`reshape`, a kernel scratch, the engine's
 //! temporaries) is counted in it, and so are the requests the kernels' helper threads make
-//! on its behalf inside [`for_each_chunk`](crate::compute::for_each_chunk) (they adopt the
+//! on its behalf inside [`for_each_chunk`](crate::kernels::parallel::for_each_chunk) (they adopt the
 //! caller's scope for the call). Every tensor handle created on the thread is remembered
 //! (weakly), so that [`ActivationScope::stats`] can report the ones still alive: the handles
 //! that keep a step's activations past the step. Leaf gradients written by `backward` are
@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use om_core::{ActivationScope, Tensor};
-//! let w = Tensor::randn(&[4], 1)?.requires_grad()?;
+//! let w = Tensor::randn_with_seed(&[4], 1)?.requires_grad()?;
 //! let scope = ActivationScope::new();
 //! let y = w.clone();
 //! drop(y);

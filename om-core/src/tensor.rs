@@ -2,10 +2,10 @@
 //! metadata. Views (slice, transpose, reshape, ...) share storage; cloning a `Tensor` clones
 //! the handle (like PyTorch), not the data.
 
-use crate::autograd::{self, Meta, NodeRef};
+use crate::autograd::Meta;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{self, contiguous_strides, for_each_offset, for_each_row, Dims, ShapeStrides};
+use crate::layout::{self, contiguous_strides, for_each_row, Dims, ShapeStrides};
 use crate::pool::Buffer;
 use crate::storage::{self, Storage};
 use std::cell::RefCell;
@@ -98,6 +98,85 @@ fn check_len(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
 /// The bytes of a 4-byte-element tensor of `shape`, or an error if the count overflows.
 fn checked_bytes(shape: &[usize]) -> Result<usize> {
     layout::checked_numel(shape).and_then(|n| n.checked_mul(4)).ok_or_else(|| Error::shape("", &[shape], "the element count overflows"))
+}
+
+/// Checks that a strided view of `shape`, `strides` and `offset` reads only elements of a
+/// storage of `len` elements (see [`Tensor::as_strided`]), without overflowing.
+fn check_strided_bounds(shape: &[usize], strides: &[usize], offset: usize, len: usize) -> Result<()> {
+    let fail = |msg: String| Err(Error::shape("as_strided", &[shape, strides], msg));
+    if shape.len() != strides.len() {
+        return fail(format!("shape has {} dimensions but strides has {}", shape.len(), strides.len()));
+    }
+    if layout::checked_numel(shape).is_none() {
+        return fail("the element count overflows".into());
+    }
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    // The last element read: offset + Σ (size - 1) · stride.
+    let last = shape.iter().zip(strides).try_fold(offset, |at, (&d, &s)| (d - 1).checked_mul(s).and_then(|span| at.checked_add(span)));
+    match last {
+        Some(last) if last < len => Ok(()),
+        Some(last) => fail(format!("offset {offset} reads up to storage element {last}, past the end of a storage of {len} elements")),
+        None => fail(format!("offset {offset} plus the strided extent overflows")),
+    }
+}
+
+/// The element types a tensor's values can be read as: `f32` and `i32`, each convertible
+/// from the other as `as` converts (`f32` to `i32` truncates toward zero, saturating).
+trait Element: Copy {
+    /// The dtype whose storage holds `Self` as it is.
+    const DTYPE: DType;
+    fn from_f32(v: f32) -> Self;
+    fn from_i32(v: i32) -> Self;
+    /// The buffer's elements as `Self`.
+    fn slice(buf: &Buffer) -> &[Self];
+    fn slice_mut(buf: &mut Buffer) -> &mut [Self];
+    /// `out` itself if it is an `f32` slice (the gather's fast paths), else `Err(out)`.
+    fn as_f32_mut(out: &mut [Self]) -> std::result::Result<&mut [f32], &mut [Self]>;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn from_f32(v: f32) -> f32 {
+        v
+    }
+    fn from_i32(v: i32) -> f32 {
+        v as f32
+    }
+    fn slice(buf: &Buffer) -> &[f32] {
+        buf.f32()
+    }
+    fn slice_mut(buf: &mut Buffer) -> &mut [f32] {
+        buf.f32_mut()
+    }
+    fn as_f32_mut(out: &mut [f32]) -> std::result::Result<&mut [f32], &mut [f32]> {
+        Ok(out)
+    }
+}
+
+impl Element for i32 {
+    const DTYPE: DType = DType::I32;
+    fn from_f32(v: f32) -> i32 {
+        v as i32
+    }
+    fn from_i32(v: i32) -> i32 {
+        v
+    }
+    fn slice(buf: &Buffer) -> &[i32] {
+        buf.i32()
+    }
+    fn slice_mut(buf: &mut Buffer) -> &mut [i32] {
+        buf.i32_mut()
+    }
+    fn as_f32_mut(out: &mut [i32]) -> std::result::Result<&mut [f32], &mut [i32]> {
+        Err(out)
+    }
+}
+
+/// Copies a row converting each element with `convert`.
+fn converted<S: Copy, T>(convert: impl Fn(S) -> T) -> impl Fn(&mut [T], &[S]) {
+    move |dst, src| dst.iter_mut().zip(src).for_each(|(d, &s)| *d = convert(s))
 }
 
 impl Tensor {
@@ -262,9 +341,32 @@ impl Tensor {
         })
     }
 
+    /// Standard normal values from a generator seeded with one draw of the calling
+    /// thread's default stream ([`crate::rng::manual_seed`] makes it reproducible; two calls
+    /// in turn differ).
+    ///
+    /// ```
+    /// use om_core::{rng, Tensor};
+    /// rng::manual_seed(3);
+    /// let (a, b) = (Tensor::randn(&[4])?, Tensor::randn(&[4])?);
+    /// assert_ne!(a.to_vec(), b.to_vec());
+    /// rng::manual_seed(3);
+    /// assert_eq!(Tensor::randn(&[4])?.to_vec(), a.to_vec());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randn(shape: &[usize]) -> Result<Tensor> {
+        Tensor::randn_with_seed(shape, crate::rng::next_seed())
+    }
+
+    /// Uniform values in `[0, 1)` from a generator seeded with one draw of the calling
+    /// thread's default stream (PyTorch's `torch.rand`).
+    pub fn rand(shape: &[usize]) -> Result<Tensor> {
+        Tensor::rand_uniform(shape, 0.0, 1.0, crate::rng::next_seed()).map_err(|e| e.with_op("rand"))
+    }
+
     /// Standard normal values from a fixed generator seeded with `seed` (SplitMix64 and
     /// Box-Muller in f64; reproducible wherever the platform's f64 `ln`/`sin`/`cos` agree).
-    pub fn randn(shape: &[usize], seed: u64) -> Result<Tensor> {
+    pub fn randn_with_seed(shape: &[usize], seed: u64) -> Result<Tensor> {
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
             out.iter_mut().for_each(|v| *v = rng.normal());
@@ -352,14 +454,32 @@ impl Tensor {
         Arc::ptr_eq(&self.0.storage, &other.0.storage)
     }
 
-    /// A new handle on the same storage with another layout and no autograd history.
-    /// The caller guarantees that the layout stays inside the storage. `shape` and
-    /// `strides` are a [`Dims`] (no allocation up to [`layout::INLINE_RANK`] dimensions) or
-    /// a `Vec<usize>`.
-    pub fn view_as(&self, shape: impl Into<Dims>, strides: impl Into<Dims>, offset: usize) -> Tensor {
+    /// A new handle on the same storage with another layout (PyTorch's `as_strided`, with
+    /// no autograd history, like [`Tensor::detach`]): element `i` of the view reads the
+    /// storage at `offset + Σ index_d · strides[d]`. `shape` and `strides` are a [`Dims`]
+    /// (no allocation up to [`layout::INLINE_RANK`] dimensions), a `Vec<usize>` or an
+    /// array.
+    ///
+    /// Fails with [`Error::Shape`] when `shape` and `strides` differ in length, when the
+    /// element count overflows, or when the last element the view reads lies past the end
+    /// of the storage. A view with no elements reads nothing, so (as in PyTorch) any
+    /// offset is accepted for it.
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let x = Tensor::arange(6)?;
+    /// // The transpose of `x` seen as a 2x3 matrix.
+    /// let t = x.as_strided([3, 2], [1, 3], 0)?;
+    /// assert_eq!(t.to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// assert!(t.shares_storage(&x));
+    /// // Element (1, 1) would read storage element 6 of 6.
+    /// assert!(x.as_strided([2, 2], [1, 3], 2).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn as_strided(&self, shape: impl Into<Dims>, strides: impl Into<Dims>, offset: usize) -> Result<Tensor> {
         let (shape, strides) = (shape.into(), strides.into());
-        debug_assert_eq!(shape.len(), strides.len());
-        Tensor::from_storage(self.0.storage.clone(), &shape, &strides, offset)
+        check_strided_bounds(&shape, &strides, offset, self.0.storage.len())?;
+        Ok(Tensor::from_storage(self.0.storage.clone(), &shape, &strides, offset))
     }
 
     // ----- data access -----
@@ -377,65 +497,79 @@ impl Tensor {
     /// [`Tensor::with_f32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
     /// instead of panicking when the gathered copy cannot be allocated.
     pub fn try_with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+        self.try_with(f)
+    }
+
+    /// Runs `f` on the values in row-major order as `T`: the storage slice itself when the
+    /// tensor is contiguous and holds `T`, a pooled gathered (and converted) copy otherwise.
+    fn try_with<T: Element, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
         let n = self.numel();
         if n == 0 {
             // An empty view's offset may lie past its storage: read nothing.
             return Ok(f(&[]));
         }
+        if n == 0 {
+            // An empty view's offset may lie past its storage: read nothing.
+            return Ok(f(&[]));
+        }
         let storage = self.0.storage.read();
-        if self.dtype() == DType::F32 && self.is_contiguous() {
-            return Ok(f(&storage.f32()[self.0.offset..self.0.offset + n]));
+        if self.dtype() == T::DTYPE && self.is_contiguous() {
+            return Ok(f(&T::slice(&storage)[self.0.offset..self.0.offset + n]));
         }
         drop(storage);
         let mut tmp = Buffer::try_new(checked_bytes(self.shape())?)?;
-        let out = &mut tmp.f32_mut()[..n];
-        self.gather_f32(out);
+        let out = &mut T::slice_mut(&mut tmp)[..n];
+        self.gather(out);
         Ok(f(out))
     }
 
-    /// Writes the elements in row-major order into `out` (`numel` long), as `f32`.
-    fn gather_f32(&self, out: &mut [f32]) {
+    /// Writes the elements in row-major order into `out` (`numel` long), converted to `T`.
+    fn gather<T: Element>(&self, out: &mut [T]) {
         if out.is_empty() {
             return;
         }
         let storage = self.0.storage.read();
-        let mut i = 0;
-        match self.dtype() {
-            DType::F32 => {
-                let src = storage.f32();
-                if self.is_contiguous() {
-                    out.copy_from_slice(&src[self.0.offset..self.0.offset + out.len()]);
-                    return;
-                }
-                if let (&[rows, cols], &[1, col_step]) = (self.shape(), self.strides()) {
-                    // A transposed matrix (a weight's gradient through `transpose`): copy
-                    // it in cache-sized tiles instead of one long strided column per row.
-                    if rows > 1 && cols > 1 {
-                        let span = (cols - 1) * col_step + rows;
-                        let src = &src[self.0.offset..self.0.offset + span];
-                        crate::kernels::transpose::transpose(src, cols, rows, col_step, 1, out);
-                        return;
-                    }
-                }
-                // Whole rows at a time: a copy where the row is contiguous in storage.
-                for_each_row(self.shape(), [self.strides()], [self.0.offset], |[start], len, [step]| {
-                    let dst = &mut out[i..i + len];
-                    if step == 1 {
-                        dst.copy_from_slice(&src[start..start + len]);
-                    } else {
-                        dst.iter_mut().enumerate().for_each(|(j, d)| *d = src[start + j * step]);
-                    }
-                    i += len;
-                });
-            }
-            DType::I32 => {
-                let src = storage.i32();
-                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
-                    out[i] = src[o] as f32;
-                    i += 1;
-                });
+        match (self.dtype(), T::as_f32_mut(out)) {
+            (DType::F32, Ok(out)) => self.gather_f32(storage.f32(), out),
+            (DType::F32, Err(out)) => self.gather_rows(storage.f32(), out, T::from_f32, converted(T::from_f32)),
+            (DType::I32, Ok(out)) => self.gather_rows(storage.i32(), out, f32::from_i32, converted(f32::from_i32)),
+            (DType::I32, Err(out)) => self.gather_rows(storage.i32(), out, T::from_i32, converted(T::from_i32)),
+        }
+    }
+
+    /// [`Tensor::gather`] from `f32` storage into `f32`: a plain copy when contiguous, a
+    /// tiled transpose for a transposed matrix, row copies otherwise.
+    fn gather_f32(&self, src: &[f32], out: &mut [f32]) {
+        if self.is_contiguous() {
+            out.copy_from_slice(&src[self.0.offset..self.0.offset + out.len()]);
+            return;
+        }
+        if let (&[rows, cols], &[1, col_step]) = (self.shape(), self.strides()) {
+            // A transposed matrix (a weight's gradient through `transpose`): copy it in
+            // cache-sized tiles instead of one long strided column per row.
+            if rows > 1 && cols > 1 {
+                let span = (cols - 1) * col_step + rows;
+                let src = &src[self.0.offset..self.0.offset + span];
+                crate::kernels::transpose::transpose(src, cols, rows, col_step, 1, out);
+                return;
             }
         }
+        self.gather_rows(src, out, |v| v, <[f32]>::copy_from_slice);
+    }
+
+    /// [`Tensor::gather`] a whole row at a time: `copy_row` where the row is contiguous in
+    /// storage, `convert` per element otherwise.
+    fn gather_rows<S: Copy, T>(&self, src: &[S], out: &mut [T], convert: impl Fn(S) -> T, copy_row: impl Fn(&mut [T], &[S])) {
+        let mut i = 0;
+        for_each_row(self.shape(), [self.strides()], [self.0.offset], |[start], len, [step]| {
+            let dst = &mut out[i..i + len];
+            if step == 1 {
+                copy_row(dst, &src[start..start + len]);
+            } else {
+                dst.iter_mut().enumerate().for_each(|(j, d)| *d = convert(src[start + j * step]));
+            }
+            i += len;
+        });
     }
 
     /// Whether this is the only handle to a contiguous `f32` buffer that nothing else
@@ -471,35 +605,7 @@ impl Tensor {
     /// [`Tensor::with_i32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
     /// instead of panicking when the gathered copy cannot be allocated.
     pub fn try_with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> Result<R> {
-        let n = self.numel();
-        if n == 0 {
-            return Ok(f(&[]));
-        }
-        let storage = self.0.storage.read();
-        if self.dtype() == DType::I32 && self.is_contiguous() {
-            return Ok(f(&storage.i32()[self.0.offset..self.0.offset + n]));
-        }
-        let mut tmp = Buffer::try_new(checked_bytes(self.shape())?)?;
-        let out = &mut tmp.i32_mut()[..n];
-        let mut i = 0;
-        match self.dtype() {
-            DType::I32 => {
-                let src = storage.i32();
-                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
-                    out[i] = src[o];
-                    i += 1;
-                });
-            }
-            DType::F32 => {
-                let src = storage.f32();
-                for_each_offset(self.shape(), self.strides(), self.0.offset, |o| {
-                    out[i] = src[o] as i32;
-                    i += 1;
-                });
-            }
-        }
-        drop(storage);
-        Ok(f(out))
+        self.try_with(f)
     }
 
     /// Runs `f` on the whole storage as `f32` (for kernels that walk strides themselves).
@@ -544,7 +650,7 @@ impl Tensor {
             return Ok(self.detach());
         }
         Tensor::build_f32(self.shape(), |out| {
-            self.gather_f32(out);
+            self.gather(out);
             Ok(())
         })
     }
@@ -589,89 +695,11 @@ impl Tensor {
         src.with_f32(|s| self.update_f32("copy_", |d| d.copy_from_slice(s)))
     }
 
-    // ----- autograd -----
-
-    pub(crate) fn meta(&self) -> std::sync::MutexGuard<'_, Meta> {
-        self.0.meta.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn inner_arc(&self) -> &Arc<Inner> {
-        &self.0
-    }
-
-    /// Marks this tensor as a leaf that accumulates gradients (PyTorch's
-    /// `requires_grad_()`). Only `f32` tensors can require gradients.
-    pub fn requires_grad(self) -> Result<Tensor> {
-        self.set_requires_grad(true)?;
-        Ok(self)
-    }
-
-    /// Turns gradient tracking of a leaf on or off.
-    pub fn set_requires_grad(&self, on: bool) -> Result<()> {
-        if on && self.dtype() != DType::F32 {
-            return Err(Error::DType { op: "requires_grad", arg: "self", expected: DType::F32, got: self.dtype() });
-        }
-        let mut m = self.meta();
-        if m.grad_fn.is_some() {
-            return Err(Error::argument("requires_grad", "only leaves can change requires_grad; call .detach() first to make a new leaf"));
-        }
-        m.requires_grad = on;
-        Ok(())
-    }
-
-    /// Whether gradients flow to or through this tensor.
-    pub fn needs_grad(&self) -> bool {
-        let m = self.meta();
-        m.requires_grad || m.grad_fn.is_some()
-    }
-
-    /// Whether this tensor is a leaf (not produced by a recorded operator).
-    pub fn is_leaf(&self) -> bool {
-        self.meta().grad_fn.is_none()
-    }
-
-    /// The name of the operator that produced this tensor, if it was recorded.
-    pub fn grad_fn_name(&self) -> Option<&'static str> {
-        self.meta().grad_fn.as_ref().map(|n| n.name())
-    }
-
-    pub(crate) fn grad_fn(&self) -> Option<NodeRef> {
-        self.meta().grad_fn.clone()
-    }
-
-    /// The accumulated gradient of a leaf.
-    pub fn grad(&self) -> Option<Tensor> {
-        self.meta().grad.clone()
-    }
-
-    /// Zeroes the accumulated gradient in place (keeps its buffer).
-    pub fn zero_grad(&self) -> Result<()> {
-        let g = self.grad();
-        match g {
-            Some(g) => g.fill_(0.0),
-            None => Ok(()),
-        }
-    }
-
-    /// Frees the accumulated gradient.
-    pub fn clear_grad(&self) {
-        self.meta().grad = None;
-    }
+    // ----- autograd history -----
 
     /// A handle on the same storage with no autograd history.
     pub fn detach(&self) -> Tensor {
         Tensor::from_storage(self.0.storage.clone(), self.shape(), self.strides(), self.offset())
-    }
-
-    /// Back-propagates from this one-element tensor (seed 1) and releases the graph.
-    pub fn backward(&self) -> Result<()> {
-        autograd::backward(self, None, false)
-    }
-
-    /// Back-propagates `gradient` (of this tensor's shape; `None` seeds a one-element
-    /// tensor with 1). With `retain_graph` the records are kept for another pass.
-    pub fn backward_with(&self, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
-        autograd::backward(self, gradient, retain_graph)
     }
 }
 

@@ -60,3 +60,59 @@ pub struct Op {
     pub inputs: Vec<Input>,
     pub params: Vec<Param>,
 }
+
+// ===== the checked form =====
+
+/// A declaration that passed every rule of `validate`: everything expansion needs, with
+/// nothing optional left to unwrap.
+pub struct Checked {
+    /// The operator's name (the module's).
+    pub name: String,
+    /// The module (its attributes, visibility and name) and the items of its body.
+    pub module: ItemMod,
+    pub items: Vec<syn::Item>,
+    pub forward: ItemFn,
+    pub inputs: Vec<Input>,
+    pub kind: Kind,
+}
+
+/// What kind of operator the declaration is.
+pub enum Kind {
+    /// Has its own record and backward rule.
+    Primitive { backward: Box<ItemFn>, saved: Vec<Slot>, attrs: Vec<AttrItem> },
+    /// Built from other operators (no record).
+    Composition,
+}
+
+/// A resolved saved slot.
+pub struct Slot {
+    pub name: Ident,
+    pub source: SlotSource,
+    /// The input (index and name) whose gradient needs this slot, for `x if y`.
+    pub cond: Option<(usize, Ident)>,
+}
+
+/// Where a saved slot's tensor comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SlotSource {
+    /// The tensor input of the same name; `optional` for an `Option<&Tensor>` one.
+    Input { optional: bool },
+    /// The output.
+    Out,
+    /// A tensor `forward` returns in `Owned`.
+    Owned,
+}
+
+impl Slot {
+    /// Whether the record holds it as an `Option` (conditional, or an optional input).
+    pub fn is_option(&self) -> bool {
+        self.cond.is_some() || self.source == SlotSource::Input { optional: true }
+    }
+}
+
+impl Checked {
+    /// Whether one input is a `&[Tensor]` (so the inputs are counted at run time).
+    pub fn variadic(&self) -> bool {
+        self.inputs.iter().any(|i| i.kind == InputKind::Many)
+    }
+}

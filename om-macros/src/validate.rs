@@ -1,101 +1,213 @@
-//! Validation: each cross-cutting rule of the `#[op]` contract is one function here.
-//! Errors are gathered (not first-only) and spanned at the offending token.
+//! Validation: each cross-cutting rule of the `#[op]` contract is one function here, and
+//! [`check`] turns a declaration that passes them all into the typed [`Checked`] form
+//! that expansion reads. Errors are gathered (not first-only) and spanned at the
+//! offending token.
 
-use crate::ast::{InputKind, Op};
+use crate::ast::{Checked, InputKind, Kind, Op, Slot, SlotSource};
+use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
-use syn::{Error, Type};
+use syn::{Error, Ident, Item, ItemFn, Type};
 
-/// Runs every rule.
-pub fn all(op: &Op, errors: &mut Vec<Error>) {
-    required_functions(op, errors);
-    has_tensor_input(op, errors);
-    saved_names_are_known(op, errors);
-    saved_names_are_unique(op, errors);
-    attrs_match_forward(op, errors);
-    attr_types_are_owned(op, errors);
-    composition_has_no_record(op, errors);
-    variadic_input_is_last(op, errors);
+/// Runs every rule; the checked declaration if none failed.
+pub fn check(op: Op, errors: &mut Vec<Error>) -> Option<Checked> {
+    // Without a body there is nothing else to check (every other rule would only repeat it).
+    let items = inline_items(&op, errors)?;
+    let functions = required_functions(&op, items, errors);
+    has_tensor_input(&op, errors);
+    variadic_input_is_last(&op, errors);
+    let saved = saved_slots(&op, errors);
+    saved_names_are_unique(&op, errors);
+    attrs_match_forward(&op, errors);
+    attr_types_are_owned(&op, errors);
+    composition_has_no_record(&op, errors);
+    let Functions { items, forward, body } = functions?;
+    if let Body::Primitive(backward) = &body {
+        backward_reads_saved_slots(&op, backward, errors);
+    }
+    if !errors.is_empty() {
+        return None;
+    }
+    let kind = match body {
+        Body::Primitive(backward) => Kind::Primitive { backward, saved, attrs: op.args.attrs },
+        Body::Composition => Kind::Composition,
+    };
+    Some(Checked { name: op.module.ident.to_string(), module: op.module, items, forward, inputs: op.inputs, kind })
 }
 
-/// A `&[Tensor]` input comes after every other tensor input, is not saved and conditions
-/// nothing (its gradients are indexed at run time).
-fn variadic_input_is_last(op: &Op, errors: &mut Vec<Error>) {
-    let Some(pos) = op.inputs.iter().position(|i| i.kind == InputKind::Many) else { return };
-    let name = &op.inputs[pos].name;
-    if pos + 1 != op.inputs.len() {
-        errors.push(Error::new(name.span(), format!("`{name}: &[Tensor]` must be the last tensor input of `forward`")));
-    }
-    for s in &op.args.saved {
-        if &s.name == name || s.cond.as_ref() == Some(name) {
-            errors.push(Error::new(
-                s.name.span(),
-                format!("`{name}` takes any number of tensors, so it cannot be saved or name a condition"),
-            ));
-        }
-    }
+/// The functions a declaration must have, once found.
+struct Functions {
+    items: Vec<Item>,
+    forward: ItemFn,
+    body: Body,
+}
+
+/// How the gradient is defined: by `backward`, or by the operators `forward` calls.
+enum Body {
+    Primitive(Box<ItemFn>),
+    Composition,
 }
 
 fn op_name(op: &Op) -> String {
     op.module.ident.to_string()
 }
 
-/// `forward` and `cases` always; `backward` exactly when the op has a record.
-fn required_functions(op: &Op, errors: &mut Vec<Error>) {
+/// `#[op]` goes on an inline module; its items.
+fn inline_items(op: &Op, errors: &mut Vec<Error>) -> Option<Vec<Item>> {
+    let Some((_, items)) = &op.module.content else {
+        let name = op_name(op);
+        errors.push(Error::new(op.module.ident.span(), format!("#[op] needs an inline module: `mod {name} {{ fn forward(..) .. }}`")));
+        return None;
+    };
+    Some(items.clone())
+}
+
+/// `forward` and `cases` always, and `backward` exactly when the operator is not a
+/// composition (a composition's `backward` is reported by [`composition_has_no_record`]).
+fn required_functions(op: &Op, items: Vec<Item>, errors: &mut Vec<Error>) -> Option<Functions> {
     let name = op_name(op);
     let span = op.module.ident.span();
-    if op.module.content.is_none() {
-        errors.push(Error::new(span, format!("#[op] needs an inline module: `mod {name} {{ fn forward(..) .. }}`")));
-        return;
-    }
     if op.forward.is_none() {
         errors.push(Error::new(span, format!("`{name}` has no `fn forward`; add `pub fn forward(x: &Tensor, ..) -> Result<Tensor>`")));
     }
     if op.cases.is_none() {
         errors.push(Error::new(span, format!("`{name}` has no `fn cases() -> Vec<Case>`; every operator registers gradient-check cases")));
     }
-    if op.args.composition.is_none() && op.backward.is_none() {
-        errors.push(Error::new(
-            span,
-            format!("`{name}` has no `fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()>`; add it, or declare `#[op(composition)]` if the operator is built from other operators"),
-        ));
-    }
+    let body = match (op.args.composition, &op.backward) {
+        (Some(_), _) => Some(Body::Composition),
+        (None, Some(backward)) => Some(Body::Primitive(Box::new(backward.clone()))),
+        (None, None) => {
+            errors.push(Error::new(
+                span,
+                format!("`{name}` has no `fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()>`; add it, or declare `#[op(composition)]` if the operator is built from other operators"),
+            ));
+            None
+        }
+    };
+    let (Some(forward), Some(_), Some(body)) = (&op.forward, &op.cases, body) else { return None };
+    Some(Functions { items, forward: forward.clone(), body })
 }
 
-/// Every operator takes at least one tensor.
+/// Every operator takes at least one tensor (not repeated when a parameter was already
+/// reported as `self` or not a plain name).
 fn has_tensor_input(op: &Op, errors: &mut Vec<Error>) {
     if let Some(f) = &op.forward {
-        if op.inputs.is_empty() {
+        let all_plain = f.sig.inputs.iter().all(|a| matches!(a, syn::FnArg::Typed(pt) if matches!(*pt.pat, syn::Pat::Ident(_))));
+        if op.inputs.is_empty() && all_plain {
             errors.push(Error::new(f.sig.ident.span(), "`forward` takes no tensor; inputs are `&Tensor` or `Option<&Tensor>` parameters"));
         }
     }
 }
 
-/// A saved item names an input, `out`, or an owned slot; a condition names an input.
-fn saved_names_are_known(op: &Op, errors: &mut Vec<Error>) {
+/// A `&[Tensor]` input comes after every other tensor input (its gradients are indexed
+/// at run time); that it is not saved and conditions nothing is checked by
+/// [`saved_slots`].
+fn variadic_input_is_last(op: &Op, errors: &mut Vec<Error>) {
+    let Some(pos) = op.inputs.iter().position(|i| i.kind == InputKind::Many) else { return };
+    let name = &op.inputs[pos].name;
+    if pos + 1 != op.inputs.len() {
+        errors.push(Error::new(name.span(), format!("`{name}: &[Tensor]` must be the last tensor input of `forward`")));
+    }
+}
+
+/// Resolves each saved item: an input, `out`, or an owned slot (whose name clashes with
+/// neither); a condition names an input. A variadic input is neither saved nor a
+/// condition. Items that do not resolve are reported and left out.
+fn saved_slots(op: &Op, errors: &mut Vec<Error>) -> Vec<Slot> {
     let name = op_name(op);
-    let inputs: Vec<String> = op.inputs.iter().map(|i| i.name.to_string()).collect();
+    let input_list = op.inputs.iter().map(|i| i.name.to_string()).collect::<Vec<_>>().join(", ");
+    let variadic = |n: &Ident| {
+        Error::new(n.span(), format!("`{n}` takes any number of tensors (`&[Tensor]`), so it cannot be saved or name a condition"))
+    };
+    let mut slots = Vec::new();
     for s in &op.args.saved {
         let n = s.name.to_string();
-        if !s.owned && n != "out" && !inputs.contains(&n) {
-            errors.push(Error::new(
-                s.name.span(),
-                format!(
-                    "`{n}` is not an input of `{name}`; saved items name an input ({}), `out`, or an owned slot `{n}: owned`",
-                    inputs.join(", ")
-                ),
-            ));
-        }
-        if s.owned && (n == "out" || inputs.contains(&n)) {
-            errors.push(Error::new(s.name.span(), format!("owned slot `{n}` clashes with an input or `out`; give it its own name")));
-        }
-        if let Some(c) = &s.cond {
-            if !inputs.contains(&c.to_string()) {
-                errors.push(Error::new(
-                    c.span(),
-                    format!("`if {c}`: `{c}` is not an input of `{name}`; the condition names the input whose gradient needs this slot"),
-                ));
+        let input = op.inputs.iter().find(|i| i.name == s.name);
+        let source = match (s.owned, input) {
+            (true, None) if n != "out" => Some(SlotSource::Owned),
+            (true, _) => {
+                errors.push(Error::new(s.name.span(), format!("owned slot `{n}` clashes with an input or `out`; give it its own name")));
+                None
             }
+            (false, Some(i)) if i.kind == InputKind::Many => {
+                errors.push(variadic(&s.name));
+                None
+            }
+            (false, Some(i)) => Some(SlotSource::Input { optional: i.kind == InputKind::Optional }),
+            (false, None) if n == "out" => Some(SlotSource::Out),
+            (false, None) => {
+                errors.push(Error::new(
+                    s.name.span(),
+                    format!(
+                        "`{n}` is not an input of `{name}`; saved items name an input ({input_list}), `out`, or an owned slot `{n}: owned`"
+                    ),
+                ));
+                None
+            }
+        };
+        let cond = match &s.cond {
+            None => Some(None),
+            Some(c) => match op.inputs.iter().position(|i| &i.name == c) {
+                Some(i) if op.inputs[i].kind == InputKind::Many => {
+                    errors.push(variadic(c));
+                    None
+                }
+                Some(i) => Some(Some((i, c.clone()))),
+                None => {
+                    errors.push(Error::new(
+                        c.span(),
+                        format!(
+                            "`if {c}`: `{c}` is not an input of `{name}`; the condition names the input whose gradient needs this slot"
+                        ),
+                    ));
+                    None
+                }
+            },
+        };
+        if let (Some(source), Some(cond)) = (source, cond) {
+            slots.push(Slot { name: s.name.clone(), source, cond });
+        }
+    }
+    slots
+}
+
+/// `backward` reads a saved slot through `r.NAME()`: reading an input or `out` that is not
+/// saved is reported here with the slot to add (rustc would only say the record has no
+/// such method).
+fn backward_reads_saved_slots(op: &Op, backward: &ItemFn, errors: &mut Vec<Error>) {
+    let Some(syn::FnArg::Typed(first)) = backward.sig.inputs.first() else { return };
+    let syn::Pat::Ident(record) = &*first.pat else { return };
+    let mut reads = Vec::new();
+    method_calls_on(&record.ident, backward.block.to_token_stream(), &mut reads);
+    let mut reported: Vec<String> = Vec::new();
+    for method in reads {
+        let m = method.to_string();
+        let known = m == "out" || op.inputs.iter().any(|i| i.name == method);
+        if !known || op.args.saved.iter().any(|s| s.name == method) || reported.contains(&m) {
+            continue;
+        }
+        let item = if op.args.saved.is_empty() { format!("`saved = [{m}]` to `#[op(..)]`") } else { format!("`{m}` to `saved = [..]`") };
+        errors.push(Error::new(method.span(), format!("`backward` reads `{}.{m}()`, but `{m}` is not saved; add {item}", record.ident)));
+        reported.push(m);
+    }
+}
+
+/// Every `NAME` in `receiver.NAME(..)` (not preceded by another `.`) in `tokens`, nested
+/// groups included.
+fn method_calls_on(receiver: &Ident, tokens: TokenStream, out: &mut Vec<Ident>) {
+    let tts: Vec<TokenTree> = tokens.into_iter().collect();
+    for (i, tt) in tts.iter().enumerate() {
+        if let TokenTree::Group(g) = tt {
+            method_calls_on(receiver, g.stream(), out);
+        }
+        let after_dot = i > 0 && matches!(&tts[i - 1], TokenTree::Punct(p) if p.as_char() == '.');
+        match (tt, tts.get(i + 1), tts.get(i + 2), tts.get(i + 3)) {
+            (TokenTree::Ident(r), Some(TokenTree::Punct(dot)), Some(TokenTree::Ident(name)), Some(TokenTree::Group(args)))
+                if r == receiver && dot.as_char() == '.' && args.delimiter() == Delimiter::Parenthesis && !after_dot =>
+            {
+                out.push(name.clone());
+            }
+            _ => {}
         }
     }
 }

@@ -1,4 +1,5 @@
-//! One compile-fail case per distinct error message of `#[op]`, plus one that must compile.
+//! One compile-fail case per distinct error message of `#[op]` and `#[op_wrapper]`, plus one
+//! that must compile (and checks what the registry shows).
 
 #[test]
 fn ui() {

@@ -1,33 +1,40 @@
-//! Convolutions: `conv2d` (groups, stride, asymmetric padding, dilation, optional bias) on
-//! the canonical-order GEMM through im2col/col2im (`om_core::kernels::conv`; the layout and
-//! the accumulation order are in `docs/ops-conv.md`).
+//! Convolutions: `conv2d` (groups, stride, asymmetric padding, dilation, optional bias) and
+//! its adjoint `conv_transpose2d`, both on the canonical-order GEMM through im2col/col2im
+//! (`om_core::kernels::conv`; the layout and the accumulation order are in
+//! `docs/ops-conv.md`). The two are adjoints with one weight, so they share their kernels and
+//! gradient blocks ([`kernel_output`], [`gradients`]): `conv_transpose2d`'s forward is
+//! `conv2d`'s input gradient, and its input gradient is `conv2d`'s forward.
 
 use crate::fallible::with_f32_opt;
-use om_core::compute::Compute;
-use om_core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
+use crate::image::Images;
+use om_core::compute::{Compute, Settings};
+use om_core::kernels::conv::{
+    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, conv_transpose2d_forward, ConvGeom,
+};
+use om_core::layout::Dims;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// The checks every convolution shares: `x` and `w` of rank 4 (`layouts` names their
-/// expected layouts for the message), and stride, dilation and groups at least 1.
-/// Returns the argument shapes, for later error messages.
+/// The checks every convolution shares: `x` a batch `[N, C, H, W]` or an unbatched image
+/// `[C, H, W]`, `w` of rank 4 (`w_layout` names its expected layout for the message), and
+/// stride, dilation and groups at least 1. Returns the argument shapes, for later error
+/// messages, and `x`'s dimensions.
 pub(crate) fn check_common<'a>(
     op: &'static str,
     [x, w]: [&'a [usize]; 2],
     bias: Option<&'a [usize]>,
-    layouts: [&str; 2],
+    w_layout: &str,
     stride: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<Vec<&'a [usize]>> {
+) -> Result<(Vec<&'a [usize]>, Images)> {
     let mut shapes: Vec<&[usize]> = vec![x, w];
     if let Some(b) = bias {
         shapes.push(b);
     }
-    for (arg, t, layout) in [("x", x, layouts[0]), ("w", w, layouts[1])] {
-        if t.len() != 4 {
-            return Err(Error::shape(op, &shapes, format!("`{arg}` must be {layout} (rank 4), got rank {}", t.len())));
-        }
+    let images = Images::of(op, x, &shapes)?;
+    if w.len() != 4 {
+        return Err(Error::shape(op, &shapes, format!("`w` must be {w_layout} (rank 4), got rank {}", w.len())));
     }
     if stride.contains(&0) {
         return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
@@ -38,11 +45,11 @@ pub(crate) fn check_common<'a>(
     if groups == 0 {
         return Err(Error::argument(op, "groups must be at least 1, got 0"));
     }
-    Ok(shapes)
+    Ok((shapes, images))
 }
 
-/// Validates the shapes and attributes of a convolution and returns its geometry.
-/// `bias` is `None` when absent.
+/// Validates the shapes and attributes of a convolution and returns its geometry and `x`'s
+/// dimensions. `bias` is `None` when absent.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn geometry(
     op: &'static str,
@@ -53,9 +60,9 @@ pub(crate) fn geometry(
     padding: [usize; 4],
     dilation: [usize; 2],
     groups: usize,
-) -> Result<ConvGeom> {
-    let shapes = check_common(op, [x, w], bias, ["[N, C, H, W]", "[O, C/groups, kH, kW]"], stride, dilation, groups)?;
-    let (n, c, h, wd) = (x[0], x[1], x[2], x[3]);
+) -> Result<(ConvGeom, Images)> {
+    let (shapes, im) = check_common(op, [x, w], bias, "[O, C/groups, kH, kW]", stride, dilation, groups)?;
+    let Images { n, c, h, w: wd, .. } = im;
     let (o, kh, kw) = (w[0], w[2], w[3]);
     if !c.is_multiple_of(groups) {
         return Err(Error::shape(op, &shapes, format!("{c} input channels are not divisible by groups = {groups}")));
@@ -91,12 +98,100 @@ pub(crate) fn geometry(
         ));
     }
     let (oh, ow) = ((ph - eh) / stride[0] + 1, (pw - ew) / stride[1] + 1);
-    Ok(ConvGeom { n, c, h, w: wd, o, groups, kh, kw, sh: stride[0], sw: stride[1], pt, pl, dh: dilation[0], dw: dilation[1], oh, ow })
+    let geo =
+        ConvGeom { n, c, h, w: wd, o, groups, kh, kw, sh: stride[0], sw: stride[1], pt, pl, dh: dilation[0], dw: dilation[1], oh, ow };
+    Ok((geo, im))
 }
 
-/// 2-d cross-correlation (PyTorch's `conv2d`) of `x` `[N, C, H, W]` with `w`
-/// `[O, C/groups, kH, kW]` plus an optional `bias` `[O]`; `padding` is (top, left, bottom,
-/// right) zeros. Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`,
+/// Checks that the arguments of convolution `op` are `f32`.
+fn expect_f32_args(op: &'static str, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<()> {
+    x.expect_f32(op, "x")?;
+    w.expect_f32(op, "w")?;
+    if let Some(b) = bias {
+        b.expect_f32(op, "bias")?;
+    }
+    Ok(())
+}
+
+/// The tensor of `shape` that `kernel(settings, a, b, c, out)` writes from the values of
+/// `a`, `b` and the optional `c` (each read in row-major order).
+fn kernel_output(
+    shape: &[usize],
+    [a, b]: [&Tensor; 2],
+    c: Option<&Tensor>,
+    kernel: impl FnOnce(Settings, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>,
+) -> Result<Tensor> {
+    let settings = Compute::settings();
+    a.try_with_f32(|a| b.try_with_f32(|b| with_f32_opt(c, |c| Tensor::build_f32(shape, |out| kernel(settings, a, b, c, out)))))???
+}
+
+/// Which side of the convolution `geo` an operator is: `conv2d` maps the convolution's input
+/// to its output, `conv_transpose2d` its output to its input.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Conv,
+    Transposed,
+}
+
+/// The gradients `[dx, dw, dbias]` of the operator on `side` of the convolution `geo`
+/// with input `x`, weight `w` and output gradient `g` (`shapes`: the operator's input
+/// shapes), each only where `needs` says. `dx` is the other side's map of `g` (col2im of
+/// `W_gᵀ·g`, or the convolution of `g`), `dW` the convolution's weight gradient with the
+/// convolution's input and output gradient (`x`, `g`, or swapped), `dbias = Σ g` per channel.
+fn gradients(side: Side, geo: &ConvGeom, [x, w, g]: [&Tensor; 3], shapes: &[Dims], needs: [bool; 3]) -> Result<[Option<Tensor>; 3]> {
+    let g = &g.try_to_contiguous()?;
+    let dx = match needs[0] {
+        false => None,
+        true => Some(kernel_output(&shapes[0], [g, w], None, |st, g, w, _, dx| match side {
+            Side::Conv => conv2d_backward_input(st, geo, g, w, dx),
+            Side::Transposed => conv2d_forward(st, geo, g, w, None, dx),
+        })?),
+    };
+    let dw = match needs[1] {
+        false => None,
+        true => {
+            let (input, out_grad) = if side == Side::Conv { (x, g) } else { (g, x) };
+            Some(kernel_output(&shapes[1], [input, out_grad], None, |st, a, b, _, dw| conv2d_backward_weight(st, geo, a, b, dw))?)
+        }
+    };
+    let db = match needs[2] {
+        false => None,
+        true => {
+            let (channels, plane) = if side == Side::Conv { (geo.o, geo.p()) } else { (geo.c, geo.h * geo.w) };
+            Some(g.try_with_f32(|gs| Tensor::build_f32(&[channels], |db| channel_sums(geo.n, channels, plane, gs, db)))??)
+        }
+    };
+    Ok([dx, dw, db])
+}
+
+/// Emits the `[dx, dw, dbias]` of [`gradients`] through an operator's `Grads`.
+macro_rules! emit_gradients {
+    ($d:expr, $grads:expr) => {{
+        let [dx, dw, db] = $grads;
+        if let Some(t) = dx {
+            $d.x(t);
+        }
+        if let Some(t) = dw {
+            $d.w(t);
+        }
+        if let Some(t) = db {
+            $d.bias(t);
+        }
+    }};
+}
+
+/// The bias shape of a record's input shapes (an absent bias has an empty shape).
+fn bias_shape(shapes: &[Dims]) -> Option<&[usize]> {
+    if shapes[2].is_empty() {
+        None
+    } else {
+        Some(shapes[2].as_slice())
+    }
+}
+
+/// 2-d cross-correlation (PyTorch's `conv2d`) of `x` `[N, C, H, W]` (or an unbatched
+/// `[C, H, W]`, giving `[O, OH, OW]`) with `w` `[O, C/groups, kH, kW]` plus an optional
+/// `bias` `[O]`; `padding` is (top, left, bottom, right) zeros. Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`,
 /// `dbias = Σ g`.
 #[op(saved = [x, w], attrs = [stride: [usize; 2], padding: [usize; 4], dilation: [usize; 2], groups: usize])]
 pub mod conv2d {
@@ -111,20 +206,9 @@ pub mod conv2d {
         dilation: [usize; 2],
         groups: usize,
     ) -> Result<Tensor> {
-        x.expect_f32(NAME, "x")?;
-        w.expect_f32(NAME, "w")?;
-        if let Some(b) = bias {
-            b.expect_f32(NAME, "bias")?;
-        }
-        let geo = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
-        let settings = Compute::settings();
-        x.try_with_f32(|xs| {
-            w.try_with_f32(|ws| {
-                with_f32_opt(bias, |bs| {
-                    Tensor::build_f32(&[geo.n, geo.o, geo.oh, geo.ow], |y| conv2d_forward(settings, &geo, xs, ws, bs, y))
-                })
-            })
-        })???
+        expect_f32_args(NAME, x, w, bias)?;
+        let (geo, im) = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
+        kernel_output(&im.shape(geo.o, [geo.oh, geo.ow]), [x, w], bias, |st, x, w, b, y| conv2d_forward(st, &geo, x, w, b, y))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -134,26 +218,9 @@ pub mod conv2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let bias_shape = if s[2].is_empty() { None } else { Some(s[2].as_slice()) };
-        let geo = geometry(NAME, &s[0], &s[1], bias_shape, r.stride, r.padding, r.dilation, r.groups)?;
-        let settings = Compute::settings();
-        let g = g.try_to_contiguous()?;
-        if d.needs_x() {
-            let dx = g.try_with_f32(|gs| {
-                r.w().try_with_f32(|ws| Tensor::build_f32(&s[0], |dx| conv2d_backward_input(settings, &geo, gs, ws, dx)))
-            })???;
-            d.x(dx);
-        }
-        if d.needs_w() {
-            let dw = g.try_with_f32(|gs| {
-                r.x().try_with_f32(|xs| Tensor::build_f32(&s[1], |dw| conv2d_backward_weight(settings, &geo, xs, gs, dw)))
-            })???;
-            d.w(dw);
-        }
-        if d.needs_bias() {
-            let db = g.try_with_f32(|gs| Tensor::build_f32(&[geo.o], |db| conv2d_backward_bias(&geo, gs, db)))??;
-            d.bias(db);
-        }
+        let (geo, _) = geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.dilation, r.groups)?;
+        let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
+        emit_gradients!(d, super::gradients(Side::Conv, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
     }
 
@@ -191,6 +258,193 @@ pub mod conv2d {
                 vec![Case::input(&[1, 2, 4, 4], -1.0, 1.0, 15), Case::input(&[2, 2, 3, 3], -1.0, 1.0, 16)],
                 |x| super::conv2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 1], [0, 1, 0, 1], [1, 1], 1),
             ),
+            Case::new(
+                "unbatched_groups_stride",
+                vec![Case::input(&[4, 5, 6], -1.0, 1.0, 17), Case::input(&[6, 2, 3, 2], -1.0, 1.0, 18), Case::input(&[6], -1.0, 1.0, 19)],
+                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), [2, 1], [1, 0, 1, 1], [1, 2], 2),
+            ),
+            Case::new(
+                "unbatched_permuted_input",
+                vec![Case::input(&[5, 4, 3], -1.0, 1.0, 20), Case::input(&[2, 3, 2, 2], -1.0, 1.0, 21)],
+                |x| super::conv2d(&crate::permute(&x[0], vec![2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
+            ),
+        ]
+    }
+}
+
+/// Validates a transposed convolution and returns the geometry of the convolution it is
+/// the adjoint of: that convolution's input is the transposed convolution's output
+/// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input
+/// (`o = Cin`, `oh × ow = H × W`); both share the weight `[Cin, Cout/groups, kH, kW]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transpose_geometry(
+    op: &'static str,
+    x: &[usize],
+    w: &[usize],
+    bias: Option<&[usize]>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    output_padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<(ConvGeom, Images)> {
+    let (shapes, im) = check_common(op, [x, w], bias, "[Cin, Cout/groups, kH, kW]", stride, dilation, groups)?;
+    for i in 0..2 {
+        if output_padding[i] >= stride[i].max(dilation[i]) {
+            return Err(Error::argument(
+                op,
+                format!(
+                    "output padding must be smaller than either stride or dilation (as in PyTorch), got output padding {output_padding:?}, stride {stride:?}, dilation {dilation:?}"
+                ),
+            ));
+        }
+    }
+    let Images { n, c: cin, h, w: wd, .. } = im;
+    let (kh, kw) = (w[2], w[3]);
+    if !cin.is_multiple_of(groups) {
+        return Err(Error::shape(op, &shapes, format!("{cin} input channels are not divisible by groups = {groups}")));
+    }
+    if w[0] != cin {
+        return Err(Error::shape(op, &shapes, format!("`w` has {} input channels (dimension 0), but `x` has {cin}", w[0])));
+    }
+    if kh == 0 || kw == 0 {
+        return Err(Error::shape(op, &shapes, format!("the kernel must be at least 1×1, got {kh}×{kw}")));
+    }
+    let cout = w[1] * groups;
+    if let Some(b) = bias {
+        if b != [cout] {
+            return Err(Error::shape(op, &shapes, format!("`bias` must have shape [Cout] = [{cout}], got {b:?}")));
+        }
+    }
+    if h == 0 || wd == 0 {
+        return Err(Error::shape(op, &shapes, format!("the input image must be at least 1×1, got {h}×{wd}")));
+    }
+    // (H − 1)·s − 2p + d·(k − 1) + output_padding + 1, in signed arithmetic.
+    let out = |len: usize, s: usize, p: usize, k: usize, d: usize, op: usize| {
+        (len as i128 - 1) * s as i128 - 2 * p as i128 + (d * (k - 1)) as i128 + op as i128 + 1
+    };
+    let oh = out(h, stride[0], padding[0], kh, dilation[0], output_padding[0]);
+    let ow = out(wd, stride[1], padding[1], kw, dilation[1], output_padding[1]);
+    if oh < 1 || ow < 1 {
+        return Err(Error::shape(
+            op,
+            &shapes,
+            format!("the output would be {oh}×{ow}: padding {padding:?} crops more than the transposed convolution produces"),
+        ));
+    }
+    let (oh, ow) = (usize::try_from(oh), usize::try_from(ow));
+    let (Ok(oh), Ok(ow)) = (oh, ow) else {
+        return Err(Error::shape(op, &shapes, "the output size overflows"));
+    };
+    let geo = ConvGeom {
+        n,
+        c: cout,
+        h: oh,
+        w: ow,
+        o: cin,
+        groups,
+        kh,
+        kw,
+        sh: stride[0],
+        sw: stride[1],
+        pt: padding[0],
+        pl: padding[1],
+        dh: dilation[0],
+        dw: dilation[1],
+        oh: h,
+        ow: wd,
+    };
+    Ok((geo, im))
+}
+
+/// 2-d transposed convolution (PyTorch's `conv_transpose2d`) of `x` `[N, Cin, H, W]` (or an
+/// unbatched `[Cin, H, W]`, giving an unbatched result) with `w` `[Cin, Cout/groups, kH, kW]` plus an optional `bias` `[Cout]`; `padding` is
+/// PyTorch's (symmetric: it crops `padding` rows/columns from each side of the full
+/// output), `output_padding` adds rows/columns at the bottom/right. Output
+/// `[N, Cout, (H−1)·s − 2p + d·(k−1) + output_padding + 1, ..]`. Forward: GEMM + col2im.
+/// Backward: `dx = conv2d(g, W)`, `dW` per image in item order with the roles of `x` and
+/// `g` swapped, `dbias = Σ g`.
+#[op(
+    saved = [x, w],
+    attrs = [stride: [usize; 2], padding: [usize; 2], output_padding: [usize; 2], dilation: [usize; 2], groups: usize]
+)]
+pub mod conv_transpose2d {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        output_padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+    ) -> Result<Tensor> {
+        expect_f32_args(NAME, x, w, bias)?;
+        let (geo, im) =
+            transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
+        kernel_output(&im.shape(geo.c, [geo.h, geo.w]), [x, w], bias, |st, x, w, b, y| conv_transpose2d_forward(st, &geo, x, w, b, y))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let s = &r.input_shapes;
+        let (geo, _) = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.output_padding, r.dilation, r.groups)?;
+        let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
+        emit_gradients!(d, super::gradients(Side::Transposed, &geo, [r.x(), r.w(), g], s, needs)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case::new(
+                "bias_pad1",
+                vec![Case::input(&[2, 3, 3, 3], -1.0, 1.0, 1), Case::input(&[3, 2, 3, 3], -1.0, 1.0, 2), Case::input(&[2], -1.0, 1.0, 3)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [1, 1], [1, 1], [0, 0], [1, 1], 1),
+            ),
+            Case::new(
+                "stride2_output_padding",
+                vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 4), Case::input(&[2, 3, 3, 3], -1.0, 1.0, 5), Case::input(&[3], -1.0, 1.0, 6)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1),
+            ),
+            Case::new(
+                "groups_dilation_no_bias",
+                vec![Case::input(&[1, 4, 3, 3], -1.0, 1.0, 7), Case::input(&[4, 2, 2, 3], -1.0, 1.0, 8)],
+                |x| super::conv_transpose2d(&x[0], &x[1], None, [2, 1], [1, 0], [1, 1], [2, 2], 2),
+            ),
+            Case::new(
+                "depthwise_stride2_asymmetric",
+                vec![Case::input(&[2, 3, 3, 2], -1.0, 1.0, 9), Case::input(&[3, 1, 2, 3], -1.0, 1.0, 10), Case::input(&[3], -1.0, 1.0, 11)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 3], [0, 1], [1, 2], [1, 1], 3),
+            ),
+            Case::new(
+                "nhwc_permuted_strided_input",
+                vec![
+                    Case::input(&[1, 3, 6, 2], -1.0, 1.0, 12),
+                    Case::input(&[2, 2, 2, 2], -1.0, 1.0, 13),
+                    Case::input(&[2], -1.0, 1.0, 14),
+                ],
+                |x| {
+                    let xv = crate::slice(&crate::permute(&x[0], vec![0, 3, 1, 2])?, 3, 0, 6, 2)?;
+                    super::conv_transpose2d(&xv, &x[1], Some(&x[2]), [2, 2], [0, 0], [0, 1], [1, 1], 1)
+                },
+            ),
+            Case::new(
+                "transposed_weight",
+                vec![Case::input(&[1, 2, 3, 3], -1.0, 1.0, 15), Case::input(&[3, 2, 2, 2], -1.0, 1.0, 16)],
+                |x| super::conv_transpose2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 2], [0, 1], [0, 1], [1, 1], 1),
+            ),
+            Case::new(
+                "unbatched_groups_stride2",
+                vec![Case::input(&[4, 3, 2], -1.0, 1.0, 17), Case::input(&[4, 1, 3, 2], -1.0, 1.0, 18), Case::input(&[2], -1.0, 1.0, 19)],
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 0], [1, 1], [1, 1], 2),
+            ),
         ]
     }
 }
@@ -198,6 +452,7 @@ pub mod conv2d {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::oracle::{assert_close, both_modes, Oracle};
     use om_core::compute::{KernelPath, Mode, Settings};
     use std::collections::BTreeMap;
 
@@ -251,15 +506,95 @@ pub(crate) mod tests {
         Compute::set_mode(Mode::Fast);
     }
 
+    /// The oracle of `conv_transpose2d` and `resize2d` (`tools/oracle_spatial.py`).
+    pub(crate) fn spatial_oracle() -> Oracle {
+        Oracle::load_file("spatial", "tools/oracle_spatial.py")
+    }
+
+    /// The `usize` attributes of oracle case `name`.
+    pub(crate) fn params(o: &Oracle, name: &str) -> Vec<usize> {
+        o.get(&format!("{name}_params")).to_vec_i32().iter().map(|&v| v as usize).collect()
+    }
+
+    /// The oracle cases whose names start with `prefix`.
+    pub(crate) fn case_names(o: &Oracle, prefix: &str) -> Vec<String> {
+        o.names().filter_map(|k| k.strip_suffix("_params")).filter(|k| k.starts_with(prefix)).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn conv_transpose2d_matches_pytorch() {
+        let o = spatial_oracle();
+        let names = case_names(&o, "ct_");
+        assert!(names.len() >= 6, "the oracle file holds the transposed-conv cases");
+        both_modes(|| {
+            for name in &names {
+                let p = params(&o, name);
+                let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
+                let bias = o.names().any(|k| k == format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
+                let y = conv_transpose2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3]], [p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                let mut inputs = vec![("x", &x), ("w", &w)];
+                if let Some(b) = &bias {
+                    inputs.push(("bias", b));
+                }
+                o.check_grads(name, &y, &inputs);
+            }
+        });
+    }
+
+    #[test]
+    fn unbatched_conv2d_matches_pytorch_with_gradients() {
+        let o = Oracle::load_file("conv_pool", "tools/oracle_conv_pool.py");
+        let names = case_names(&o, "uconv_");
+        assert!(names.len() >= 2, "the oracle file holds the unbatched conv cases");
+        both_modes(|| {
+            for name in &names {
+                let p = params(&o, name);
+                let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
+                let bias = o.has(&format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
+                let y = conv2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3], p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
+                let mut inputs = vec![("x", &x), ("w", &w)];
+                if let Some(b) = &bias {
+                    inputs.push(("bias", b));
+                }
+                o.check_grads(name, &y, &inputs);
+            }
+        });
+    }
+
     fn forward_backward_bits() -> Vec<u32> {
-        let x = Tensor::randn(&[3, 4, 9, 8], 1).unwrap().requires_grad().unwrap();
-        let w = Tensor::randn(&[6, 2, 3, 3], 2).unwrap().requires_grad().unwrap();
-        let b = Tensor::randn(&[6], 3).unwrap().requires_grad().unwrap();
+        let x = Tensor::randn_with_seed(&[3, 4, 9, 8], 1).unwrap().requires_grad().unwrap();
+        let w = Tensor::randn_with_seed(&[6, 2, 3, 3], 2).unwrap().requires_grad().unwrap();
+        let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
         let y = conv2d(&x, &w, Some(&b), [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
-        let gy = Tensor::randn(y.shape(), 4).unwrap();
+        output_and_gradient_bits(&y, &[&x, &w, &b])
+    }
+
+    /// Asserts that `bits` (the bits of a forward and backward run) are the same in exact
+    /// mode on every kernel path and at 1 thread and each of `threads`, and in fast mode at
+    /// every thread count (`what` names the operators for the message).
+    pub(crate) fn assert_bit_identical(what: &str, threads: &[usize], bits: fn() -> Vec<u32>) {
+        let reference = Compute::with(Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar }, bits);
+        for path in KernelPath::supported() {
+            for &t in [1].iter().chain(threads) {
+                let got = Compute::with(Settings { mode: Mode::Exact, threads: t, path }, bits);
+                assert!(got == reference, "exact {what} differs on {path} with {t} threads");
+            }
+        }
+        let fast = Compute::with(Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() }, bits);
+        for &t in threads {
+            let got = Compute::with(Settings { mode: Mode::Fast, threads: t, path: KernelPath::best() }, bits);
+            assert!(got == fast, "fast {what} differs with {t} threads");
+        }
+    }
+
+    /// The bits of `y` and of the gradients of `inputs` after backpropagating a seeded `g`.
+    pub(crate) fn output_and_gradient_bits(y: &Tensor, inputs: &[&Tensor]) -> Vec<u32> {
+        let gy = Tensor::randn_with_seed(y.shape(), 4).unwrap();
         y.backward_with(Some(&gy), false).unwrap();
         let mut bits: Vec<u32> = y.to_vec().iter().map(|v| v.to_bits()).collect();
-        for t in [&x, &w, &b] {
+        for t in inputs {
             bits.extend(t.grad().unwrap().to_vec().iter().map(|v| v.to_bits()));
         }
         bits
@@ -267,17 +602,21 @@ pub(crate) mod tests {
 
     #[test]
     fn exact_mode_is_identical_on_every_path_and_thread_count() {
-        let reference = Compute::with(Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar }, forward_backward_bits);
-        for path in KernelPath::supported() {
-            for threads in [1, 2, 3] {
-                let got = Compute::with(Settings { mode: Mode::Exact, threads, path }, forward_backward_bits);
-                assert!(got == reference, "exact conv2d differs on {path} with {threads} threads");
-            }
-        }
-        let fast = Compute::with(Settings { mode: Mode::Fast, threads: 1, path: KernelPath::best() }, forward_backward_bits);
-        for threads in [2, 3] {
-            let got = Compute::with(Settings { mode: Mode::Fast, threads, path: KernelPath::best() }, forward_backward_bits);
-            assert!(got == fast, "fast conv2d differs with {threads} threads");
-        }
+        assert_bit_identical("conv2d", &[2, 3], forward_backward_bits);
+    }
+
+    /// Unbatched images through both convolutions.
+    fn unbatched_bits() -> Vec<u32> {
+        let x = Tensor::randn_with_seed(&[4, 9, 8], 5).unwrap().requires_grad().unwrap();
+        let w = Tensor::randn_with_seed(&[6, 2, 3, 3], 6).unwrap().requires_grad().unwrap();
+        let wt = Tensor::randn_with_seed(&[6, 2, 2, 3], 7).unwrap().requires_grad().unwrap();
+        let y = conv2d(&x, &w, None, [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
+        let y = conv_transpose2d(&y, &wt, None, [2, 1], [1, 0], [1, 0], [1, 1], 2).unwrap();
+        output_and_gradient_bits(&y, &[&x, &w, &wt])
+    }
+
+    #[test]
+    fn unbatched_exact_mode_is_identical_on_every_path_and_thread_count() {
+        assert_bit_identical("unbatched conv2d/conv_transpose2d", &[2, 3], unbatched_bits);
     }
 }

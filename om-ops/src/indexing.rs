@@ -6,15 +6,15 @@
 //! positions in f64 in the order of the output's elements and rounding once, so both modes
 //! and every thread count give the same bits.
 
-use om_core::layout::{broadcast_shapes, contiguous_strides, normalize_axis};
+use om_core::layout::{broadcast_shapes, contiguous_strides, normalize_axis, numel, Dims};
 use om_core::pool::F64Scratch;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
-/// Fails unless `index` is an Int32 tensor.
-fn expect_i32(op: &'static str, index: &Tensor) -> Result<()> {
+/// Fails unless `index` (the argument named `arg`) is an Int32 tensor.
+pub(crate) fn expect_i32(op: &'static str, arg: &'static str, index: &Tensor) -> Result<()> {
     if index.dtype() != DType::I32 {
-        return Err(Error::DType { op, arg: "index", expected: DType::I32, got: index.dtype() });
+        return Err(Error::DType { op, arg, expected: DType::I32, got: index.dtype() });
     }
     Ok(())
 }
@@ -33,7 +33,7 @@ fn position(op: &'static str, i: i32, len: usize) -> Result<usize> {
 /// without the `skip` axis's term).
 fn for_each_position(shape: &[usize], skip: usize, strides: &[usize], mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
     let n: usize = shape.iter().product();
-    let mut coord = vec![0usize; shape.len()];
+    let mut coord = Dims::from_elem(0, shape.len());
     let mut base = 0usize;
     for p in 0..n {
         f(p, base)?;
@@ -63,6 +63,56 @@ fn as_rank1(shape: &[usize]) -> &[usize] {
     }
 }
 
+/// The gradient of an indexing operator for its input of shape `x_shape`: `scatter` adds
+/// `g`'s values into zeros of that shape held in f64 (repeated positions summing in the
+/// order it adds them), and each sum is rounded once to f32. Errors name `op`.
+pub(crate) fn scatter_add_grad(op: &'static str, x_shape: &[usize], scatter: impl FnOnce(&mut [f64]) -> Result<()>) -> Result<Tensor> {
+    let mut acc = F64Scratch::try_zeroed(numel(x_shape)).map_err(|e| e.with_op(op))?;
+    let acc = acc.values();
+    scatter(acc).map_err(|e| e.with_op(op))?;
+    Tensor::build_f32(x_shape, |dx| {
+        dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
+        Ok(())
+    })
+    .map_err(|e| e.with_op(op))
+}
+
+/// The gather loop shared by `gather` and `take_along_axis` (their checks done):
+/// `out[p] = x[p with p[a] replaced by index[p]]` for every position `p` of `index` (a
+/// scalar seen as one element on one axis), each position checked against `x`'s axis `a`.
+/// The output has `index`'s shape.
+pub(crate) fn gather_along(op: &'static str, x: &Tensor, index: &Tensor, a: usize) -> Result<Tensor> {
+    let (xs, is) = (as_rank1(x.shape()), as_rank1(index.shape()));
+    let strides = contiguous_strides(xs);
+    x.try_with_f32(|xv| {
+        index.try_with_i32(|iv| {
+            Tensor::build_f32(index.shape(), |out| {
+                for_each_position(is, a, &strides, |p, base| {
+                    out[p] = xv[base + position(op, iv[p], xs[a])? * strides[a]];
+                    Ok(())
+                })
+            })
+        })
+    })??
+}
+
+/// The gradient of [`gather_along`] for an `x` of shape `x_shape`: `g` scatter-added into
+/// zeros of that shape at the same positions (repeats summed in f64 in output order).
+pub(crate) fn scatter_along(op: &'static str, g: &Tensor, index: &Tensor, x_shape: &[usize], a: usize) -> Result<Tensor> {
+    let (xs, is) = (as_rank1(x_shape), as_rank1(index.shape()));
+    let strides = contiguous_strides(xs);
+    scatter_add_grad(op, x_shape, |acc| {
+        g.try_with_f32(|gv| {
+            index.try_with_i32(|iv| {
+                for_each_position(is, a, &strides, |p, base| {
+                    acc[base + position(op, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
+                    Ok(())
+                })
+            })
+        })??
+    })
+}
+
 /// `out[p] = x[p with p[dim] replaced by index[p]]` for every position `p` of `index`
 /// (PyTorch's `torch.gather(x, dim, index)`): `index` is Int32 with `x`'s rank, at most `x`'s
 /// size in every axis but `dim`, and holds positions in `0..x.shape[dim]`; the output has
@@ -82,7 +132,7 @@ pub mod gather {
 
     pub fn forward(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
-        expect_i32(NAME, index)?;
+        expect_i32(NAME, "index", index)?;
         if x.rank() != index.rank() {
             return Err(Error::shape(NAME, &[x.shape(), index.shape()], "`index` must have as many dimensions as `x`"));
         }
@@ -95,38 +145,12 @@ pub mod gather {
                 format!("`index` may not be larger than `x` in any dimension but {a}"),
             ));
         }
-        let strides = contiguous_strides(xs);
-        x.try_with_f32(|xv| {
-            index.try_with_i32(|iv| {
-                Tensor::build_f32(index.shape(), |out| {
-                    for_each_position(is, a, &strides, |p, base| {
-                        out[p] = xv[base + position(NAME, iv[p], xs[a])? * strides[a]];
-                        Ok(())
-                    })
-                })
-            })
-        })??
+        gather_along(NAME, x, index, a)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let xs = as_rank1(&r.input_shapes[0]);
-        let is = as_rank1(r.index().shape());
-        let a = normalize_axis(NAME, r.dim, xs.len(), false)?;
-        let strides = contiguous_strides(xs);
-        let mut acc = F64Scratch::try_zeroed(xs.iter().product()).map_err(|e| e.with_op(NAME))?;
-        let acc = acc.values();
-        g.try_with_f32(|gv| {
-            r.index().try_with_i32(|iv| {
-                for_each_position(is, a, &strides, |p, base| {
-                    acc[base + position(NAME, iv[p], xs[a])? * strides[a]] += gv[p] as f64;
-                    Ok(())
-                })
-            })
-        })???;
-        d.x(Tensor::build_f32(&r.input_shapes[0], |dx| {
-            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
-            Ok(())
-        })?);
+        let a = normalize_axis(NAME, r.dim, as_rank1(&r.input_shapes[0]).len(), false)?;
+        d.x(scatter_along(NAME, g, r.index(), &r.input_shapes[0], a)?);
         Ok(())
     }
 
@@ -164,7 +188,7 @@ pub mod index_select {
 
     pub fn forward(x: &Tensor, dim: isize, index: &Tensor) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
-        expect_i32(NAME, index)?;
+        expect_i32(NAME, "index", index)?;
         if index.rank() > 1 {
             return Err(Error::shape(NAME, &[index.shape()], "`index` must be a 1-D (or 0-D) tensor of positions"));
         }
@@ -198,25 +222,21 @@ pub mod index_select {
         let a = normalize_axis(NAME, r.dim, xs.len(), false)?;
         let (outer, len, inner) = split(xs, a);
         let k = r.index().numel();
-        let mut acc = F64Scratch::try_zeroed(xs.iter().product()).map_err(|e| e.with_op(NAME))?;
-        let acc = acc.values();
-        g.try_with_f32(|gv| {
-            r.index().try_with_i32(|iv| -> Result<()> {
-                for o in 0..outer {
-                    for (j, &i) in iv.iter().enumerate() {
-                        let dst = (o * len + position(NAME, i, len)?) * inner;
-                        let src = (o * k + j) * inner;
-                        for (s, &v) in acc[dst..dst + inner].iter_mut().zip(&gv[src..src + inner]) {
-                            *s += v as f64;
+        d.x(scatter_add_grad(NAME, xs, |acc| {
+            g.try_with_f32(|gv| {
+                r.index().try_with_i32(|iv| -> Result<()> {
+                    for o in 0..outer {
+                        for (j, &i) in iv.iter().enumerate() {
+                            let dst = (o * len + position(NAME, i, len)?) * inner;
+                            let src = (o * k + j) * inner;
+                            for (s, &v) in acc[dst..dst + inner].iter_mut().zip(&gv[src..src + inner]) {
+                                *s += v as f64;
+                            }
                         }
                     }
-                }
-                Ok(())
-            })
-        })???;
-        d.x(Tensor::build_f32(xs, |dx| {
-            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
-            Ok(())
+                    Ok(())
+                })
+            })??
         })?);
         Ok(())
     }
@@ -253,6 +273,8 @@ fn split(shape: &[usize], a: usize) -> (usize, usize, usize) {
 /// assert_eq!(masked_fill(&x, &upper, f32::NEG_INFINITY)?.to_vec(), vec![1.0, f32::NEG_INFINITY, 3.0, 4.0]);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
+///
+/// Backward: through `where_`: `g` to `x` where the mask is not set.
 #[op(composition)]
 pub mod masked_fill {
     use super::*;

@@ -4,8 +4,9 @@
 //! products such as `g·bᵀ` copy nothing.
 
 use crate::fallible::with_f32_opt;
-use om_core::compute::{for_each_chunk_mut, Compute, Settings};
+use om_core::compute::{Compute, Settings};
 use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
+use om_core::kernels::parallel::for_each_chunk_mut;
 use om_core::layout::{broadcast_shapes, broadcast_strides};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -237,6 +238,7 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
 /// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions.
 /// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
 /// GEMM with the bias fused into its epilogue, which gives the composition's bits.
+/// Backward: through `matmul`, `transpose`, `reshape` and `add`.
 #[op(composition)]
 pub mod linear {
     use super::*;

@@ -272,6 +272,7 @@ pub mod nll_loss {
 /// Cross-entropy of logits at class targets: `nll_loss(log_softmax(logits, 1))` (the
 /// class axis; axis 0 for unbatched `[C]` logits) with the same class weights and
 /// [`CrossEntropyOptions`] (PyTorch's `F.cross_entropy` with class-index targets).
+/// Backward: through `log_softmax` and `nll_loss`.
 ///
 /// ```
 /// use om_core::Tensor;

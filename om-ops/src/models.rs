@@ -4,7 +4,7 @@
 
 pub mod benchmarks;
 
-use crate::nn::{prefixed, BatchNorm2d, Conv2d, Conv2dOptions, Linear, Lstm, Module};
+use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Forward, Linear, Lstm, Module};
 use crate::{self as ops, RnnConfig};
 use om_core::{Result, Tensor};
 
@@ -12,7 +12,9 @@ use om_core::{Result, Tensor};
 pub const OCR_CLASSES: usize = 11;
 
 /// The digits classifier of `om train`: conv 1→c1 3×3 pad 1, BN, ReLU, conv c1→c2 3×3
-/// pad 1, BN, ReLU, max-pool 2, flatten, linear 16·c2 → 10.
+/// pad 1, BN, ReLU, max-pool 2, flatten, linear 16·c2 → 10. Its weights are drawn from
+/// `seed` (the same model on every call and machine).
+#[derive(Module)]
 pub struct DigitNet {
     conv1: Conv2d,
     bn1: BatchNorm2d,
@@ -26,50 +28,32 @@ impl DigitNet {
     pub fn new(widths: [usize; 2], seed: u64) -> Result<DigitNet> {
         let [c1, c2] = widths;
         Ok(DigitNet {
-            conv1: Conv2d::with_options(1, c1, [3, 3], Conv2dOptions::padding(1), seed)?,
+            conv1: Conv2d::with_seed(1, c1, [3, 3], Conv2dOptions::padding(1), seed)?,
             bn1: BatchNorm2d::new(c1)?,
-            conv2: Conv2d::with_options(c1, c2, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
+            conv2: Conv2d::with_seed(c1, c2, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
             bn2: BatchNorm2d::new(c2)?,
-            fc: Linear::new(c2 * 4 * 4, 10, seed + 2)?,
+            fc: Linear::with_seed(c2 * 4 * 4, 10, true, seed + 2)?,
         })
-    }
-
-    /// `[B, 1, 8, 8]` → logits `[B, 10]`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
-        let b = h.shape()[0] as isize;
-        self.fc.forward(&ops::reshape(&h, vec![b, -1])?)
     }
 }
 
-impl Module for DigitNet {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv1", self.conv1.parameters());
-        p.extend(prefixed("bn1", self.bn1.parameters()));
-        p.extend(prefixed("conv2", self.conv2.parameters()));
-        p.extend(prefixed("bn2", self.bn2.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        let mut b = prefixed("bn1", self.bn1.buffers());
-        b.extend(prefixed("bn2", self.bn2.buffers()));
-        b
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.bn1.set_training(training);
-        self.bn2.set_training(training);
+impl Forward for DigitNet {
+    /// `[B, 1, 8, 8]` → logits `[B, 10]`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
+        let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
+        let b = h.shape()[0] as isize;
+        self.fc.forward(&ops::reshape(&h, vec![b, -1])?)
     }
 }
 
 /// The OCR model of `om train --task ocr` (11 classes: blank 0, then digits 0–9):
 /// conv 1→16 3×3 pad 1, BN, ReLU, max-pool 2×2, conv 16→32 3×3 pad 1, BN, ReLU, max-pool
 /// 2×1 (height only), the 32 channels × 2 rows of each column as a 64-feature frame,
-/// bidirectional LSTM 64 → 2×64, linear 128 → 11, log-softmax.
+/// bidirectional LSTM 64 → 2×64, linear 128 → 11, log-softmax. Its weights are drawn
+/// from `seed`.
+#[derive(Module)]
 pub struct Crnn {
     conv1: Conv2d,
     bn1: BatchNorm2d,
@@ -84,50 +68,29 @@ impl Crnn {
     pub fn new(seed: u64) -> Result<Crnn> {
         let config = RnnConfig { layers: 1, bidirectional: true, batch_first: true };
         Ok(Crnn {
-            conv1: Conv2d::with_options(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
+            conv1: Conv2d::with_seed(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
             bn1: BatchNorm2d::new(16)?,
-            conv2: Conv2d::with_options(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
+            conv2: Conv2d::with_seed(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
             bn2: BatchNorm2d::new(32)?,
-            rnn: Lstm::new(64, 64, config, seed + 2)?,
-            fc: Linear::new(128, OCR_CLASSES, seed + 3)?,
+            rnn: Lstm::with_seed(64, 64, config, seed + 2)?,
+            fc: Linear::with_seed(128, OCR_CLASSES, true, seed + 3)?,
         })
     }
+}
 
+impl Forward for Crnn {
     /// Images `[B, 1, 8, W]` → log-probabilities `[W/2, B, 11]` (time-major, as CTC wants).
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
         let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1], false)?;
         // [B, C, H, T] → [B, T, C·H]
         let (b, t) = (h.shape()[0] as isize, h.shape()[3] as isize);
         let frames = ops::reshape(&ops::permute(&h, vec![0, 3, 1, 2])?, vec![b, t, -1])?;
         let y = self.rnn.forward(&frames, None, None)?.y;
         let logits = self.fc.forward(&y)?;
         ops::log_softmax(&ops::permute(&logits, vec![1, 0, 2])?, -1)
-    }
-}
-
-impl Module for Crnn {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = prefixed("conv1", self.conv1.parameters());
-        p.extend(prefixed("bn1", self.bn1.parameters()));
-        p.extend(prefixed("conv2", self.conv2.parameters()));
-        p.extend(prefixed("bn2", self.bn2.parameters()));
-        p.extend(prefixed("rnn", self.rnn.parameters()));
-        p.extend(prefixed("fc", self.fc.parameters()));
-        p
-    }
-
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        let mut b = prefixed("bn1", self.bn1.buffers());
-        b.extend(prefixed("bn2", self.bn2.buffers()));
-        b
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.bn1.set_training(training);
-        self.bn2.set_training(training);
     }
 }
 

@@ -5,7 +5,8 @@
 //! kernel thread count or path, and backward regenerates it from the saved seed instead of
 //! keeping a mask tensor alive.
 
-use om_core::compute::{for_each_chunk_mut, Compute};
+use om_core::compute::Compute;
+use om_core::kernels::parallel::for_each_chunk_mut;
 use om_core::rng::{next_seed, uniform_at};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;

@@ -933,6 +933,7 @@ fn state(s: Option<&Tensor>, k: usize) -> Result<Option<Tensor>> {
 /// the final hidden states `h_n` and the final cell states `c_n` (`Some`), each with its
 /// gradient: a long sequence can be run in chunks, each chunk starting from the previous
 /// chunk's `h_n`, `c_n`, with the same values as one run over the whole sequence.
+/// Backward: through `lstm_layer` (and the concatenation of directions).
 #[op(composition)]
 pub mod lstm {
     use super::*;
@@ -957,6 +958,7 @@ pub mod lstm {
 /// `[T, B, I]` (`[B, T, I]` batch-first), one [`RnnWeights`] per layer and direction in
 /// PyTorch's order, optional `h0` `[layers·dirs, B, H]`. Returns the last layer's states
 /// `y` and the final hidden states `h_n`.
+/// Backward: through `gru_layer` (and the concatenation of directions).
 #[op(composition)]
 pub mod gru {
     use super::*;

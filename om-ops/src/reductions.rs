@@ -7,8 +7,8 @@
 //! Exact mode needs nothing special: every loop here is scalar code (the same on every
 //! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
 
+use crate::indexing::{expect_i32, gather_along, scatter_along};
 use om_core::layout::normalize_axis;
-use om_core::pool::F64Scratch;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
@@ -110,7 +110,7 @@ fn index_case(name: &'static str, shape: &[usize], seed: u64, f: fn(&Tensor) -> 
 
 /// Position of the largest element along `axis` (of all elements, flattened row-major, for
 /// `None`), as Int32. Ties: the first occurrence; NaN: the first NaN (PyTorch CPU).
-/// No gradient: the result is not recorded.
+/// Backward: none; the Int32 result is not recorded.
 #[op(attrs = [axis: Option<isize>, keep_dim: bool])]
 pub mod argmax {
     use super::*;
@@ -132,7 +132,8 @@ pub mod argmax {
 }
 
 /// Position of the smallest element along `axis` (flattened for `None`), as Int32. Ties:
-/// the first occurrence; NaN: the first NaN (PyTorch CPU). No gradient.
+/// the first occurrence; NaN: the first NaN (PyTorch CPU). Backward: none; the Int32
+/// result is not recorded.
 #[op(attrs = [axis: Option<isize>, keep_dim: bool])]
 pub mod argmin {
     use super::*;
@@ -165,66 +166,19 @@ pub mod take_along_axis {
 
     pub fn forward(x: &Tensor, indices: &Tensor, axis: isize) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
-        if indices.dtype() != DType::I32 {
-            return Err(Error::DType { op: NAME, arg: "indices", expected: DType::I32, got: indices.dtype() });
-        }
+        expect_i32(NAME, "indices", indices)?;
         let (xs, is) = (x.shape(), indices.shape());
         let a = normalize_axis(NAME, axis, xs.len(), false)?;
         let same = xs.len() == is.len() && xs.iter().zip(is).enumerate().all(|(d, (p, q))| d == a || p == q);
         if !same {
             return Err(Error::shape(NAME, &[xs, is], format!("`indices` must have the shape of `x` except along axis {a}")));
         }
-        let (outer, len, inner) = (xs[..a].iter().product::<usize>(), xs[a], xs[a + 1..].iter().product::<usize>());
-        let k = is[a];
-        x.try_with_f32(|xv| {
-            indices.try_with_i32(|iv| {
-                Tensor::build_f32(is, |out| {
-                    for o in 0..outer {
-                        for j in 0..k {
-                            for i in 0..inner {
-                                let at = (o * k + j) * inner + i;
-                                let src = usize::try_from(iv[at]).ok().filter(|&s| s < len).ok_or_else(|| {
-                                    Error::argument(NAME, format!("index {} is out of range for an axis of length {len}", iv[at]))
-                                })?;
-                                out[at] = xv[(o * len + src) * inner + i];
-                            }
-                        }
-                    }
-                    Ok(())
-                })
-            })
-        })??
+        gather_along(NAME, x, indices, a)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        gradients(r, g, d).map_err(|e| e.with_op(NAME))
-    }
-
-    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
-    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let xs = &r.input_shapes[0];
-        let is = r.indices().shape();
-        let a = normalize_axis(NAME, r.axis, xs.len(), false)?;
-        let (outer, len, inner) = (xs[..a].iter().product::<usize>(), xs[a], xs[a + 1..].iter().product::<usize>());
-        let k = is[a];
-        let mut acc = F64Scratch::try_zeroed(xs.iter().product())?;
-        let acc = acc.values();
-        g.try_with_f32(|gv| {
-            r.indices().try_with_i32(|iv| {
-                for o in 0..outer {
-                    for j in 0..k {
-                        for i in 0..inner {
-                            let at = (o * k + j) * inner + i;
-                            acc[(o * len + iv[at] as usize) * inner + i] += gv[at] as f64;
-                        }
-                    }
-                }
-            })
-        })??;
-        d.x(Tensor::build_f32(xs, |dx| {
-            dx.iter_mut().zip(acc.iter()).for_each(|(d, &s)| *d = s as f32);
-            Ok(())
-        })?);
+        let a = normalize_axis(NAME, r.axis, r.input_shapes[0].len(), false)?;
+        d.x(scatter_along(NAME, g, r.indices(), &r.input_shapes[0], a)?);
         Ok(())
     }
 
@@ -243,7 +197,7 @@ pub mod take_along_axis {
 /// Largest element along `axis` and its position (Int32): `(take_along_axis(x, i, axis),
 /// i)` with `i = argmax(x, axis)`, squeezed unless `keep_dim`. Ties: the first occurrence;
 /// NaN propagates (the first NaN wins), as PyTorch's `max(x, dim)` on CPU.
-/// Backward: `g` to the winner, zero elsewhere.
+/// Backward: through `take_along_axis`, `g` to the winner, zero elsewhere.
 #[op(composition)]
 pub mod max_dim {
     use super::*;
@@ -258,7 +212,8 @@ pub mod max_dim {
 }
 
 /// Smallest element along `axis` and its position (Int32), as [`max_dim()`] with the order
-/// reversed (first occurrence on ties, NaN propagates). Backward: `g` to the winner.
+/// reversed (first occurrence on ties, NaN propagates). Backward: through
+/// `take_along_axis`, `g` to the winner.
 #[op(composition)]
 pub mod min_dim {
     use super::*;

@@ -33,9 +33,9 @@ fn scatter_into_zeros(g: &Tensor, input_shape: &[usize], layout: impl Fn(LayoutR
 /// The view of `x` with layout `l`. An empty view gets offset 0: its computed offset can
 /// lie past the end of the storage (selecting from a tensor with another zero-size axis),
 /// where readers that slice the storage at the offset would go out of bounds.
-fn view(x: &Tensor, l: Layout) -> Tensor {
+fn view(x: &Tensor, l: Layout) -> Result<Tensor> {
     let offset = if l.0.contains(&0) { 0 } else { l.2 };
-    x.view_as(l.0, l.1, offset)
+    x.as_strided(l.0, l.1, offset)
 }
 
 /// Python's slice bound: a negative `i` counts from the end, and the result is clamped to
@@ -106,7 +106,7 @@ pub mod slice {
     use super::*;
 
     pub fn forward(x: &Tensor, axis: isize, start: isize, end: isize, step: isize) -> Result<Tensor> {
-        Ok(view(x, slice_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, start, end, step)?))
+        view(x, slice_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, start, end, step)?)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -147,7 +147,7 @@ pub mod select {
     use super::*;
 
     pub fn forward(x: &Tensor, axis: isize, index: isize) -> Result<Tensor> {
-        Ok(view(x, select_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, index)?))
+        view(x, select_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, index)?)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -190,7 +190,7 @@ pub mod permute {
         let p = check_permutation(NAME, &dims, x.rank())?;
         let shape: Dims = p.iter().map(|&a| x.shape()[a]).collect();
         let strides: Dims = p.iter().map(|&a| x.strides()[a]).collect();
-        Ok(x.view_as(shape, strides, x.offset()))
+        x.as_strided(shape, strides, x.offset())
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -220,7 +220,7 @@ pub mod transpose {
         let mut strides = Dims::from_slice(x.strides());
         shape.swap(a, b);
         strides.swap(a, b);
-        Ok(x.view_as(shape, strides, x.offset()))
+        x.as_strided(shape, strides, x.offset())
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -304,11 +304,11 @@ fn view_strides(old_shape: &[usize], old_strides: &[usize], new_shape: &[usize])
 /// a view when the strides allow, else a contiguous copy.
 fn reshape_to(x: &Tensor, shape: Dims) -> Result<Tensor> {
     match view_strides(x.shape(), x.strides(), &shape) {
-        Some(strides) => Ok(x.view_as(shape, strides, x.offset())),
+        Some(strides) => x.as_strided(shape, strides, x.offset()),
         None => {
             let c = x.try_to_contiguous()?;
             let strides = contiguous_strides(&shape);
-            Ok(c.view_as(shape, strides, 0))
+            c.as_strided(shape, strides, 0)
         }
     }
 }
@@ -352,11 +352,11 @@ pub mod squeeze {
             }
             None => (0..x.rank()).filter(|&i| x.shape()[i] != 1).collect(),
         };
-        Ok(x.view_as(
+        x.as_strided(
             keep.iter().map(|&i| x.shape()[i]).collect::<Dims>(),
             keep.iter().map(|&i| x.strides()[i]).collect::<Dims>(),
             x.offset(),
-        ))
+        )
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -384,7 +384,7 @@ pub mod unsqueeze {
         let s = if a < x.rank() { x.strides()[a] * x.shape()[a] } else { 1 };
         shape.insert(a, 1);
         strides.insert(a, s);
-        Ok(x.view_as(shape, strides, x.offset()))
+        x.as_strided(shape, strides, x.offset())
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -469,7 +469,7 @@ pub mod expand {
         if om_core::layout::checked_numel(&out_shape).is_none() {
             return Err(Error::shape(NAME, &[x.shape()], format!("the element count of {out_shape:?} overflows")));
         }
-        Ok(x.view_as(out_shape, strides, x.offset()))
+        x.as_strided(out_shape, strides, x.offset())
     }
 
     fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {

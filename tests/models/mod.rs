@@ -137,9 +137,9 @@ impl Model {
         let x = self.leaf("x.image");
         let h = ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?;
         let h = ops::batch_norm2d(&h, Some(self.p("bn_gamma")), Some(self.p("bn_beta")), None, None, true, 0.1, 1e-5)?;
-        let h = ops::max_pool2d(&ops::relu(&h)?, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&ops::relu(&h)?, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
         let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), [1, 1], [2, 2, 2, 2], [2, 2], 4)?)?;
-        let h = ops::avg_pool2d(&h, [2, 2], [1, 1], [0, 0], true)?;
+        let h = ops::avg_pool2d(&h, [2, 2], [1, 1], [0, 0], false, true)?;
         let h = ops::global_avg_pool2d(&h)?; // [N, C, 1, 1]
         let h = ops::reshape(&h, vec![h.shape()[0] as isize, h.shape()[1] as isize])?;
         ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), None, Default::default())
@@ -180,9 +180,9 @@ impl Model {
     pub fn crnn_log_probs(&self) -> Result<Tensor> {
         let x = self.leaf("x.image");
         let h = ops::relu(&ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
         let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1])?;
+        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1], false)?;
         let s: Vec<isize> = h.shape().iter().map(|&v| v as isize).collect();
         let seq = ops::reshape(&ops::permute(&h, vec![3, 0, 1, 2])?, vec![s[3], s[0], s[1] * s[2]])?;
         let cfg = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: false };

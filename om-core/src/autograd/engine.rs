@@ -121,7 +121,7 @@ impl Drop for Borrowed {
 }
 
 /// Back-propagates from `root` (see [`Tensor::backward_with`]).
-pub fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
+pub(crate) fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: bool) -> Result<()> {
     const OP: &str = "backward";
     if !root.needs_grad() {
         return Err(Error::NoGrad { op: OP });

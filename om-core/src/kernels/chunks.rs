@@ -5,7 +5,7 @@
 //! hidden state; an attention block its `dQ`, `dK` and `dV`), where `for_each_chunk_mut`
 //! would need one slice. The chunk size is the caller's, a function of the shape only.
 
-use crate::compute::for_each_chunk;
+use crate::kernels::parallel::for_each_chunk;
 use std::ops::Range;
 
 /// A base pointer that may cross threads; chunks only ever touch disjoint rows of it.

@@ -6,9 +6,10 @@
 //! (contiguous, or one broadcast value) are cut into `PAR_CHUNK`-element chunks that the
 //! thread team shares; each element is computed alone, so the bits never depend on it.
 
-use crate::compute::{for_each_chunk_mut, Compute};
+use crate::compute::Compute;
 use crate::error::Result;
 use crate::kernels::lanes::{self, Binary, Src, Unary};
+use crate::kernels::parallel::for_each_chunk_mut;
 use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row, Dims};
 use crate::tensor::Tensor;
 

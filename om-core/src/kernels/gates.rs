@@ -14,7 +14,7 @@
 //! The GEMMs of a step stay with the caller (`om-ops/src/recurrent.rs`).
 
 use super::chunks::for_each_row_chunk;
-use super::simd::Lanes;
+use super::simd::{Lanes, Scalar};
 use super::transcendentals as tr;
 use super::{dispatch, LaneTask};
 use crate::compute::Settings;
@@ -64,8 +64,8 @@ fn rows_of<'a>(s: &'a [f32], r: &Range<usize>, w: usize) -> &'a [f32] {
 
 /// `v[k..k+W]`, or zeros when the operand is absent.
 #[inline(always)]
-fn load_or_zero<L: Lanes>(v: Option<&[f32]>, k: usize) -> L {
-    v.map_or(L::splat(0.0), |v| L::load(&v[k..]))
+fn load_or_zero<L: Lanes>(isa: L::Isa, v: Option<&[f32]>, k: usize) -> L {
+    v.map_or(L::splat(isa, 0.0), |v| L::load(isa, &v[k..]))
 }
 
 /// The front of a row of `h` units that full `L` vectors cover.
@@ -102,15 +102,15 @@ impl LaneTask for LstmForward<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let LstmForward { h, inp, gates, c, tanh_c, y } = self;
         let gh = 4 * h;
         let rows = gates.chunks_exact_mut(gh).zip(c.chunks_exact_mut(h)).zip(tanh_c.chunks_exact_mut(h)).zip(y.chunks_exact_mut(h));
         for (i, (((g, c), tc), y)) in rows.enumerate() {
             let x = inp.row(i, gh, h);
             let f = full::<L>(h);
-            lstm_forward_units::<L>(h, x, g, c, tc, y, 0..f);
-            lstm_forward_units::<f32>(h, x, g, c, tc, y, f..h);
+            lstm_forward_units::<L>(isa, x, g, c, tc, y, 0..f);
+            lstm_forward_units::<f32>(Scalar, x, g, c, tc, y, f..h);
         }
     }
 }
@@ -118,27 +118,28 @@ impl LaneTask for LstmForward<'_, '_> {
 /// The pre-activation `(xp_k + b_ih,k) + (hp_k + b_hh,k)` of gate column `k`, a missing
 /// bias skipped.
 #[inline(always)]
-fn lstm_pre<L: Lanes>(x: &CellInputs, k: usize) -> L {
-    let mut a = L::load(&x.xp[k..]);
+fn lstm_pre<L: Lanes>(isa: L::Isa, x: &CellInputs, k: usize) -> L {
+    let mut a = L::load(isa, &x.xp[k..]);
     if let Some(b) = x.b_ih {
-        a = a.add(L::load(&b[k..]));
+        a = a.add(L::load(isa, &b[k..]));
     }
-    let mut r = L::load(&x.hp[k..]);
+    let mut r = L::load(isa, &x.hp[k..]);
     if let Some(b) = x.b_hh {
-        r = r.add(L::load(&b[k..]));
+        r = r.add(L::load(isa, &b[k..]));
     }
     a.add(r)
 }
 
-/// Units `js` (a multiple of `L::WIDTH` long) of one row.
+/// Units `js` (a multiple of `L::WIDTH` long) of one row of `y.len()` units.
 #[inline(always)]
-fn lstm_forward_units<L: Lanes>(h: usize, x: CellInputs, g: &mut [f32], c: &mut [f32], tc: &mut [f32], y: &mut [f32], js: Range<usize>) {
+fn lstm_forward_units<L: Lanes>(isa: L::Isa, x: CellInputs, g: &mut [f32], c: &mut [f32], tc: &mut [f32], y: &mut [f32], js: Range<usize>) {
+    let h = y.len();
     for j in js.step_by(L::WIDTH) {
-        let ig = tr::sigmoid(lstm_pre::<L>(&x, j));
-        let fg = tr::sigmoid(lstm_pre::<L>(&x, h + j));
-        let gg = tr::tanh(lstm_pre::<L>(&x, 2 * h + j));
-        let og = tr::sigmoid(lstm_pre::<L>(&x, 3 * h + j));
-        let cv = fg.mul(load_or_zero::<L>(x.prev, j)).add(ig.mul(gg));
+        let ig = tr::sigmoid(lstm_pre::<L>(isa, &x, j));
+        let fg = tr::sigmoid(lstm_pre::<L>(isa, &x, h + j));
+        let gg = tr::tanh(lstm_pre::<L>(isa, &x, 2 * h + j));
+        let og = tr::sigmoid(lstm_pre::<L>(isa, &x, 3 * h + j));
+        let cv = fg.mul(load_or_zero::<L>(isa, x.prev, j)).add(ig.mul(gg));
         let tcv = tr::tanh(cv);
         ig.store(&mut g[j..]);
         fg.store(&mut g[h + j..]);
@@ -202,29 +203,29 @@ impl LaneTask for LstmBackward<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let LstmBackward { h, inp, dc, dg } = self;
         let gh = 4 * h;
         for (i, (dc, dg)) in dc.chunks_exact_mut(h).zip(dg.chunks_exact_mut(gh)).enumerate() {
             let x = inp.rows(&(i..i + 1), h);
             let f = full::<L>(h);
-            lstm_backward_units::<L>(h, x, dc, dg, 0..f);
-            lstm_backward_units::<f32>(h, x, dc, dg, f..h);
+            lstm_backward_units::<L>(isa, h, x, dc, dg, 0..f);
+            lstm_backward_units::<f32>(Scalar, h, x, dc, dg, f..h);
         }
     }
 }
 
 #[inline(always)]
-fn lstm_backward_units<L: Lanes>(h: usize, x: LstmGrads, dc_next: &mut [f32], dg: &mut [f32], js: Range<usize>) {
-    let one = L::splat(1.0);
+fn lstm_backward_units<L: Lanes>(isa: L::Isa, h: usize, x: LstmGrads, dc_next: &mut [f32], dg: &mut [f32], js: Range<usize>) {
+    let one = L::splat(isa, 1.0);
     for j in js.step_by(L::WIDTH) {
-        let g = |k: usize| L::load(&x.gates[k..]);
+        let g = |k: usize| L::load(isa, &x.gates[k..]);
         let (ig, fg, gg, og) = (g(j), g(h + j), g(2 * h + j), g(3 * h + j));
-        let tcv = L::load(&x.tanh_c[j..]);
-        let c_prev = load_or_zero::<L>(x.c_prev, j);
-        let dh = L::load(&x.gy[j..]).add(L::load(&x.dh_next[j..]));
+        let tcv = L::load(isa, &x.tanh_c[j..]);
+        let c_prev = load_or_zero::<L>(isa, x.c_prev, j);
+        let dh = L::load(isa, &x.gy[j..]).add(L::load(isa, &x.dh_next[j..]));
         let d_o = dh.mul(tcv);
-        let dc = L::load(&dc_next[j..]).add(dh.mul(og).mul(one.sub(tcv.mul(tcv))));
+        let dc = L::load(isa, &dc_next[j..]).add(dh.mul(og).mul(one.sub(tcv.mul(tcv))));
         let di = dc.mul(gg);
         let df = dc.mul(c_prev);
         let dgg = dc.mul(ig);
@@ -263,36 +264,36 @@ impl LaneTask for GruForward<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let GruForward { h, inp, gates, hn, y } = self;
         let gh = 3 * h;
         for (i, ((g, hn), y)) in gates.chunks_exact_mut(gh).zip(hn.chunks_exact_mut(h)).zip(y.chunks_exact_mut(h)).enumerate() {
             let x = inp.row(i, gh, h);
             let f = full::<L>(h);
-            gru_forward_units::<L>(h, x, g, hn, y, 0..f);
-            gru_forward_units::<f32>(h, x, g, hn, y, f..h);
+            gru_forward_units::<L>(isa, h, x, g, hn, y, 0..f);
+            gru_forward_units::<f32>(Scalar, h, x, g, hn, y, f..h);
         }
     }
 }
 
 /// `(xp_k + b_ih,k, hp_k + b_hh,k)` of gate column `k`, a missing bias adding `0`.
 #[inline(always)]
-fn gru_sides<L: Lanes>(x: &CellInputs, k: usize) -> (L, L) {
-    let a = L::load(&x.xp[k..]).add(load_or_zero::<L>(x.b_ih, k));
-    let r = L::load(&x.hp[k..]).add(load_or_zero::<L>(x.b_hh, k));
+fn gru_sides<L: Lanes>(isa: L::Isa, x: &CellInputs, k: usize) -> (L, L) {
+    let a = L::load(isa, &x.xp[k..]).add(load_or_zero::<L>(isa, x.b_ih, k));
+    let r = L::load(isa, &x.hp[k..]).add(load_or_zero::<L>(isa, x.b_hh, k));
     (a, r)
 }
 
 #[inline(always)]
-fn gru_forward_units<L: Lanes>(h: usize, x: CellInputs, g: &mut [f32], hn_out: &mut [f32], y: &mut [f32], js: Range<usize>) {
+fn gru_forward_units<L: Lanes>(isa: L::Isa, h: usize, x: CellInputs, g: &mut [f32], hn_out: &mut [f32], y: &mut [f32], js: Range<usize>) {
     for j in js.step_by(L::WIDTH) {
-        let (xr, hr) = gru_sides::<L>(&x, j);
+        let (xr, hr) = gru_sides::<L>(isa, &x, j);
         let rg = tr::sigmoid(xr.add(hr));
-        let (xz, hz) = gru_sides::<L>(&x, h + j);
+        let (xz, hz) = gru_sides::<L>(isa, &x, h + j);
         let zg = tr::sigmoid(xz.add(hz));
-        let (xn, hn) = gru_sides::<L>(&x, 2 * h + j);
+        let (xn, hn) = gru_sides::<L>(isa, &x, 2 * h + j);
         let ng = tr::tanh(xn.add(rg.mul(hn)));
-        let hv = L::splat(1.0).sub(zg).mul(ng).add(zg.mul(load_or_zero::<L>(x.prev, j)));
+        let hv = L::splat(isa, 1.0).sub(zg).mul(ng).add(zg.mul(load_or_zero::<L>(isa, x.prev, j)));
         rg.store(&mut g[j..]);
         zg.store(&mut g[h + j..]);
         ng.store(&mut g[2 * h + j..]);
@@ -354,31 +355,39 @@ impl LaneTask for GruBackward<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let GruBackward { h, inp, dxg, dhg, direct } = self;
         let gh = 3 * h;
         let rows = dxg.chunks_exact_mut(gh).zip(dhg.chunks_exact_mut(gh)).zip(direct.chunks_exact_mut(h));
         for (i, ((dx, dh), dd)) in rows.enumerate() {
             let x = inp.rows(&(i..i + 1), h);
             let f = full::<L>(h);
-            gru_backward_units::<L>(h, x, dx, dh, dd, 0..f);
-            gru_backward_units::<f32>(h, x, dx, dh, dd, f..h);
+            gru_backward_units::<L>(isa, h, x, dx, dh, dd, 0..f);
+            gru_backward_units::<f32>(Scalar, h, x, dx, dh, dd, f..h);
         }
     }
 }
 
 #[inline(always)]
-fn gru_backward_units<L: Lanes>(h: usize, x: GruGrads, dxg: &mut [f32], dhg: &mut [f32], direct: &mut [f32], js: Range<usize>) {
-    let one = L::splat(1.0);
+fn gru_backward_units<L: Lanes>(
+    isa: L::Isa,
+    h: usize,
+    x: GruGrads,
+    dxg: &mut [f32],
+    dhg: &mut [f32],
+    direct: &mut [f32],
+    js: Range<usize>,
+) {
+    let one = L::splat(isa, 1.0);
     for j in js.step_by(L::WIDTH) {
-        let g = |k: usize| L::load(&x.gates[k..]);
+        let g = |k: usize| L::load(isa, &x.gates[k..]);
         let (rg, zg, ng) = (g(j), g(h + j), g(2 * h + j));
-        let dh = L::load(&x.gy[j..]).add(L::load(&x.dh_next[j..]));
-        let dz = dh.mul(load_or_zero::<L>(x.h_prev, j).sub(ng));
+        let dh = L::load(isa, &x.gy[j..]).add(L::load(isa, &x.dh_next[j..]));
+        let dz = dh.mul(load_or_zero::<L>(isa, x.h_prev, j).sub(ng));
         let dn = dh.mul(one.sub(zg));
         dh.mul(zg).store(&mut direct[j..]);
         let dan = dn.mul(one.sub(ng.mul(ng)));
-        let dr = dan.mul(L::load(&x.hn[j..]));
+        let dr = dan.mul(L::load(isa, &x.hn[j..]));
         let dar = dr.mul(rg).mul(one.sub(rg));
         let daz = dz.mul(zg).mul(one.sub(zg));
         dar.store(&mut dxg[j..]);

@@ -22,7 +22,8 @@
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
 //! silent wrong read.
 
-use crate::compute::{for_each_chunk, KernelPath, Mode, Settings};
+use crate::compute::{KernelPath, Mode, Settings};
+use crate::kernels::parallel::for_each_chunk;
 use std::cell::Cell;
 
 mod cache;

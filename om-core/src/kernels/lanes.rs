@@ -14,7 +14,7 @@
 //! Loops run on the calling thread; `settings.threads` is ignored (callers split large
 //! loops into chunks, see `kernels::elementwise`).
 
-use super::simd::Lanes;
+use super::simd::{Lanes, Scalar};
 use super::transcendentals as tr;
 use super::{dispatch, finish, LaneTask};
 use crate::compute::{Mode, Settings};
@@ -81,16 +81,16 @@ impl Src<'_> {
 
     /// Elements `i .. i + L::WIDTH`.
     #[inline(always)]
-    fn load<L: Lanes>(&self, i: usize) -> L {
+    fn load<L: Lanes>(&self, isa: L::Isa, i: usize) -> L {
         match *self {
-            Src::Contig(d) => L::load(&d[i..]),
-            Src::Splat(v) => L::splat(v),
+            Src::Contig(d) => L::load(isa, &d[i..]),
+            Src::Splat(v) => L::splat(isa, v),
             Src::Strided(d, stride) => {
                 let mut buf = [0.0f32; MAX_WIDTH];
                 for (j, b) in buf[..L::WIDTH].iter_mut().enumerate() {
                     *b = d[(i + j) * stride];
                 }
-                L::load(&buf)
+                L::load(isa, &buf)
             }
         }
     }
@@ -126,7 +126,7 @@ macro_rules! lane_ops {
         impl $enum {
             /// Writes the operation of every element into `out` with lane type `L`.
             #[inline(always)]
-            fn run<L: Lanes>(self, src: $src, out: &mut [f32], mode: Mode) {
+            fn run<L: Lanes>(self, isa: L::Isa, src: $src, out: &mut [f32], mode: Mode) {
                 match self {
                     $( $enum::$variant => {
                         struct K;
@@ -136,7 +136,7 @@ macro_rules! lane_ops {
                                 $body
                             }
                         }
-                        $map::<L, K>(src, out, mode)
+                        $map::<L, K>(isa, src, out, mode)
                     } )*
                 }
             }
@@ -150,7 +150,10 @@ lane_ops! {
         /// `-x` (sign flip).
         Neg(x) => x.neg();
         /// `x` if `x > 0`, `+0` if `x <= 0`, NaN stays NaN.
-        Relu(x) => L::select(x.le(L::splat(0.0)), L::splat(0.0), x);
+        Relu(x) => {
+            let zero = L::splat(x.isa(), 0.0);
+            L::select(x.le(zero), zero, x)
+        };
         /// `1 / (1 + e^(-x))`.
         Sigmoid(x) => tr::sigmoid(x);
         /// Hyperbolic tangent.
@@ -182,11 +185,14 @@ lane_ops! {
         /// `a / b`.
         Div(a, b) => a.div(b);
         /// `a = g`, `b = y` (relu output): `g` where `y > 0`, else `0` (also for NaN `y`).
-        ReluBackward(g, y) => L::select(y.gt(L::splat(0.0)), g, L::splat(0.0));
+        ReluBackward(g, y) => {
+            let zero = L::splat(y.isa(), 0.0);
+            L::select(y.gt(zero), g, zero)
+        };
         /// `a = g`, `b = y`: `(g y)(1 - y)`.
-        SigmoidBackward(g, y) => g.mul(y).mul(L::splat(1.0).sub(y));
+        SigmoidBackward(g, y) => g.mul(y).mul(L::splat(y.isa(), 1.0).sub(y));
         /// `a = g`, `b = y`: `g (1 - y y)`.
-        TanhBackward(g, y) => g.mul(L::splat(1.0).sub(y.mul(y)));
+        TanhBackward(g, y) => g.mul(L::splat(y.isa(), 1.0).sub(y.mul(y)));
         /// `a = g`, `b = x`: `g (Φ(x) + x φ(x))`.
         GeluErfBackward(g, x) => g.mul(tr::gelu_erf_grad(x));
         /// `a = g`, `b = x`: `g` times the slope of the tanh GELU.
@@ -200,34 +206,34 @@ lane_ops! {
 
 /// Full `L` vectors over the front of `out`, then width 1 over the tail.
 #[inline(always)]
-fn map1<L: Lanes, K: UnaryKernel>(x: Src, out: &mut [f32], mode: Mode) {
+fn map1<L: Lanes, K: UnaryKernel>(isa: L::Isa, x: Src, out: &mut [f32], mode: Mode) {
     let full = out.len() / L::WIDTH * L::WIDTH;
     let (front, tail) = out.split_at_mut(full);
-    map1_full::<L, K>(x, front, mode);
-    map1_full::<f32, K>(x.skip(full), tail, mode);
+    map1_full::<L, K>(isa, x, front, mode);
+    map1_full::<f32, K>(Scalar, x.skip(full), tail, mode);
 }
 
 #[inline(always)]
-fn map1_full<L: Lanes, K: UnaryKernel>(x: Src, out: &mut [f32], mode: Mode) {
+fn map1_full<L: Lanes, K: UnaryKernel>(isa: L::Isa, x: Src, out: &mut [f32], mode: Mode) {
     for (c, o) in out.chunks_exact_mut(L::WIDTH).enumerate() {
-        finish(K::apply(x.load::<L>(c * L::WIDTH)), mode).store(o);
+        finish(K::apply(x.load::<L>(isa, c * L::WIDTH)), mode).store(o);
     }
 }
 
 /// Full `L` vectors over the front of `out`, then width 1 over the tail.
 #[inline(always)]
-fn map2<L: Lanes, K: BinaryKernel>((a, b): (Src, Src), out: &mut [f32], mode: Mode) {
+fn map2<L: Lanes, K: BinaryKernel>(isa: L::Isa, (a, b): (Src, Src), out: &mut [f32], mode: Mode) {
     let full = out.len() / L::WIDTH * L::WIDTH;
     let (front, tail) = out.split_at_mut(full);
-    map2_full::<L, K>(a, b, front, mode);
-    map2_full::<f32, K>(a.skip(full), b.skip(full), tail, mode);
+    map2_full::<L, K>(isa, a, b, front, mode);
+    map2_full::<f32, K>(Scalar, a.skip(full), b.skip(full), tail, mode);
 }
 
 #[inline(always)]
-fn map2_full<L: Lanes, K: BinaryKernel>(a: Src, b: Src, out: &mut [f32], mode: Mode) {
+fn map2_full<L: Lanes, K: BinaryKernel>(isa: L::Isa, a: Src, b: Src, out: &mut [f32], mode: Mode) {
     for (c, o) in out.chunks_exact_mut(L::WIDTH).enumerate() {
         let i = c * L::WIDTH;
-        finish(K::apply(a.load::<L>(i), b.load::<L>(i)), mode).store(o);
+        finish(K::apply(a.load::<L>(isa, i), b.load::<L>(isa, i)), mode).store(o);
     }
 }
 
@@ -242,9 +248,9 @@ impl LaneTask for UnaryTask<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let UnaryTask { op, x, out, mode } = self;
-        op.run::<L>(x, out, mode)
+        op.run::<L>(isa, x, out, mode)
     }
 }
 
@@ -260,8 +266,8 @@ impl LaneTask for BinaryTask<'_, '_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let BinaryTask { op, a, b, out, mode } = self;
-        op.run::<L>((a, b), out, mode)
+        op.run::<L>(isa, (a, b), out, mode)
     }
 }

@@ -18,7 +18,8 @@
 //! So every instruction set and thread count gives the bits of the scalar definition.
 
 use super::simd::Lanes;
-use crate::compute::{for_each_chunk, Settings};
+use crate::compute::Settings;
+use crate::kernels::parallel::for_each_chunk;
 use std::marker::PhantomData;
 
 #[cfg(target_arch = "x86_64")]
@@ -84,7 +85,7 @@ macro_rules! on_path {
         impl $crate::kernels::LaneTask for Task<'_> {
             type Output = ();
             #[inline(always)]
-            fn run<L: $crate::kernels::simd::Lanes>(self) {
+            fn run<L: $crate::kernels::simd::Lanes>(self, _isa: L::Isa) {
                 let Task { $($name,)* .. } = self;
                 $body
             }

@@ -18,7 +18,8 @@
 //! same bits.
 
 use super::norm::{on_path, Shared};
-use crate::compute::{for_each_chunk, Settings};
+use crate::compute::Settings;
+use crate::kernels::parallel::for_each_chunk;
 
 /// Target input elements per parallel chunk (whole planes, at least one). Measured on an
 /// AMD EPYC (Zen 5), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
@@ -96,7 +97,9 @@ impl Pool2d {
     }
 
     fn shape(&self) -> Shape {
-        let plain = self.kh == 2 && self.sh == 2 && self.ph == 0 && self.pw == 0 && self.dh == 1 && self.dw == 1;
+        // Every window inside the input (not so for a `ceil_mode` window past the edge).
+        let inside = (self.oh - 1) * self.sh + self.kh <= self.h && (self.ow - 1) * self.sw + self.kw <= self.w;
+        let plain = inside && self.kh == 2 && self.sh == 2 && self.ph == 0 && self.pw == 0 && self.dh == 1 && self.dw == 1;
         match (plain, self.kw, self.sw) {
             (true, 2, 2) => Shape::K2x2,
             (true, 1, 1) => Shape::K2x1,
@@ -334,12 +337,20 @@ fn back_run_2x1<const N: usize>(g: &[f32], idx: &[i32], at: i32, w: i32, d0: &mu
     }
 }
 
-/// The divisor of an average window: the kernel area when `count_include_pad`, else the
-/// number of in-bounds elements (as `f32`).
+/// The divisor of average window `(oy, ox)` as PyTorch computes it: with
+/// `count_include_pad`, the window's area inside the padded input (the kernel area, except
+/// for a `ceil_mode` window that reaches past the bottom or right padding), else the number
+/// of in-bounds elements (`rows`, `cols`: the in-bounds spans). As `f32`.
 #[inline(always)]
-fn avg_count(geo: &Pool2d, count_include_pad: bool, (y0, y1): (usize, usize), (x0, x1): (usize, usize)) -> f32 {
-    let inside = (y1 - y0.min(y1)) * (x1 - x0.min(x1));
-    (if count_include_pad { geo.kh * geo.kw } else { inside }) as f32
+fn avg_count(geo: &Pool2d, count_include_pad: bool, (oy, ox): (usize, usize), (y0, y1): (usize, usize), (x0, x1): (usize, usize)) -> f32 {
+    // The window's extent in padded coordinates, clipped to the padded input.
+    let padded = |o: usize, s: usize, k: usize, p: usize, len: usize| (o * s + k).min(len + 2 * p) - o * s;
+    let count = if count_include_pad {
+        padded(oy, geo.sh, geo.kh, geo.ph, geo.h) * padded(ox, geo.sw, geo.kw, geo.pw, geo.w)
+    } else {
+        (y1 - y0.min(y1)) * (x1 - x0.min(x1))
+    };
+    count as f32
 }
 
 /// Average pooling forward (dilation 1): `y[j] = (Σ x as f64 / count) as f32`, 0 for an
@@ -373,7 +384,7 @@ fn avg_plane(geo: &Pool2d, count_include_pad: bool, x: &[f32], y: &mut [f32]) {
         let rows = geo.rows(oy);
         for ox in 0..geo.ow {
             let cols = geo.cols(ox);
-            let count = avg_count(geo, count_include_pad, rows, cols);
+            let count = avg_count(geo, count_include_pad, (oy, ox), rows, cols);
             let mut sum = 0.0f64;
             for row in x[rows.0 * geo.w..].chunks(geo.w).take(rows.1.saturating_sub(rows.0)) {
                 for &v in &row[cols.0..cols.1.max(cols.0)] {
@@ -451,7 +462,7 @@ fn avg_back_plane(geo: &Pool2d, count_include_pad: bool, g: &[f32], dx: &mut [f3
         let rows = geo.rows(oy);
         for ox in 0..geo.ow {
             let cols = geo.cols(ox);
-            let count = avg_count(geo, count_include_pad, rows, cols);
+            let count = avg_count(geo, count_include_pad, (oy, ox), rows, cols);
             if count != 0.0 {
                 let v = g[j] / count;
                 for row in dx[rows.0 * geo.w..].chunks_mut(geo.w).take(rows.1.saturating_sub(rows.0)) {
@@ -533,6 +544,20 @@ mod tests {
         Pool2d { planes, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh: out(h, kh, sh, ph, dh), ow: out(w, kw, sw, pw, dw) }
     }
 
+    /// `geo` with PyTorch's `ceil_mode` output size: `ceil((len + 2p − d(k−1) − 1)/s) + 1`,
+    /// less one when the last window would start past the input and its left padding.
+    fn ceil_mode(geo: Pool2d) -> Pool2d {
+        let out = |len: usize, k: usize, s: usize, p: usize, d: usize| {
+            let o = (len + 2 * p - d * (k - 1) - 1).div_ceil(s) + 1;
+            if (o - 1) * s >= len + p {
+                o - 1
+            } else {
+                o
+            }
+        };
+        Pool2d { oh: out(geo.h, geo.kh, geo.sh, geo.ph, geo.dh), ow: out(geo.w, geo.kw, geo.sw, geo.pw, geo.dw), ..geo }
+    }
+
     /// The scalar forward: `(y, idx)`.
     fn max_reference(geo: &Pool2d, xs: &[f32]) -> (Vec<f32>, Vec<i32>) {
         let (mut y, mut idx) = (Vec::new(), Vec::new());
@@ -569,6 +594,10 @@ mod tests {
             geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
             geometry(5, (6, 7), (2, 3), (1, 2), (1, 1), (2, 1)),
             geometry(4, (5, 5), (3, 3), (1, 1), (0, 0), (1, 1)),
+            ceil_mode(geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1))),
+            ceil_mode(geometry(70, (9, 10), (2, 1), (2, 1), (0, 0), (1, 1))),
+            ceil_mode(geometry(5, (8, 9), (3, 3), (2, 2), (1, 1), (1, 1))),
+            ceil_mode(geometry(5, (6, 8), (2, 3), (2, 3), (1, 1), (2, 1))),
         ];
         for geo in cases {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
@@ -597,6 +626,9 @@ mod tests {
             geometry(3, (40, 38), (2, 2), (2, 2), (0, 0), (1, 1)),
             geometry(5, (7, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
             geometry(5, (7, 6), (2, 3), (3, 1), (1, 1), (1, 1)),
+            ceil_mode(geometry(70, (9, 11), (2, 2), (2, 2), (0, 0), (1, 1))),
+            ceil_mode(geometry(5, (8, 9), (3, 3), (2, 2), (1, 1), (1, 1))),
+            ceil_mode(geometry(5, (7, 8), (2, 3), (3, 2), (1, 1), (1, 1))),
         ];
         for geo in cases {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
@@ -609,7 +641,7 @@ mod tests {
                     for oy in 0..geo.oh {
                         for ox in 0..geo.ow {
                             let ((y0, y1), (x0, x1)) = (geo.rows(oy), geo.cols(ox));
-                            let count = avg_count(&geo, cip, (y0, y1), (x0, x1));
+                            let count = avg_count(&geo, cip, (oy, ox), (y0, y1), (x0, x1));
                             let j = (plane * geo.oh + oy) * geo.ow + ox;
                             let mut sum = 0.0f64;
                             for iy in y0..y1 {

@@ -1,5 +1,5 @@
 //! Scratch requested inside the chunks of a parallel kernel. A chunk cannot return an
-//! error through [`for_each_chunk`](crate::compute::for_each_chunk), so each one asks
+//! error through [`for_each_chunk`](crate::kernels::parallel::for_each_chunk), so each one asks
 //! [`Refusals::buffer`] for its scratch: a refused request (see
 //! [`Buffer::try_new`]) is recorded, the chunk skips its work, and the kernel returns the
 //! first refusal once every chunk has run ([`Refusals::finish`]). The output of a kernel

@@ -7,22 +7,34 @@
 //! no fused multiply-add and no approximate instruction (`rcp`, `rsqrt`), so any function
 //! written once over `L: Lanes` gives the same bits at every width.
 //!
-//! # Safety contract
-//! The vector implementations call intrinsics that need their instruction set. They are
-//! only reached through [`super::dispatch`], which checks the CPU at run time and runs the
-//! generic code inside a `#[target_feature]` function; that is why this module is private
-//! to the crate. Loads and stores index a slice of at least `WIDTH` elements first, so
-//! their pointers are always in bounds.
+//! # Safety by type
+//! The vector implementations call intrinsics that need their instruction set. The right
+//! to run them is a value: each instruction set has a zero-sized token (`Sse2`, `Avx2`,
+//! `Avx512`, `Neon`; [`Scalar`] for the `f32` reference) that only its `detect` makes,
+//! after checking the CPU at run time (the design of the `pulp` crate). Vectors are
+//! private newtypes over the intrinsic types, made only by [`Lanes::splat`],
+//! [`Lanes::load`] and [`Lanes::int_splat`], which take the token, or by operations on
+//! vectors that already exist. So code holding a vector (or an integer vector made from
+//! one) holds proof that the CPU runs its instructions, and every operation is sound
+//! wherever it is called; [`super::dispatch`] runs the generic code inside a
+//! `#[target_feature]` function only so that it is compiled for the set. Loads and stores
+//! index a slice of at least `WIDTH` elements first, so their pointers are always in
+//! bounds.
 
-/// Wraps one intrinsic call; see the module's safety contract.
+/// Wraps one intrinsic call; see the module's safety notes.
 macro_rules! intrinsic {
     ($e:expr) => {
-        // SAFETY: the lane type's instruction set was detected at run time and is enabled
-        // in the calling `#[target_feature]` function (module safety contract); pointer
-        // arguments come from slices of at least `WIDTH` elements.
+        // SAFETY: a vector of this type (or its token) exists, and only the token's
+        // `detect` makes one, after finding the instruction set on this CPU at run time
+        // (module safety notes); pointer arguments come from slices of at least `WIDTH`
+        // elements.
         unsafe { $e }
     };
 }
+
+/// The token of the scalar reference path: plain Rust runs on every CPU.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scalar;
 
 /// A vector of `f32` lanes; see the module docs.
 pub(crate) trait Lanes: Copy {
@@ -32,10 +44,15 @@ pub(crate) trait Lanes: Copy {
     type Mask: Copy;
     /// The same lanes seen as `i32`.
     type Int: Copy;
+    /// The token proving that this CPU runs the lane type's instructions.
+    type Isa: Copy;
 
-    fn splat(v: f32) -> Self;
+    /// The token that the existence of `self` proves.
+    fn isa(self) -> Self::Isa;
+    /// `v` in every lane.
+    fn splat(isa: Self::Isa, v: f32) -> Self;
     /// Loads `s[..WIDTH]` (panics if `s` is shorter).
-    fn load(s: &[f32]) -> Self;
+    fn load(isa: Self::Isa, s: &[f32]) -> Self;
     /// Stores into `s[..WIDTH]` (panics if `s` is shorter).
     fn store(self, s: &mut [f32]);
     fn add(self, o: Self) -> Self;
@@ -57,7 +74,7 @@ pub(crate) trait Lanes: Copy {
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
     fn to_bits(self) -> Self::Int;
     fn from_bits(i: Self::Int) -> Self;
-    fn int_splat(v: i32) -> Self::Int;
+    fn int_splat(isa: Self::Isa, v: i32) -> Self::Int;
     /// Wrapping `a - b`.
     fn int_sub(a: Self::Int, b: Self::Int) -> Self::Int;
     fn int_and(a: Self::Int, b: Self::Int) -> Self::Int;
@@ -83,23 +100,23 @@ pub(crate) trait Lanes: Copy {
     /// Clears the sign bit.
     #[inline(always)]
     fn abs(self) -> Self {
-        Self::from_bits(Self::int_and(self.to_bits(), Self::int_splat(0x7fff_ffff)))
+        Self::from_bits(Self::int_and(self.to_bits(), Self::int_splat(self.isa(), 0x7fff_ffff)))
     }
     /// Flips the sign bit (exact IEEE negation).
     #[inline(always)]
     fn neg(self) -> Self {
-        Self::from_bits(Self::int_xor(self.to_bits(), Self::int_splat(i32::MIN)))
+        Self::from_bits(Self::int_xor(self.to_bits(), Self::int_splat(self.isa(), i32::MIN)))
     }
     /// `|self|` with the sign bit of `sign`.
     #[inline(always)]
     fn copysign(self, sign: Self) -> Self {
-        let s = Self::int_and(sign.to_bits(), Self::int_splat(i32::MIN));
+        let s = Self::int_and(sign.to_bits(), Self::int_splat(self.isa(), i32::MIN));
         Self::from_bits(Self::int_or(self.abs().to_bits(), s))
     }
     /// `lo` below `lo`, `hi` above `hi`, else `self`; NaN stays NaN.
     #[inline(always)]
     fn clamp(self, lo: f32, hi: f32) -> Self {
-        let (lo, hi) = (Self::splat(lo), Self::splat(hi));
+        let (lo, hi) = (Self::splat(self.isa(), lo), Self::splat(self.isa(), hi));
         Self::select(self.lt(lo), lo, Self::select(hi.lt(self), hi, self))
     }
 }
@@ -108,13 +125,18 @@ impl Lanes for f32 {
     const WIDTH: usize = 1;
     type Mask = bool;
     type Int = i32;
+    type Isa = Scalar;
 
     #[inline(always)]
-    fn splat(v: f32) -> Self {
+    fn isa(self) -> Scalar {
+        Scalar
+    }
+    #[inline(always)]
+    fn splat(_: Scalar, v: f32) -> Self {
         v
     }
     #[inline(always)]
-    fn load(s: &[f32]) -> Self {
+    fn load(_: Scalar, s: &[f32]) -> Self {
         s[0]
     }
     #[inline(always)]
@@ -174,7 +196,7 @@ impl Lanes for f32 {
         f32::from_bits(i as u32)
     }
     #[inline(always)]
-    fn int_splat(v: i32) -> i32 {
+    fn int_splat(_: Scalar, v: i32) -> i32 {
         v
     }
     #[inline(always)]
@@ -207,418 +229,480 @@ impl Lanes for f32 {
     }
 }
 
+/// Declares an instruction set's token (zero-sized, made only by its `detect`) and the
+/// private `f32` and `i32` vector newtypes that only the token or an existing vector makes.
+macro_rules! isa_types {
+    ($tok:ident: KernelPath::$path:ident, $feature:literal, $f:ident($fraw:ty), $i:ident($iraw:ty)) => {
+        #[doc = concat!("Proof that this CPU runs ", $feature, ": made only by [`", stringify!($tok), "::detect`].")]
+        #[derive(Clone, Copy, Debug)]
+        pub(crate) struct $tok(());
+
+        impl $tok {
+            #[doc = concat!("The token, if run-time detection finds ", $feature, " (and everything else")]
+            #[doc = concat!("[`KernelPath::", stringify!($path), "`] needs) on this CPU.")]
+            #[inline]
+            pub(crate) fn detect() -> Option<$tok> {
+                KernelPath::$path.is_supported().then_some($tok(()))
+            }
+        }
+
+        #[doc = concat!("`f32` lanes; only a [`", stringify!($tok), "`] (through [`Lanes::splat`] or")]
+        /// [`Lanes::load`]) or an operation on such vectors makes one.
+        #[derive(Clone, Copy)]
+        #[repr(transparent)]
+        pub(crate) struct $f($fraw);
+
+        #[doc = concat!("`i32` lanes, made like [`", stringify!($f), "`].")]
+        #[derive(Clone, Copy)]
+        #[repr(transparent)]
+        pub(crate) struct $i($iraw);
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Lanes;
+    use crate::compute::KernelPath;
     use std::arch::x86_64::*;
 
-    impl Lanes for __m128 {
+    isa_types!(Sse2: KernelPath::Sse, "SSE2", F32x4(__m128), I32x4(__m128i));
+    isa_types!(Avx2: KernelPath::Avx2, "AVX2", F32x8(__m256), I32x8(__m256i));
+    isa_types!(Avx512: KernelPath::Avx512, "AVX-512F", F32x16(__m512), I32x16(__m512i));
+    impl Lanes for F32x4 {
         const WIDTH: usize = 4;
         type Mask = __m128;
-        type Int = __m128i;
+        type Isa = Sse2;
+        type Int = I32x4;
 
         #[inline(always)]
-        fn splat(v: f32) -> Self {
-            intrinsic!(_mm_set1_ps(v))
+        fn isa(self) -> Sse2 {
+            Sse2(())
         }
         #[inline(always)]
-        fn load(s: &[f32]) -> Self {
+        fn splat(_: Self::Isa, v: f32) -> Self {
+            Self(intrinsic!(_mm_set1_ps(v)))
+        }
+        #[inline(always)]
+        fn load(_: Self::Isa, s: &[f32]) -> Self {
             let s = &s[..4];
-            intrinsic!(_mm_loadu_ps(s.as_ptr()))
+            Self(intrinsic!(_mm_loadu_ps(s.as_ptr())))
         }
         #[inline(always)]
         fn store(self, s: &mut [f32]) {
             let s = &mut s[..4];
-            intrinsic!(_mm_storeu_ps(s.as_mut_ptr(), self))
+            intrinsic!(_mm_storeu_ps(s.as_mut_ptr(), self.0))
         }
         #[inline(always)]
         fn add(self, o: Self) -> Self {
-            intrinsic!(_mm_add_ps(self, o))
+            Self(intrinsic!(_mm_add_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn sub(self, o: Self) -> Self {
-            intrinsic!(_mm_sub_ps(self, o))
+            Self(intrinsic!(_mm_sub_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            intrinsic!(_mm_mul_ps(self, o))
+            Self(intrinsic!(_mm_mul_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn div(self, o: Self) -> Self {
-            intrinsic!(_mm_div_ps(self, o))
+            Self(intrinsic!(_mm_div_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn sqrt(self) -> Self {
-            intrinsic!(_mm_sqrt_ps(self))
+            Self(intrinsic!(_mm_sqrt_ps(self.0)))
         }
         #[inline(always)]
-        fn lt(self, o: Self) -> Self {
-            intrinsic!(_mm_cmplt_ps(self, o))
+        fn lt(self, o: Self) -> __m128 {
+            intrinsic!(_mm_cmplt_ps(self.0, o.0))
         }
         #[inline(always)]
-        fn le(self, o: Self) -> Self {
-            intrinsic!(_mm_cmple_ps(self, o))
+        fn le(self, o: Self) -> __m128 {
+            intrinsic!(_mm_cmple_ps(self.0, o.0))
         }
         #[inline(always)]
-        fn eq(self, o: Self) -> Self {
-            intrinsic!(_mm_cmpeq_ps(self, o))
+        fn eq(self, o: Self) -> __m128 {
+            intrinsic!(_mm_cmpeq_ps(self.0, o.0))
         }
         #[inline(always)]
-        fn is_nan(self) -> Self {
-            intrinsic!(_mm_cmpunord_ps(self, self))
+        fn is_nan(self) -> __m128 {
+            intrinsic!(_mm_cmpunord_ps(self.0, self.0))
         }
         #[inline(always)]
-        fn select(m: Self, a: Self, b: Self) -> Self {
-            intrinsic!(_mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)))
+        fn select(m: __m128, a: Self, b: Self) -> Self {
+            Self(intrinsic!(_mm_or_ps(_mm_and_ps(m, a.0), _mm_andnot_ps(m, b.0))))
         }
         #[inline(always)]
-        fn to_bits(self) -> __m128i {
-            intrinsic!(_mm_castps_si128(self))
+        fn to_bits(self) -> I32x4 {
+            I32x4(intrinsic!(_mm_castps_si128(self.0)))
         }
         #[inline(always)]
-        fn from_bits(i: __m128i) -> Self {
-            intrinsic!(_mm_castsi128_ps(i))
+        fn from_bits(i: I32x4) -> Self {
+            Self(intrinsic!(_mm_castsi128_ps(i.0)))
         }
         #[inline(always)]
-        fn int_splat(v: i32) -> __m128i {
-            intrinsic!(_mm_set1_epi32(v))
+        fn int_splat(_: Self::Isa, v: i32) -> I32x4 {
+            I32x4(intrinsic!(_mm_set1_epi32(v)))
         }
         #[inline(always)]
-        fn int_sub(a: __m128i, b: __m128i) -> __m128i {
-            intrinsic!(_mm_sub_epi32(a, b))
+        fn int_sub(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(_mm_sub_epi32(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_and(a: __m128i, b: __m128i) -> __m128i {
-            intrinsic!(_mm_and_si128(a, b))
+        fn int_and(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(_mm_and_si128(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_or(a: __m128i, b: __m128i) -> __m128i {
-            intrinsic!(_mm_or_si128(a, b))
+        fn int_or(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(_mm_or_si128(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_xor(a: __m128i, b: __m128i) -> __m128i {
-            intrinsic!(_mm_xor_si128(a, b))
+        fn int_xor(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(_mm_xor_si128(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_shl23(a: __m128i) -> __m128i {
-            intrinsic!(_mm_slli_epi32::<23>(a))
+        fn int_shl23(a: I32x4) -> I32x4 {
+            I32x4(intrinsic!(_mm_slli_epi32::<23>(a.0)))
         }
         #[inline(always)]
-        fn int_shr23(a: __m128i) -> __m128i {
-            intrinsic!(_mm_srai_epi32::<23>(a))
+        fn int_shr23(a: I32x4) -> I32x4 {
+            I32x4(intrinsic!(_mm_srai_epi32::<23>(a.0)))
         }
         #[inline(always)]
-        fn int_to_f32(a: __m128i) -> Self {
-            intrinsic!(_mm_cvtepi32_ps(a))
+        fn int_to_f32(a: I32x4) -> Self {
+            Self(intrinsic!(_mm_cvtepi32_ps(a.0)))
         }
     }
 
-    impl Lanes for __m256 {
+    impl Lanes for F32x8 {
         const WIDTH: usize = 8;
         type Mask = __m256;
-        type Int = __m256i;
+        type Isa = Avx2;
+        type Int = I32x8;
 
         #[inline(always)]
-        fn splat(v: f32) -> Self {
-            intrinsic!(_mm256_set1_ps(v))
+        fn isa(self) -> Avx2 {
+            Avx2(())
         }
         #[inline(always)]
-        fn load(s: &[f32]) -> Self {
+        fn splat(_: Self::Isa, v: f32) -> Self {
+            Self(intrinsic!(_mm256_set1_ps(v)))
+        }
+        #[inline(always)]
+        fn load(_: Self::Isa, s: &[f32]) -> Self {
             let s = &s[..8];
-            intrinsic!(_mm256_loadu_ps(s.as_ptr()))
+            Self(intrinsic!(_mm256_loadu_ps(s.as_ptr())))
         }
         #[inline(always)]
         fn store(self, s: &mut [f32]) {
             let s = &mut s[..8];
-            intrinsic!(_mm256_storeu_ps(s.as_mut_ptr(), self))
+            intrinsic!(_mm256_storeu_ps(s.as_mut_ptr(), self.0))
         }
         #[inline(always)]
         fn add(self, o: Self) -> Self {
-            intrinsic!(_mm256_add_ps(self, o))
+            Self(intrinsic!(_mm256_add_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn sub(self, o: Self) -> Self {
-            intrinsic!(_mm256_sub_ps(self, o))
+            Self(intrinsic!(_mm256_sub_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            intrinsic!(_mm256_mul_ps(self, o))
+            Self(intrinsic!(_mm256_mul_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn div(self, o: Self) -> Self {
-            intrinsic!(_mm256_div_ps(self, o))
+            Self(intrinsic!(_mm256_div_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn sqrt(self) -> Self {
-            intrinsic!(_mm256_sqrt_ps(self))
+            Self(intrinsic!(_mm256_sqrt_ps(self.0)))
         }
         #[inline(always)]
-        fn lt(self, o: Self) -> Self {
-            intrinsic!(_mm256_cmp_ps::<_CMP_LT_OQ>(self, o))
+        fn lt(self, o: Self) -> __m256 {
+            intrinsic!(_mm256_cmp_ps::<_CMP_LT_OQ>(self.0, o.0))
         }
         #[inline(always)]
-        fn le(self, o: Self) -> Self {
-            intrinsic!(_mm256_cmp_ps::<_CMP_LE_OQ>(self, o))
+        fn le(self, o: Self) -> __m256 {
+            intrinsic!(_mm256_cmp_ps::<_CMP_LE_OQ>(self.0, o.0))
         }
         #[inline(always)]
-        fn eq(self, o: Self) -> Self {
-            intrinsic!(_mm256_cmp_ps::<_CMP_EQ_OQ>(self, o))
+        fn eq(self, o: Self) -> __m256 {
+            intrinsic!(_mm256_cmp_ps::<_CMP_EQ_OQ>(self.0, o.0))
         }
         #[inline(always)]
-        fn is_nan(self) -> Self {
-            intrinsic!(_mm256_cmp_ps::<_CMP_UNORD_Q>(self, self))
+        fn is_nan(self) -> __m256 {
+            intrinsic!(_mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0))
         }
         #[inline(always)]
-        fn select(m: Self, a: Self, b: Self) -> Self {
-            intrinsic!(_mm256_blendv_ps(b, a, m))
+        fn select(m: __m256, a: Self, b: Self) -> Self {
+            Self(intrinsic!(_mm256_blendv_ps(b.0, a.0, m)))
         }
         #[inline(always)]
-        fn to_bits(self) -> __m256i {
-            intrinsic!(_mm256_castps_si256(self))
+        fn to_bits(self) -> I32x8 {
+            I32x8(intrinsic!(_mm256_castps_si256(self.0)))
         }
         #[inline(always)]
-        fn from_bits(i: __m256i) -> Self {
-            intrinsic!(_mm256_castsi256_ps(i))
+        fn from_bits(i: I32x8) -> Self {
+            Self(intrinsic!(_mm256_castsi256_ps(i.0)))
         }
         #[inline(always)]
-        fn int_splat(v: i32) -> __m256i {
-            intrinsic!(_mm256_set1_epi32(v))
+        fn int_splat(_: Self::Isa, v: i32) -> I32x8 {
+            I32x8(intrinsic!(_mm256_set1_epi32(v)))
         }
         #[inline(always)]
-        fn int_sub(a: __m256i, b: __m256i) -> __m256i {
-            intrinsic!(_mm256_sub_epi32(a, b))
+        fn int_sub(a: I32x8, b: I32x8) -> I32x8 {
+            I32x8(intrinsic!(_mm256_sub_epi32(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_and(a: __m256i, b: __m256i) -> __m256i {
-            intrinsic!(_mm256_and_si256(a, b))
+        fn int_and(a: I32x8, b: I32x8) -> I32x8 {
+            I32x8(intrinsic!(_mm256_and_si256(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_or(a: __m256i, b: __m256i) -> __m256i {
-            intrinsic!(_mm256_or_si256(a, b))
+        fn int_or(a: I32x8, b: I32x8) -> I32x8 {
+            I32x8(intrinsic!(_mm256_or_si256(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_xor(a: __m256i, b: __m256i) -> __m256i {
-            intrinsic!(_mm256_xor_si256(a, b))
+        fn int_xor(a: I32x8, b: I32x8) -> I32x8 {
+            I32x8(intrinsic!(_mm256_xor_si256(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_shl23(a: __m256i) -> __m256i {
-            intrinsic!(_mm256_slli_epi32::<23>(a))
+        fn int_shl23(a: I32x8) -> I32x8 {
+            I32x8(intrinsic!(_mm256_slli_epi32::<23>(a.0)))
         }
         #[inline(always)]
-        fn int_shr23(a: __m256i) -> __m256i {
-            intrinsic!(_mm256_srai_epi32::<23>(a))
+        fn int_shr23(a: I32x8) -> I32x8 {
+            I32x8(intrinsic!(_mm256_srai_epi32::<23>(a.0)))
         }
         #[inline(always)]
-        fn int_to_f32(a: __m256i) -> Self {
-            intrinsic!(_mm256_cvtepi32_ps(a))
+        fn int_to_f32(a: I32x8) -> Self {
+            Self(intrinsic!(_mm256_cvtepi32_ps(a.0)))
         }
     }
 
-    impl Lanes for __m512 {
+    impl Lanes for F32x16 {
         const WIDTH: usize = 16;
         type Mask = __mmask16;
-        type Int = __m512i;
+        type Isa = Avx512;
+        type Int = I32x16;
 
         #[inline(always)]
-        fn splat(v: f32) -> Self {
-            intrinsic!(_mm512_set1_ps(v))
+        fn isa(self) -> Avx512 {
+            Avx512(())
         }
         #[inline(always)]
-        fn load(s: &[f32]) -> Self {
+        fn splat(_: Self::Isa, v: f32) -> Self {
+            Self(intrinsic!(_mm512_set1_ps(v)))
+        }
+        #[inline(always)]
+        fn load(_: Self::Isa, s: &[f32]) -> Self {
             let s = &s[..16];
-            intrinsic!(_mm512_loadu_ps(s.as_ptr()))
+            Self(intrinsic!(_mm512_loadu_ps(s.as_ptr())))
         }
         #[inline(always)]
         fn store(self, s: &mut [f32]) {
             let s = &mut s[..16];
-            intrinsic!(_mm512_storeu_ps(s.as_mut_ptr(), self))
+            intrinsic!(_mm512_storeu_ps(s.as_mut_ptr(), self.0))
         }
         #[inline(always)]
         fn add(self, o: Self) -> Self {
-            intrinsic!(_mm512_add_ps(self, o))
+            Self(intrinsic!(_mm512_add_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn sub(self, o: Self) -> Self {
-            intrinsic!(_mm512_sub_ps(self, o))
+            Self(intrinsic!(_mm512_sub_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            intrinsic!(_mm512_mul_ps(self, o))
+            Self(intrinsic!(_mm512_mul_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn div(self, o: Self) -> Self {
-            intrinsic!(_mm512_div_ps(self, o))
+            Self(intrinsic!(_mm512_div_ps(self.0, o.0)))
         }
         #[inline(always)]
         fn sqrt(self) -> Self {
-            intrinsic!(_mm512_sqrt_ps(self))
+            Self(intrinsic!(_mm512_sqrt_ps(self.0)))
         }
         #[inline(always)]
         fn lt(self, o: Self) -> __mmask16 {
-            intrinsic!(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(self, o))
+            intrinsic!(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(self.0, o.0))
         }
         #[inline(always)]
         fn le(self, o: Self) -> __mmask16 {
-            intrinsic!(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(self, o))
+            intrinsic!(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(self.0, o.0))
         }
         #[inline(always)]
         fn eq(self, o: Self) -> __mmask16 {
-            intrinsic!(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self, o))
+            intrinsic!(_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(self.0, o.0))
         }
         #[inline(always)]
         fn is_nan(self) -> __mmask16 {
-            intrinsic!(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self, self))
+            intrinsic!(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0))
         }
         #[inline(always)]
         fn select(m: __mmask16, a: Self, b: Self) -> Self {
-            intrinsic!(_mm512_mask_blend_ps(m, b, a))
+            Self(intrinsic!(_mm512_mask_blend_ps(m, b.0, a.0)))
         }
         #[inline(always)]
-        fn to_bits(self) -> __m512i {
-            intrinsic!(_mm512_castps_si512(self))
+        fn to_bits(self) -> I32x16 {
+            I32x16(intrinsic!(_mm512_castps_si512(self.0)))
         }
         #[inline(always)]
-        fn from_bits(i: __m512i) -> Self {
-            intrinsic!(_mm512_castsi512_ps(i))
+        fn from_bits(i: I32x16) -> Self {
+            Self(intrinsic!(_mm512_castsi512_ps(i.0)))
         }
         #[inline(always)]
-        fn int_splat(v: i32) -> __m512i {
-            intrinsic!(_mm512_set1_epi32(v))
+        fn int_splat(_: Self::Isa, v: i32) -> I32x16 {
+            I32x16(intrinsic!(_mm512_set1_epi32(v)))
         }
         #[inline(always)]
-        fn int_sub(a: __m512i, b: __m512i) -> __m512i {
-            intrinsic!(_mm512_sub_epi32(a, b))
+        fn int_sub(a: I32x16, b: I32x16) -> I32x16 {
+            I32x16(intrinsic!(_mm512_sub_epi32(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_and(a: __m512i, b: __m512i) -> __m512i {
-            intrinsic!(_mm512_and_si512(a, b))
+        fn int_and(a: I32x16, b: I32x16) -> I32x16 {
+            I32x16(intrinsic!(_mm512_and_si512(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_or(a: __m512i, b: __m512i) -> __m512i {
-            intrinsic!(_mm512_or_si512(a, b))
+        fn int_or(a: I32x16, b: I32x16) -> I32x16 {
+            I32x16(intrinsic!(_mm512_or_si512(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_xor(a: __m512i, b: __m512i) -> __m512i {
-            intrinsic!(_mm512_xor_si512(a, b))
+        fn int_xor(a: I32x16, b: I32x16) -> I32x16 {
+            I32x16(intrinsic!(_mm512_xor_si512(a.0, b.0)))
         }
         #[inline(always)]
-        fn int_shl23(a: __m512i) -> __m512i {
-            intrinsic!(_mm512_slli_epi32::<23>(a))
+        fn int_shl23(a: I32x16) -> I32x16 {
+            I32x16(intrinsic!(_mm512_slli_epi32::<23>(a.0)))
         }
         #[inline(always)]
-        fn int_shr23(a: __m512i) -> __m512i {
-            intrinsic!(_mm512_srai_epi32::<23>(a))
+        fn int_shr23(a: I32x16) -> I32x16 {
+            I32x16(intrinsic!(_mm512_srai_epi32::<23>(a.0)))
         }
         #[inline(always)]
-        fn int_to_f32(a: __m512i) -> Self {
-            intrinsic!(_mm512_cvtepi32_ps(a))
+        fn int_to_f32(a: I32x16) -> Self {
+            Self(intrinsic!(_mm512_cvtepi32_ps(a.0)))
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::{Avx2, Avx512, F32x16, F32x4, F32x8, Sse2};
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use super::Lanes;
+    use crate::compute::KernelPath;
+    use std::arch::aarch64::*;
+
+    isa_types!(Neon: KernelPath::Neon, "NEON", F32x4(float32x4_t), I32x4(int32x4_t));
+    impl Lanes for F32x4 {
+        const WIDTH: usize = 4;
+        type Mask = uint32x4_t;
+        type Isa = Neon;
+        type Int = I32x4;
+
+        #[inline(always)]
+        fn isa(self) -> Neon {
+            Neon(())
+        }
+        #[inline(always)]
+        fn splat(_: Self::Isa, v: f32) -> Self {
+            Self(intrinsic!(vdupq_n_f32(v)))
+        }
+        #[inline(always)]
+        fn load(_: Self::Isa, s: &[f32]) -> Self {
+            let s = &s[..4];
+            Self(intrinsic!(vld1q_f32(s.as_ptr())))
+        }
+        #[inline(always)]
+        fn store(self, s: &mut [f32]) {
+            let s = &mut s[..4];
+            intrinsic!(vst1q_f32(s.as_mut_ptr(), self.0))
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            Self(intrinsic!(vaddq_f32(self.0, o.0)))
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            Self(intrinsic!(vsubq_f32(self.0, o.0)))
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            Self(intrinsic!(vmulq_f32(self.0, o.0)))
+        }
+        #[inline(always)]
+        fn div(self, o: Self) -> Self {
+            Self(intrinsic!(vdivq_f32(self.0, o.0)))
+        }
+        #[inline(always)]
+        fn sqrt(self) -> Self {
+            Self(intrinsic!(vsqrtq_f32(self.0)))
+        }
+        #[inline(always)]
+        fn lt(self, o: Self) -> uint32x4_t {
+            intrinsic!(vcltq_f32(self.0, o.0))
+        }
+        #[inline(always)]
+        fn le(self, o: Self) -> uint32x4_t {
+            intrinsic!(vcleq_f32(self.0, o.0))
+        }
+        #[inline(always)]
+        fn eq(self, o: Self) -> uint32x4_t {
+            intrinsic!(vceqq_f32(self.0, o.0))
+        }
+        #[inline(always)]
+        fn is_nan(self) -> uint32x4_t {
+            intrinsic!(vmvnq_u32(vceqq_f32(self.0, self.0)))
+        }
+        #[inline(always)]
+        fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
+            Self(intrinsic!(vbslq_f32(m, a.0, b.0)))
+        }
+        #[inline(always)]
+        fn to_bits(self) -> I32x4 {
+            I32x4(intrinsic!(vreinterpretq_s32_f32(self.0)))
+        }
+        #[inline(always)]
+        fn from_bits(i: I32x4) -> Self {
+            Self(intrinsic!(vreinterpretq_f32_s32(i.0)))
+        }
+        #[inline(always)]
+        fn int_splat(_: Self::Isa, v: i32) -> I32x4 {
+            I32x4(intrinsic!(vdupq_n_s32(v)))
+        }
+        #[inline(always)]
+        fn int_sub(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(vsubq_s32(a.0, b.0)))
+        }
+        #[inline(always)]
+        fn int_and(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(vandq_s32(a.0, b.0)))
+        }
+        #[inline(always)]
+        fn int_or(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(vorrq_s32(a.0, b.0)))
+        }
+        #[inline(always)]
+        fn int_xor(a: I32x4, b: I32x4) -> I32x4 {
+            I32x4(intrinsic!(veorq_s32(a.0, b.0)))
+        }
+        #[inline(always)]
+        fn int_shl23(a: I32x4) -> I32x4 {
+            I32x4(intrinsic!(vshlq_n_s32::<23>(a.0)))
+        }
+        #[inline(always)]
+        fn int_shr23(a: I32x4) -> I32x4 {
+            I32x4(intrinsic!(vshrq_n_s32::<23>(a.0)))
+        }
+        #[inline(always)]
+        fn int_to_f32(a: I32x4) -> Self {
+            Self(intrinsic!(vcvtq_f32_s32(a.0)))
         }
     }
 }
 
 #[cfg(target_arch = "aarch64")]
-mod neon {
-    use super::Lanes;
-    use std::arch::aarch64::*;
-
-    impl Lanes for float32x4_t {
-        const WIDTH: usize = 4;
-        type Mask = uint32x4_t;
-        type Int = int32x4_t;
-
-        #[inline(always)]
-        fn splat(v: f32) -> Self {
-            intrinsic!(vdupq_n_f32(v))
-        }
-        #[inline(always)]
-        fn load(s: &[f32]) -> Self {
-            let s = &s[..4];
-            intrinsic!(vld1q_f32(s.as_ptr()))
-        }
-        #[inline(always)]
-        fn store(self, s: &mut [f32]) {
-            let s = &mut s[..4];
-            intrinsic!(vst1q_f32(s.as_mut_ptr(), self))
-        }
-        #[inline(always)]
-        fn add(self, o: Self) -> Self {
-            intrinsic!(vaddq_f32(self, o))
-        }
-        #[inline(always)]
-        fn sub(self, o: Self) -> Self {
-            intrinsic!(vsubq_f32(self, o))
-        }
-        #[inline(always)]
-        fn mul(self, o: Self) -> Self {
-            intrinsic!(vmulq_f32(self, o))
-        }
-        #[inline(always)]
-        fn div(self, o: Self) -> Self {
-            intrinsic!(vdivq_f32(self, o))
-        }
-        #[inline(always)]
-        fn sqrt(self) -> Self {
-            intrinsic!(vsqrtq_f32(self))
-        }
-        #[inline(always)]
-        fn lt(self, o: Self) -> uint32x4_t {
-            intrinsic!(vcltq_f32(self, o))
-        }
-        #[inline(always)]
-        fn le(self, o: Self) -> uint32x4_t {
-            intrinsic!(vcleq_f32(self, o))
-        }
-        #[inline(always)]
-        fn eq(self, o: Self) -> uint32x4_t {
-            intrinsic!(vceqq_f32(self, o))
-        }
-        #[inline(always)]
-        fn is_nan(self) -> uint32x4_t {
-            intrinsic!(vmvnq_u32(vceqq_f32(self, self)))
-        }
-        #[inline(always)]
-        fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
-            intrinsic!(vbslq_f32(m, a, b))
-        }
-        #[inline(always)]
-        fn to_bits(self) -> int32x4_t {
-            intrinsic!(vreinterpretq_s32_f32(self))
-        }
-        #[inline(always)]
-        fn from_bits(i: int32x4_t) -> Self {
-            intrinsic!(vreinterpretq_f32_s32(i))
-        }
-        #[inline(always)]
-        fn int_splat(v: i32) -> int32x4_t {
-            intrinsic!(vdupq_n_s32(v))
-        }
-        #[inline(always)]
-        fn int_sub(a: int32x4_t, b: int32x4_t) -> int32x4_t {
-            intrinsic!(vsubq_s32(a, b))
-        }
-        #[inline(always)]
-        fn int_and(a: int32x4_t, b: int32x4_t) -> int32x4_t {
-            intrinsic!(vandq_s32(a, b))
-        }
-        #[inline(always)]
-        fn int_or(a: int32x4_t, b: int32x4_t) -> int32x4_t {
-            intrinsic!(vorrq_s32(a, b))
-        }
-        #[inline(always)]
-        fn int_xor(a: int32x4_t, b: int32x4_t) -> int32x4_t {
-            intrinsic!(veorq_s32(a, b))
-        }
-        #[inline(always)]
-        fn int_shl23(a: int32x4_t) -> int32x4_t {
-            intrinsic!(vshlq_n_s32::<23>(a))
-        }
-        #[inline(always)]
-        fn int_shr23(a: int32x4_t) -> int32x4_t {
-            intrinsic!(vshrq_n_s32::<23>(a))
-        }
-        #[inline(always)]
-        fn int_to_f32(a: int32x4_t) -> Self {
-            intrinsic!(vcvtq_f32_s32(a))
-        }
-    }
-}
+pub(crate) use neon::{F32x4, Neon};

@@ -19,10 +19,11 @@
 //! values have the bits that the row kernel gives for that line copied into a row
 //! (vectors cover adjacent lines instead of adjacent elements of one row).
 
-use super::simd::Lanes;
+use super::simd::{Lanes, Scalar};
 use super::transcendentals::{exp, log};
 use super::{dispatch, finish, LaneTask};
-use crate::compute::{for_each_chunk_mut, Mode, Settings};
+use crate::compute::{Mode, Settings};
+use crate::kernels::parallel::for_each_chunk_mut;
 
 /// Target number of elements per parallel chunk (whole rows, at least one).
 const CHUNK_ELEMS: usize = 16 * 1024;
@@ -91,21 +92,21 @@ impl LaneTask for LinesTask<'_, '_> {
     type Output = ();
 
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let LinesTask { x, out, n, inner, kind, mode } = self;
         if inner == 1 {
             for (x, out) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-                row::<L>(x, out, kind, mode);
+                row::<L>(isa, x, out, kind, mode);
             }
             return;
         }
         let full = inner / L::WIDTH * L::WIDTH;
         for (x, out) in x.chunks_exact(n * inner).zip(out.chunks_exact_mut(n * inner)) {
             for j in (0..full).step_by(L::WIDTH) {
-                line_block::<L>(x, out, (n, inner, j), kind, mode);
+                line_block::<L>(isa, x, out, (n, inner, j), kind, mode);
             }
             for j in full..inner {
-                line_block::<f32>(x, out, (n, inner, j), kind, mode);
+                line_block::<f32>(Scalar, x, out, (n, inner, j), kind, mode);
             }
         }
     }
@@ -114,18 +115,18 @@ impl LaneTask for LinesTask<'_, '_> {
 /// The `L::WIDTH` adjacent lines starting at column `j` of one `[n, inner]` block: the
 /// steps of [`row`] per line, vectorised across the lines.
 #[inline(always)]
-fn line_block<L: Lanes>(x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize, usize), kind: Kind, mode: Mode) {
+fn line_block<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize, usize), kind: Kind, mode: Mode) {
     let at = |k: usize| k * inner + j;
-    let mut m = L::splat(f32::NEG_INFINITY);
+    let mut m = L::splat(isa, f32::NEG_INFINITY);
     for k in 0..n {
-        let v = L::load(&x[at(k)..]);
+        let v = L::load(isa, &x[at(k)..]);
         m = L::select(m.lt(v), v, m);
     }
-    let m = m.add(L::splat(0.0));
+    let m = m.add(L::splat(isa, 0.0));
     let mut sums = [0.0f64; 16];
     for k in 0..n {
         let o = &mut out[at(k)..at(k) + L::WIDTH];
-        exp(L::load(&x[at(k)..]).sub(m)).store(o);
+        exp(L::load(isa, &x[at(k)..]).sub(m)).store(o);
         for (s, &e) in sums.iter_mut().zip(o.iter()) {
             *s += e as f64;
         }
@@ -134,18 +135,18 @@ fn line_block<L: Lanes>(x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize
     for (r, &s) in rounded.iter_mut().zip(&sums) {
         *r = s as f32;
     }
-    let sum = L::load(&rounded);
+    let sum = L::load(isa, &rounded);
     match kind {
         Kind::Softmax => {
             for k in 0..n {
                 let o = &mut out[at(k)..at(k) + L::WIDTH];
-                finish(L::load(o).div(sum), mode).store(o);
+                finish(L::load(isa, o).div(sum), mode).store(o);
             }
         }
         Kind::LogSoftmax => {
             let lse = log(sum);
             for k in 0..n {
-                let v = L::load(&x[at(k)..]).sub(m).sub(lse);
+                let v = L::load(isa, &x[at(k)..]).sub(m).sub(lse);
                 finish(v, mode).store(&mut out[at(k)..at(k) + L::WIDTH]);
             }
         }
@@ -154,30 +155,30 @@ fn line_block<L: Lanes>(x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize
 
 /// One row; `L` covers the full vectors, `f32` the tail of each pass.
 #[inline(always)]
-fn row<L: Lanes>(x: &[f32], out: &mut [f32], kind: Kind, mode: Mode) {
+fn row<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], kind: Kind, mode: Mode) {
     let full = x.len() / L::WIDTH * L::WIDTH;
-    let m = larger(row_max::<L>(&x[..full]), row_max::<f32>(&x[full..])) + 0.0;
-    exp_shifted::<L>(&x[..full], m, &mut out[..full]);
-    exp_shifted::<f32>(&x[full..], m, &mut out[full..]);
+    let m = larger(row_max::<L>(isa, &x[..full]), row_max::<f32>(Scalar, &x[full..])) + 0.0;
+    exp_shifted::<L>(isa, &x[..full], m, &mut out[..full]);
+    exp_shifted::<f32>(Scalar, &x[full..], m, &mut out[full..]);
     let sum = out.iter().fold(0.0f64, |s, &e| s + e as f64) as f32;
     match kind {
         Kind::Softmax => {
-            divide::<L>(&mut out[..full], sum, mode);
-            divide::<f32>(&mut out[full..], sum, mode);
+            divide::<L>(isa, &mut out[..full], sum, mode);
+            divide::<f32>(Scalar, &mut out[full..], sum, mode);
         }
         Kind::LogSoftmax => {
             let lse = log(sum);
-            shifted_sub::<L>(&x[..full], m, lse, &mut out[..full], mode);
-            shifted_sub::<f32>(&x[full..], m, lse, &mut out[full..], mode);
+            shifted_sub::<L>(isa, &x[..full], m, lse, &mut out[..full], mode);
+            shifted_sub::<f32>(Scalar, &x[full..], m, lse, &mut out[full..], mode);
         }
     }
 }
 
 /// Exact maximum of `x` (length a multiple of the width); -inf if empty.
 #[inline(always)]
-fn row_max<L: Lanes>(x: &[f32]) -> f32 {
-    let mut m = L::splat(f32::NEG_INFINITY);
-    for v in x.chunks_exact(L::WIDTH).map(L::load) {
+fn row_max<L: Lanes>(isa: L::Isa, x: &[f32]) -> f32 {
+    let mut m = L::splat(isa, f32::NEG_INFINITY);
+    for v in x.chunks_exact(L::WIDTH).map(|v| L::load(isa, v)) {
         m = L::select(m.lt(v), v, m);
     }
     let mut lanes = [0.0f32; 16];
@@ -187,25 +188,25 @@ fn row_max<L: Lanes>(x: &[f32]) -> f32 {
 
 /// `out = exp(x - m)`.
 #[inline(always)]
-fn exp_shifted<L: Lanes>(x: &[f32], m: f32, out: &mut [f32]) {
+fn exp_shifted<L: Lanes>(isa: L::Isa, x: &[f32], m: f32, out: &mut [f32]) {
     for (x, o) in x.chunks_exact(L::WIDTH).zip(out.chunks_exact_mut(L::WIDTH)) {
-        exp(L::load(x).sub(L::splat(m))).store(o);
+        exp(L::load(isa, x).sub(L::splat(isa, m))).store(o);
     }
 }
 
 /// `out = out / s`.
 #[inline(always)]
-fn divide<L: Lanes>(out: &mut [f32], s: f32, mode: Mode) {
+fn divide<L: Lanes>(isa: L::Isa, out: &mut [f32], s: f32, mode: Mode) {
     for o in out.chunks_exact_mut(L::WIDTH) {
-        finish(L::load(o).div(L::splat(s)), mode).store(o);
+        finish(L::load(isa, o).div(L::splat(isa, s)), mode).store(o);
     }
 }
 
 /// `out = (x - m) - lse`.
 #[inline(always)]
-fn shifted_sub<L: Lanes>(x: &[f32], m: f32, lse: f32, out: &mut [f32], mode: Mode) {
+fn shifted_sub<L: Lanes>(isa: L::Isa, x: &[f32], m: f32, lse: f32, out: &mut [f32], mode: Mode) {
     for (x, o) in x.chunks_exact(L::WIDTH).zip(out.chunks_exact_mut(L::WIDTH)) {
-        let v = L::load(x).sub(L::splat(m)).sub(L::splat(lse));
+        let v = L::load(isa, x).sub(L::splat(isa, m)).sub(L::splat(isa, lse));
         finish(v, mode).store(o);
     }
 }

@@ -120,14 +120,10 @@ const COS_C: [f32; 6] = [
     f32::from_bits(0xad47d74e),
 ];
 
-#[inline(always)]
-fn splat<L: Lanes>(v: f32) -> L {
-    L::splat(v)
-}
-
 /// `c[0] + v (c[1] + v (c[2] + ...))`, innermost first.
 #[inline(always)]
 fn horner<L: Lanes>(v: L, c: &[f32]) -> L {
+    let splat = |c: f32| L::splat(v.isa(), c);
     let (last, rest) = c.split_last().expect("non-empty coefficients");
     rest.iter().rev().fold(splat(*last), |acc, &ci| acc.mul(v).add(splat(ci)))
 }
@@ -135,23 +131,26 @@ fn horner<L: Lanes>(v: L, c: &[f32]) -> L {
 /// Nearest integer (ties to even) of `v`, for `|v| < 2^22`.
 #[inline(always)]
 fn round_int<L: Lanes>(v: L) -> L {
+    let splat = |c: f32| L::splat(v.isa(), c);
     v.add(splat(ROUND_MAGIC)).sub(splat(ROUND_MAGIC))
 }
 
 /// `2^k` for integer-valued `k` in `[-126, 127]`, built in the exponent field.
 #[inline(always)]
 fn pow2<L: Lanes>(k: L) -> L {
-    let biased = L::int_sub(k.add(splat(ROUND_MAGIC)).to_bits(), L::int_splat(ROUND_MAGIC.to_bits() as i32 - 127));
+    let splat = |c: f32| L::splat(k.isa(), c);
+    let biased = L::int_sub(k.add(splat(ROUND_MAGIC)).to_bits(), L::int_splat(k.isa(), ROUND_MAGIC.to_bits() as i32 - 127));
     L::from_bits(L::int_shl23(biased))
 }
 
 /// `e^x`.
 #[inline(always)]
 pub(crate) fn exp<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let x = x.clamp(EXP_MIN, EXP_MAX);
     let n = round_int(x.mul(splat(std::f32::consts::LOG2_E)));
     let r = x.sub(n.mul(splat(EXP_LN2_HI))).sub(n.mul(splat(EXP_LN2_LO)));
-    let p = splat::<L>(1.0).add(r.add(r.mul(r).mul(horner(r, &EXP_P))));
+    let p = splat(1.0).add(r.add(r.mul(r).mul(horner(r, &EXP_P))));
     // 2^n in two factors so that n in [-150, 128] never leaves the normal range; the
     // first product is exact, the second rounds once (also into the subnormals).
     let n1 = round_int(n.mul(splat(0.5)));
@@ -161,20 +160,21 @@ pub(crate) fn exp<L: Lanes>(x: L) -> L {
 /// Natural logarithm.
 #[inline(always)]
 pub(crate) fn log<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let subnormal = x.lt(splat(f32::MIN_POSITIVE));
     let xs = L::select(subnormal, x.mul(splat(33_554_432.0)), x); // 2^25
     let bits = xs.to_bits();
-    let mut m = L::from_bits(L::int_or(L::int_and(bits, L::int_splat(0x007f_ffff)), L::int_splat(0x3f80_0000)));
-    let high = splat::<L>(std::f32::consts::SQRT_2).lt(m);
+    let mut m = L::from_bits(L::int_or(L::int_and(bits, L::int_splat(x.isa(), 0x007f_ffff)), L::int_splat(x.isa(), 0x3f80_0000)));
+    let high = splat(std::f32::consts::SQRT_2).lt(m);
     m = L::select(high, m.mul(splat(0.5)), m);
     let bias = L::select(subnormal, splat(-152.0), splat(-127.0)); // 127 (+ 25)
     let carry = L::select(high, splat(1.0), splat(0.0));
     let k = L::int_to_f32(L::int_shr23(bits)).add(bias).add(carry);
     let f = m.sub(splat(1.0));
-    let s = f.div(splat::<L>(2.0).add(f));
+    let s = f.div(splat(2.0).add(f));
     let z = s.mul(s);
     let r = z.mul(horner(z, &LOG_Q));
-    let hfsq = splat::<L>(0.5).mul(f).mul(f);
+    let hfsq = splat(0.5).mul(f).mul(f);
     let inner = hfsq.sub(s.mul(hfsq.add(r)).add(k.mul(splat(LOG_LN2_LO))));
     let y = k.mul(splat(LOG_LN2_HI)).sub(inner.sub(f));
     let y = L::select(x.eq(splat(f32::INFINITY)), x, y);
@@ -185,20 +185,22 @@ pub(crate) fn log<L: Lanes>(x: L) -> L {
 /// Hyperbolic tangent.
 #[inline(always)]
 pub(crate) fn tanh<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let a = x.abs();
     let z = a.mul(a);
     let small = a.add(a.mul(z.mul(horner(z, &TANH_P))));
-    let one = splat::<L>(1.0);
-    let large = one.sub(splat::<L>(2.0).div(exp(a.add(a)).add(one)));
+    let one = splat(1.0);
+    let large = one.sub(splat(2.0).div(exp(a.add(a)).add(one)));
     L::select(a.lt(splat(TANH_SPLIT)), small, large).copysign(x)
 }
 
 /// `1 / (1 + e^-x)`, as `1/(1+e)` for `x >= 0` and `e/(1+e)` below, with `e = e^-|x|`.
 #[inline(always)]
 pub(crate) fn sigmoid<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let e = exp(x.abs().neg());
     let num = L::select(x.ge(splat(0.0)), splat(1.0), e);
-    num.div(splat::<L>(1.0).add(e))
+    num.div(splat(1.0).add(e))
 }
 
 /// `erf(a) = a + a P(a^2)` for `0 <= a < ERF_SPLIT`.
@@ -211,7 +213,7 @@ fn erf_small<L: Lanes>(a: L) -> L {
 /// so `hi = ah^2` is exact and `lo = (a - ah)(a + ah)` is small.
 #[inline(always)]
 fn square_split<L: Lanes>(a: L) -> (L, L) {
-    let ah = L::from_bits(L::int_and(a.to_bits(), L::int_splat(0xffff_f000_u32 as i32)));
+    let ah = L::from_bits(L::int_and(a.to_bits(), L::int_splat(a.isa(), 0xffff_f000_u32 as i32)));
     (ah.mul(ah), a.sub(ah).mul(a.add(ah)))
 }
 
@@ -220,7 +222,8 @@ fn square_split<L: Lanes>(a: L) -> (L, L) {
 /// left to the caller so that it can be applied last.
 #[inline(always)]
 fn erfc_large_head<L: Lanes>(a: L, lo: L) -> L {
-    let t = splat::<L>(1.0).div(splat::<L>(1.0).add(a.mul(splat(0.5))));
+    let splat = |c: f32| L::splat(a.isa(), c);
+    let t = splat(1.0).div(splat(1.0).add(a.mul(splat(0.5))));
     t.mul(exp(horner(t, &ERFC_G).sub(lo)))
 }
 
@@ -228,9 +231,10 @@ fn erfc_large_head<L: Lanes>(a: L, lo: L) -> L {
 #[allow(dead_code)]
 #[inline(always)]
 pub(crate) fn erf<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let a = x.abs().clamp(0.0, ERF_MAX);
     let (hi, lo) = square_split(a);
-    let large = splat::<L>(1.0).sub(erfc_large_head(a, lo).mul(exp(hi.neg())));
+    let large = splat(1.0).sub(erfc_large_head(a, lo).mul(exp(hi.neg())));
     L::select(a.lt(splat(ERF_SPLIT)), erf_small(a), large).copysign(x)
 }
 
@@ -249,6 +253,7 @@ struct Gauss<L> {
 impl<L: Lanes> Gauss<L> {
     #[inline(always)]
     fn new(x: L) -> Self {
+        let splat = |c: f32| L::splat(x.isa(), c);
         let ax = x.abs();
         let a = ax.mul(splat(FRAC_1_SQRT_2));
         // (x/√2)^2 = x^2/2, split exactly as in `square_split` and halved.
@@ -256,11 +261,11 @@ impl<L: Lanes> Gauss<L> {
         let (hi, lo) = (hi2.mul(splat(0.5)), lo2.mul(splat(0.5)));
         let scale = exp(hi.neg());
         let small = a.lt(splat(ERF_SPLIT));
-        let erfc_head = L::select(small, splat::<L>(1.0).sub(erf_small(a)), erfc_large_head(a, lo));
+        let erfc_head = L::select(small, splat(1.0).sub(erf_small(a)), erfc_large_head(a, lo));
         Gauss {
             tail: erfc_head.mul(splat(0.5)),
             tail_scale: L::select(small, splat(1.0), scale),
-            density: splat::<L>(INV_SQRT_2PI).mul(exp(lo.neg())),
+            density: splat(INV_SQRT_2PI).mul(exp(lo.neg())),
             scale,
         }
     }
@@ -268,14 +273,16 @@ impl<L: Lanes> Gauss<L> {
     /// Φ(x).
     #[inline(always)]
     fn cdf(&self, x: L) -> L {
+        let splat = |c: f32| L::splat(x.isa(), c);
         let lower = self.tail.mul(self.tail_scale);
-        L::select(x.ge(splat(0.0)), splat::<L>(1.0).sub(lower), lower)
+        L::select(x.ge(splat(0.0)), splat(1.0).sub(lower), lower)
     }
 }
 
 /// `x Φ(x)`; `-0` below `-GELU_CLAMP` (including -inf).
 #[inline(always)]
 pub(crate) fn gelu_erf<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
     let g = Gauss::new(c);
     let left = x.mul(g.tail).mul(g.tail_scale);
@@ -294,12 +301,14 @@ pub(crate) fn gelu_erf_grad<L: Lanes>(x: L) -> L {
 /// `v = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3)`, so that `0.5 (1 + tanh u) = sigmoid(v)`.
 #[inline(always)]
 fn gelu_tanh_arg<L: Lanes>(x: L) -> L {
-    x.mul(splat::<L>(GELU_K2).add(splat::<L>(GELU_K2C).mul(x.mul(x))))
+    let splat = |c: f32| L::splat(x.isa(), c);
+    x.mul(splat(GELU_K2).add(splat(GELU_K2C).mul(x.mul(x))))
 }
 
 /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, evaluated as `x sigmoid(2u)`.
 #[inline(always)]
 pub(crate) fn gelu_tanh<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let s = sigmoid(gelu_tanh_arg(x.clamp(-GELU_CLAMP, GELU_CLAMP)));
     L::select(x.lt(splat(-GELU_CLAMP)), splat(-0.0), x.mul(s))
 }
@@ -309,13 +318,14 @@ pub(crate) fn gelu_tanh<L: Lanes>(x: L) -> L {
 /// `s(1-s) = e/(1+e)^2` with `e = e^-|v|`, free of cancellation.
 #[inline(always)]
 pub(crate) fn gelu_tanh_grad<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let x = x.clamp(-GELU_CLAMP, GELU_CLAMP);
     let v = gelu_tanh_arg(x);
     let e = exp(v.abs().neg());
-    let d = splat::<L>(1.0).add(e);
+    let d = splat(1.0).add(e);
     let s = L::select(v.ge(splat(0.0)), splat(1.0), e).div(d);
     let s1s = e.div(d.mul(d));
-    let slope = splat::<L>(GELU_K2).add(splat::<L>(GELU_K6C).mul(x.mul(x)));
+    let slope = splat(GELU_K2).add(splat(GELU_K6C).mul(x.mul(x)));
     s.add(x.mul(s1s).mul(slope))
 }
 
@@ -334,11 +344,12 @@ fn two_sum<L: Lanes>(a: L, b: L) -> (L, L) {
 /// [`reduce_large`] (the same scalar code on every path). ±inf and NaN give NaN.
 #[inline(always)]
 fn reduce_pio2<L: Lanes>(a: L) -> (L, L, L) {
+    let splat = |c: f32| L::splat(a.isa(), c);
     let shifted = a.mul(splat(FRAC_2_PI)).add(splat(ROUND_MAGIC));
-    let q = L::int_to_f32(L::int_and(shifted.to_bits(), L::int_splat(3)));
+    let q = L::int_to_f32(L::int_and(shifted.to_bits(), L::int_splat(a.isa(), 3)));
     let n = shifted.sub(splat(ROUND_MAGIC));
     let mut t = a.sub(n.mul(splat(PIO2[0])));
-    let mut lo = splat::<L>(0.0);
+    let mut lo = splat(0.0);
     for &c in &PIO2[1..] {
         let (s, e) = two_sum(t, n.mul(splat(c)).neg());
         t = s;
@@ -347,7 +358,7 @@ fn reduce_pio2<L: Lanes>(a: L) -> (L, L, L) {
     let (mut hi, mut lo) = two_sum(t, lo);
     let mut q = q;
     let finite = L::select(a.lt(splat(f32::INFINITY)), a, splat(0.0));
-    let large = L::select(splat::<L>(TRIG_CW_MAX).le(finite), splat(1.0), splat(0.0));
+    let large = L::select(splat(TRIG_CW_MAX).le(finite), splat(1.0), splat(0.0));
     let mut flags = [0.0f32; 16];
     large.store(&mut flags);
     if flags[..L::WIDTH].iter().any(|&f| f != 0.0) {
@@ -359,7 +370,7 @@ fn reduce_pio2<L: Lanes>(a: L) -> (L, L, L) {
         for i in (0..L::WIDTH).filter(|&i| flags[i] != 0.0) {
             (hv[i], lv[i], qv[i]) = reduce_large(av[i]);
         }
-        (hi, lo, q) = (L::load(&hv), L::load(&lv), L::load(&qv));
+        (hi, lo, q) = (L::load(a.isa(), &hv), L::load(a.isa(), &lv), L::load(a.isa(), &qv));
     }
     (hi, lo, q)
 }
@@ -396,26 +407,29 @@ fn reduce_large(a: f32) -> (f32, f32, f32) {
 /// `sin(x + y)` for `|x| <= ~π/4`, `|y| <= ulp(x)`: fdlibm's `__kernel_sin` with tail.
 #[inline(always)]
 fn sin_kernel<L: Lanes>(x: L, y: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let z = x.mul(x);
     let v = z.mul(x);
     let r = horner(z, &SIN_S[1..]);
-    x.sub(z.mul(splat::<L>(0.5).mul(y).sub(v.mul(r))).sub(y).sub(v.mul(splat(SIN_S[0]))))
+    x.sub(z.mul(splat(0.5).mul(y).sub(v.mul(r))).sub(y).sub(v.mul(splat(SIN_S[0]))))
 }
 
 /// `cos(x + y)` for `|x| <= ~π/4`, `|y| <= ulp(x)`: fdlibm's `__kernel_cos`, with the
 /// rounding error of `1 − z/2` added back.
 #[inline(always)]
 fn cos_kernel<L: Lanes>(x: L, y: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let z = x.mul(x);
     let r = z.mul(horner(z, &COS_C));
-    let hz = splat::<L>(0.5).mul(z);
-    let w = splat::<L>(1.0).sub(hz);
-    w.add(splat::<L>(1.0).sub(w).sub(hz).add(z.mul(r).sub(x.mul(y))))
+    let hz = splat(0.5).mul(z);
+    let w = splat(1.0).sub(hz);
+    w.add(splat(1.0).sub(w).sub(hz).add(z.mul(r).sub(x.mul(y))))
 }
 
 /// `sin(q·π/2 + hi + lo)`: `sin`, `cos`, `−sin`, `−cos` of the reduced argument.
 #[inline(always)]
 fn quadrant<L: Lanes>(hi: L, lo: L, q: L) -> L {
+    let splat = |c: f32| L::splat(q.isa(), c);
     let half = round_int(q.mul(splat(0.5)).sub(splat(0.25))); // floor(q / 2)
     let odd = q.sub(half.add(half));
     let v = L::select(odd.eq(splat(1.0)), cos_kernel(hi, lo), sin_kernel(hi, lo));
@@ -426,13 +440,14 @@ fn quadrant<L: Lanes>(hi: L, lo: L, q: L) -> L {
 #[inline(always)]
 pub(crate) fn sin<L: Lanes>(x: L) -> L {
     let (hi, lo, q) = reduce_pio2(x.abs());
-    let sign = L::int_and(x.to_bits(), L::int_splat(i32::MIN));
+    let sign = L::int_and(x.to_bits(), L::int_splat(x.isa(), i32::MIN));
     L::from_bits(L::int_xor(quadrant(hi, lo, q).to_bits(), sign))
 }
 
 /// Cosine (argument reduction: [`reduce_pio2`]); `cos(a) = sin(a + π/2)`.
 #[inline(always)]
 pub(crate) fn cos<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
     let (hi, lo, q) = reduce_pio2(x.abs());
     let q1 = q.add(splat(1.0));
     quadrant(hi, lo, L::select(q1.eq(splat(4.0)), splat(0.0), q1))

@@ -39,7 +39,7 @@ struct Eval<'a> {
 impl LaneTask for Eval<'_> {
     type Output = ();
     #[inline(always)]
-    fn run<L: Lanes>(self) {
+    fn run<L: Lanes>(self, isa: L::Isa) {
         let g: fn(L) -> L = match self.f {
             F::Exp => tr::exp,
             F::Log => tr::log,
@@ -54,7 +54,7 @@ impl LaneTask for Eval<'_> {
             F::Cos => tr::cos,
         };
         for (x, o) in self.x.chunks_exact(L::WIDTH).zip(self.out.chunks_exact_mut(L::WIDTH)) {
-            g(L::load(x)).store(o);
+            g(L::load(isa, x)).store(o);
         }
     }
 }
@@ -294,9 +294,9 @@ fn sqrt_is_identical_on_every_path() {
     impl LaneTask for Sqrt<'_> {
         type Output = ();
         #[inline(always)]
-        fn run<L: Lanes>(self) {
+        fn run<L: Lanes>(self, isa: L::Isa) {
             for (x, o) in self.0.chunks_exact(L::WIDTH).zip(self.1.chunks_exact_mut(L::WIDTH)) {
-                L::load(x).sqrt().store(o);
+                L::load(isa, x).sqrt().store(o);
             }
         }
     }

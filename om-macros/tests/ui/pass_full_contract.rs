@@ -1,5 +1,6 @@
 //! Every feature of the contract in one declaration: conditional and owned slots, `out`,
-//! an optional input, attributes; plus a composition.
+//! an optional input, attributes; plus a composition, and a private primitive behind a
+//! hand-written `#[op_wrapper]` function; the registry shows their calls and rules.
 use om_core::{Case, Result, Tensor};
 use om_macros::op;
 
@@ -46,7 +47,52 @@ mod twice {
     }
 }
 
+mod hidden {
+    use super::*;
+
+    /// Identity. Backward: `g`.
+    ///
+    /// A later paragraph (an example, say) is not part of the rule.
+    #[op]
+    pub mod checked_identity {
+        use super::*;
+
+        pub fn forward(x: &Tensor) -> Result<Tensor> {
+            Ok(x.clone())
+        }
+
+        fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+            d.x(g.clone());
+            Ok(())
+        }
+
+        fn cases() -> Vec<Case> {
+            vec![]
+        }
+    }
+}
+
+/// Checks `x` first, then calls the private primitive.
+#[om_macros::op_wrapper(hidden::checked_identity)]
+pub fn checked_identity(x: &Tensor, strict: bool) -> Result<Tensor> {
+    let _ = strict;
+    hidden::checked_identity(x)
+}
+
 fn main() {
     let x = Tensor::ones(&[2]).unwrap();
     let _ = twice(&x).unwrap();
+    let _ = checked_identity(&x, true).unwrap();
+    let entries = om_core::registry::entries().unwrap();
+    let entry = |name: &str| *entries.iter().find(|e| e.name == name).unwrap();
+    let call = |name: &str| om_core::registry::signature(entry(name));
+    assert_eq!(call("checked_identity"), "checked_identity(x: &Tensor, strict: bool)");
+    assert_eq!(entry("checked_identity").summary, "`g`.");
+    assert_eq!(
+        call("scaled"),
+        "scaled(a: &Tensor, b: &Tensor, bias: Option<&Tensor>, factor: f32, axes: Vec<isize>)"
+    );
+    assert_eq!(entry("scaled").saved, &["a if b", "b if a", "out", "scale (owned)"]);
+    assert_eq!(call("twice"), "twice(x: &Tensor)");
+    assert_eq!(entry("twice").summary, "");
 }

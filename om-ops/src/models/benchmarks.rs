@@ -6,7 +6,7 @@
 //! A step is what a training loop does before the optimizer: clear the parameter
 //! gradients, forward, loss, backward.
 
-use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, LayerNorm, Linear, Lstm, Module};
+use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, Forward, LayerNorm, Linear, Lstm, Module};
 use crate::{self as ops, GeluForm, Reduction, RnnConfig};
 use om_core::rng::Rng;
 use om_core::{Result, Tensor};
@@ -102,14 +102,15 @@ fn labels(n: usize, classes: usize, rng: &mut Rng) -> Result<Tensor> {
 }
 
 fn conv3x3(cin: usize, cout: usize, seed: u64) -> Result<Conv2d> {
-    Conv2d::with_options(cin, cout, [3, 3], Conv2dOptions::padding(1), seed)
+    Conv2d::with_seed(cin, cout, [3, 3], Conv2dOptions::padding(1), seed)
 }
 
 fn max_pool_2x2(x: &Tensor) -> Result<Tensor> {
-    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1])
+    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], false)
 }
 
 /// The convnet benchmark.
+#[derive(Module)]
 struct Convnet {
     conv1: Conv2d,
     bn1: BatchNorm2d,
@@ -117,7 +118,9 @@ struct Convnet {
     bn2: BatchNorm2d,
     conv3: Conv2d,
     fc: Linear,
+    #[module(skip)]
     x: Tensor,
+    #[module(skip)]
     y: Tensor,
 }
 
@@ -130,8 +133,8 @@ impl Convnet {
             conv2: conv3x3(32, 64, seed + 1)?,
             bn2: BatchNorm2d::new(64)?,
             conv3: conv3x3(64, 128, seed + 2)?,
-            fc: Linear::new(128, 10, seed + 3)?,
-            x: Tensor::randn(&[32, 3, 32, 32], seed + 4)?,
+            fc: Linear::with_seed(128, 10, true, seed + 3)?,
+            x: Tensor::randn_with_seed(&[32, 3, 32, 32], seed + 4)?,
             y: labels(32, 10, &mut rng)?,
         })
     }
@@ -145,25 +148,6 @@ impl Convnet {
     }
 }
 
-impl Module for Convnet {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let children: [(&str, &dyn Module); 6] = [
-            ("conv1", &self.conv1),
-            ("bn1", &self.bn1),
-            ("conv2", &self.conv2),
-            ("bn2", &self.bn2),
-            ("conv3", &self.conv3),
-            ("fc", &self.fc),
-        ];
-        named(&children)
-    }
-}
-
-/// The parameters of `children`, each name prefixed by its child's.
-fn named(children: &[(&str, &dyn Module)]) -> Vec<(String, Tensor)> {
-    children.iter().flat_map(|(name, m)| crate::nn::prefixed(name, m.parameters())).collect()
-}
-
 /// Width, heads, feed-forward width, sequence length and batch of the encoder benchmark.
 const E: usize = 256;
 const HEADS: usize = 4;
@@ -172,6 +156,7 @@ const T: usize = 64;
 const B: usize = 16;
 
 /// One post-norm transformer layer of the encoder benchmark.
+#[derive(Module)]
 struct EncoderLayer {
     q: Linear,
     k: Linear,
@@ -186,13 +171,13 @@ struct EncoderLayer {
 impl EncoderLayer {
     fn new(seed: u64) -> Result<EncoderLayer> {
         Ok(EncoderLayer {
-            q: Linear::new(E, E, seed)?,
-            k: Linear::new(E, E, seed + 1)?,
-            v: Linear::new(E, E, seed + 2)?,
-            o: Linear::new(E, E, seed + 3)?,
+            q: Linear::with_seed(E, E, true, seed)?,
+            k: Linear::with_seed(E, E, true, seed + 1)?,
+            v: Linear::with_seed(E, E, true, seed + 2)?,
+            o: Linear::with_seed(E, E, true, seed + 3)?,
             norm1: LayerNorm::new(E)?,
-            ff1: Linear::new(E, FF, seed + 4)?,
-            ff2: Linear::new(FF, E, seed + 5)?,
+            ff1: Linear::with_seed(E, FF, true, seed + 4)?,
+            ff2: Linear::with_seed(FF, E, true, seed + 5)?,
             norm2: LayerNorm::new(E)?,
         })
     }
@@ -213,28 +198,17 @@ impl EncoderLayer {
     }
 }
 
-impl Module for EncoderLayer {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        named(&[
-            ("q", &self.q),
-            ("k", &self.k),
-            ("v", &self.v),
-            ("o", &self.o),
-            ("norm1", &self.norm1),
-            ("ff1", &self.ff1),
-            ("ff2", &self.ff2),
-            ("norm2", &self.norm2),
-        ])
-    }
-}
-
 /// The encoder benchmark.
+#[derive(Module)]
 struct Encoder {
     embed: Embedding,
     layers: [EncoderLayer; 2],
     head: Linear,
+    #[module(skip)]
     ids: Tensor,
+    #[module(skip)]
     mask: Tensor,
+    #[module(skip)]
     y: Tensor,
 }
 
@@ -243,9 +217,9 @@ impl Encoder {
         let mut rng = Rng::new(seed);
         let ids = Tensor::from_vec_i32((0..B * T).map(|_| rng.below(1000) as i32).collect(), &[B, T])?;
         Ok(Encoder {
-            embed: Embedding::new(1000, E, None, seed)?,
+            embed: Embedding::with_seed(1000, E, None, seed)?,
             layers: [EncoderLayer::new(seed + 10)?, EncoderLayer::new(seed + 20)?],
-            head: Linear::new(E, 10, seed + 30)?,
+            head: Linear::with_seed(E, 10, true, seed + 30)?,
             ids,
             mask: Tensor::zeros(&[T, T])?,
             y: labels(B, 10, &mut rng)?,
@@ -262,24 +236,21 @@ impl Encoder {
     }
 }
 
-impl Module for Encoder {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        named(&[("embed", &self.embed), ("layer0", &self.layers[0]), ("layer1", &self.layers[1]), ("head", &self.head)])
-    }
-}
-
 /// Classes (blank 0), batch and frames of the crnn_ctc benchmark.
 const CTC_CLASSES: usize = 37;
 const CTC_BATCH: usize = 8;
 const FRAMES: usize = 32;
 
 /// The crnn_ctc benchmark.
+#[derive(Module)]
 struct CrnnCtc {
     conv1: Conv2d,
     conv2: Conv2d,
     rnn: Lstm,
     fc: Linear,
+    #[module(skip)]
     x: Tensor,
+    #[module(skip)]
     targets: Tensor,
     target_lengths: Vec<usize>,
 }
@@ -294,9 +265,9 @@ impl CrnnCtc {
         Ok(CrnnCtc {
             conv1: conv3x3(1, 32, seed)?,
             conv2: conv3x3(32, 64, seed + 1)?,
-            rnn: Lstm::new(64 * 8, 128, config, seed + 2)?,
-            fc: Linear::new(256, CTC_CLASSES, seed + 3)?,
-            x: Tensor::randn(&[CTC_BATCH, 1, 32, 128], seed + 4)?,
+            rnn: Lstm::with_seed(64 * 8, 128, config, seed + 2)?,
+            fc: Linear::with_seed(256, CTC_CLASSES, true, seed + 3)?,
+            x: Tensor::randn_with_seed(&[CTC_BATCH, 1, 32, 128], seed + 4)?,
             targets,
             target_lengths,
         })
@@ -311,11 +282,5 @@ impl CrnnCtc {
         let log_probs = ops::log_softmax(&self.fc.forward(&y)?, -1)?;
         let input_lengths = [FRAMES; CTC_BATCH];
         ops::ctc_loss(&log_probs, &self.targets, &input_lengths[..], &self.target_lengths, 0, Reduction::Mean, false)
-    }
-}
-
-impl Module for CrnnCtc {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        named(&[("conv1", &self.conv1), ("conv2", &self.conv2), ("rnn", &self.rnn), ("fc", &self.fc)])
     }
 }

@@ -1,7 +1,7 @@
 //! MultiheadAttention over `ops::attention`.
 
-use super::{uniform_param, Linear, Module};
-use om_core::rng::Rng;
+use super::{uniform_param, Forward, Linear, Module};
+use om_core::rng::{self, Rng};
 use om_core::{Error, Result, Tensor};
 
 /// Multi-head attention (`torch.nn.MultiheadAttention` with `batch_first=True`, equal
@@ -12,12 +12,16 @@ use om_core::{Error, Result, Tensor};
 /// (`U(±√(6 / 4E))`), `in_proj_bias` `[3E]` zeros, `out_proj.weight` `[E, E]` from
 /// `nn.Linear`'s default `U(±1/√E)` and `out_proj.bias` `[E]` zeros (PyTorch's
 /// `_reset_parameters` zeroes both biases). Without `bias` neither bias exists. Both
-/// weights are drawn from one generator seeded with `seed`, `in_proj_weight` first.
+/// weights are drawn from one generator seeded with one draw of the default stream (or the
+/// `seed` of [`MultiheadAttention::with_seed`]), `in_proj_weight` first.
+#[derive(Module)]
 pub struct MultiheadAttention {
     /// `[3·embed_dim, embed_dim]`: rows `0..E` project the query, `E..2E` the key,
     /// `2E..3E` the value.
+    #[module(param)]
     pub in_proj_weight: Tensor,
     /// `[3·embed_dim]`, if the layer has biases.
+    #[module(param)]
     pub in_proj_bias: Option<Tensor>,
     /// The output projection `E → E`.
     pub out_proj: Linear,
@@ -26,8 +30,14 @@ pub struct MultiheadAttention {
 }
 
 impl MultiheadAttention {
-    /// `num_heads` heads over `embed_dim` features (`num_heads` must divide it).
-    pub fn new(embed_dim: usize, num_heads: usize, bias: bool, seed: u64) -> Result<MultiheadAttention> {
+    /// `num_heads` heads over `embed_dim` features (`num_heads` must divide it), drawn from
+    /// the default stream.
+    pub fn new(embed_dim: usize, num_heads: usize, bias: bool) -> Result<MultiheadAttention> {
+        MultiheadAttention::with_seed(embed_dim, num_heads, bias, rng::next_seed())
+    }
+
+    /// The same, drawn from its own generator seeded with `seed`.
+    pub fn with_seed(embed_dim: usize, num_heads: usize, bias: bool, seed: u64) -> Result<MultiheadAttention> {
         if embed_dim == 0 || num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
             return Err(Error::argument(
                 "MultiheadAttention",
@@ -100,17 +110,6 @@ impl MultiheadAttention {
     }
 }
 
-impl Module for MultiheadAttention {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = vec![("in_proj_weight".to_string(), self.in_proj_weight.clone())];
-        if let Some(b) = &self.in_proj_bias {
-            p.push(("in_proj_bias".to_string(), b.clone()));
-        }
-        p.extend(super::prefixed("out_proj", self.out_proj.parameters()));
-        p
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::MultiheadAttention;
@@ -121,7 +120,7 @@ mod tests {
     /// A layer holding the oracle's parameters of case `prefix`, loaded through a weights
     /// file with PyTorch's state-dict names.
     fn layer(o: &Oracle, prefix: &str, bias: bool) -> MultiheadAttention {
-        let m = MultiheadAttention::new(8, 2, bias, 1).unwrap();
+        let m = MultiheadAttention::with_seed(8, 2, bias, 1).unwrap();
         let state: Vec<(String, Tensor)> = o
             .names()
             .filter_map(|n| {
@@ -171,7 +170,7 @@ mod tests {
 
     #[test]
     fn initialisation_follows_pytorch() {
-        let m = MultiheadAttention::new(16, 4, true, 3).unwrap();
+        let m = MultiheadAttention::with_seed(16, 4, true, 3).unwrap();
         let names: Vec<String> = m.parameters().into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]);
         assert_eq!(m.in_proj_weight.shape(), &[48, 16]);
@@ -182,8 +181,8 @@ mod tests {
         assert!(m.out_proj.weight.to_vec().iter().all(|x| x.abs() <= 0.25));
         assert!(m.in_proj_bias.as_ref().unwrap().to_vec().iter().all(|&x| x == 0.0));
         assert!(m.out_proj.bias.as_ref().unwrap().to_vec().iter().all(|&x| x == 0.0));
-        let plain = MultiheadAttention::new(16, 4, false, 3).unwrap();
+        let plain = MultiheadAttention::with_seed(16, 4, false, 3).unwrap();
         assert_eq!(plain.parameters().len(), 2);
-        assert!(MultiheadAttention::new(10, 4, true, 0).is_err());
+        assert!(MultiheadAttention::new(10, 4, true).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! `Dropout`: `torch.nn.Dropout`, a layer without parameters that applies
 //! [`crate::dropout()`] in training and is the identity in evaluation.
 
-use super::Module;
+use super::{Forward, Module};
 use om_core::{Error, Result, Tensor};
 
 /// `torch.nn.Dropout(p)`: zeroes each element with probability `p` and scales the rest by
@@ -9,7 +9,7 @@ use om_core::{Error, Result, Tensor};
 /// returns its input unchanged after `set_training(false)`.
 ///
 /// ```
-/// use om_ops::nn::{Dropout, Module};
+/// use om_ops::nn::{Dropout, Forward, Module};
 /// use om_ops::Tensor;
 /// let mut drop = Dropout::new(0.5)?;
 /// let x = Tensor::ones(&[4, 8])?;
@@ -18,11 +18,12 @@ use om_core::{Error, Result, Tensor};
 /// assert_eq!(drop.forward(&x)?.to_vec(), x.to_vec());
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Dropout {
     /// The probability of zeroing an element, in `[0, 1]`.
     pub p: f32,
     /// Training (the default) or evaluation behaviour.
+    #[module(training)]
     pub training: bool,
 }
 
@@ -34,19 +35,11 @@ impl Dropout {
         }
         Ok(Dropout { p, training: true })
     }
-
-    /// [`crate::dropout()`] with this layer's probability and mode.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::dropout(x, self.p, self.training)
-    }
 }
 
-impl Module for Dropout {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        Vec::new()
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
+impl Forward for Dropout {
+    /// [`crate::dropout()`] with this layer's probability and mode.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::dropout(x, self.p, self.training)
     }
 }

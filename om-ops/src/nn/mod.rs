@@ -1,62 +1,51 @@
-//! Layers that own their parameters, initialised as PyTorch's `torch.nn` does (from a
-//! `u64` seed, so a model is reproducible on every machine), and their weights files.
+//! Layers that own their parameters, initialised as PyTorch's `torch.nn` does, containers
+//! and activations, and their weights files.
 //!
-//! Each layer has an inherent `forward`; the [`Module`] trait only lists the named
-//! parameters and buffers (`conv1.weight`, `bn1.running_mean`, ...) in a stable order, which
-//! is what optimizers, [`save`] and [`load`] need. A model is a struct of layers whose
-//! `Module` impl concatenates its children's lists with [`prefixed`].
+//! Every model is a [`Module`]: its named parameters and buffers (`conv1.weight`,
+//! `bn1.running_mean`, ...) in a stable order — what optimizers, [`save`] and [`load`]
+//! need — and its training mode. `#[derive(Module)]` writes the impl from the struct's
+//! fields (see the derive's documentation for the field options); [`Forward`] is
+//! implemented by modules applied to one tensor, which [`Sequential`] chains.
+//!
+//! Random initial weights come from the default stream of [`om_core::rng`]: each
+//! constructor draws one seed from it (so `manual_seed(s)` makes a whole model
+//! reproducible, and two layers built in turn differ), and `with_seed` variants take the
+//! seed explicitly.
 //!
 //! ```
-//! use om_ops::nn::{self, Module};
+//! use om_ops::nn::{self, Forward, Module};
 //! use om_ops::Tensor;
-//! let fc = nn::Linear::new(4, 3, 0)?;
-//! let y = fc.forward(&Tensor::ones(&[2, 4])?)?;
+//! om_core::rng::manual_seed(7);
+//! let net = nn::Sequential::new().push(nn::Linear::new(4, 8)?).push(nn::ReLU).push(nn::Linear::new(8, 3)?);
+//! let y = net.forward(&Tensor::ones(&[2, 4])?)?;
 //! assert_eq!(y.shape(), &[2, 3]);
-//! let names: Vec<String> = fc.parameters().into_iter().map(|(n, _)| n).collect();
-//! assert_eq!(names, ["weight", "bias"]);
+//! let names: Vec<String> = net.parameters().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
 //! # Ok::<(), om_ops::Error>(())
 //! ```
 
+mod activation;
 mod attention;
 mod dropout;
 mod layers;
 mod recurrent;
+mod sequential;
 mod weights;
 
+pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, ELU, GELU};
 pub use attention::MultiheadAttention;
 pub use dropout::Dropout;
 pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, LayerNorm, Linear};
+pub use om_core::module::{Forward, Module, Tensors};
+/// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one
+/// `use om_ops::nn::Module` brings both).
+pub use om_macros::Module;
 pub use recurrent::{Gru, Lstm};
+pub use sequential::{Flatten, Identity, Sequential};
 pub use weights::{load, save, state};
 
 use om_core::rng::Rng;
 use om_core::{Result, Tensor};
-
-/// A layer or model: its named trainable parameters and (non-trainable) buffers.
-pub trait Module {
-    /// The trainable parameters, named (`weight`, `conv1.bias`, ...) in a stable order.
-    fn parameters(&self) -> Vec<(String, Tensor)>;
-
-    /// State that is saved with the weights but not trained (batch-norm running stats).
-    fn buffers(&self) -> Vec<(String, Tensor)> {
-        Vec::new()
-    }
-
-    /// Switches between training (`true`, the default) and evaluation behaviour; only
-    /// layers that differ (batch norm) and containers override it.
-    fn set_training(&mut self, _training: bool) {}
-
-    /// The parameter tensors alone, in the order of [`Module::parameters`] (what an
-    /// optimizer takes).
-    fn parameter_tensors(&self) -> Vec<Tensor> {
-        self.parameters().into_iter().map(|(_, t)| t).collect()
-    }
-}
-
-/// `list` with every name prefixed by `prefix.` (for a model's `Module` impl).
-pub fn prefixed(prefix: &str, list: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
-    list.into_iter().map(|(n, t)| (format!("{prefix}.{n}"), t)).collect()
-}
 
 /// A leaf of `shape` requiring gradients, with values `U(−bound, bound)` drawn from `rng`
 /// (row-major order).

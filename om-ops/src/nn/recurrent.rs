@@ -2,12 +2,15 @@
 
 use super::{uniform_param, Module};
 use crate::{RnnConfig, RnnOutput, RnnWeights};
-use om_core::rng::Rng;
+use om_core::rng::{self, Rng};
 use om_core::{Error, Result, Tensor};
 
 /// The weights of a `gates`-gate stack, PyTorch's names and order: for each layer, for
 /// each direction, `weight_ih_l{k}`, `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}`
 /// (`_reverse` suffix for the reverse direction), all from `U(−1/√H, 1/√H)`.
+///
+/// The one hand-written `Module` impl of the crate: PyTorch computes these names from the
+/// layer and direction (`weight_hh_l1_reverse`), which no field layout spells.
 struct Stack {
     weights: Vec<RnnWeights>,
     config: RnnConfig,
@@ -33,34 +36,42 @@ impl Stack {
         }
         Ok(Stack { weights, config })
     }
+}
 
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        let mut out = Vec::new();
+impl Module for Stack {
+    fn visit_parameters(&self, f: &mut dyn FnMut(&str, &Tensor)) {
         for (i, w) in self.weights.iter().enumerate() {
             let (layer, dir) = (i / self.config.dirs(), i % self.config.dirs());
             let sfx = if dir == 1 { format!("l{layer}_reverse") } else { format!("l{layer}") };
-            out.push((format!("weight_ih_{sfx}"), w.w_ih.clone()));
-            out.push((format!("weight_hh_{sfx}"), w.w_hh.clone()));
+            f(&format!("weight_ih_{sfx}"), &w.w_ih);
+            f(&format!("weight_hh_{sfx}"), &w.w_hh);
             if let Some(b) = &w.b_ih {
-                out.push((format!("bias_ih_{sfx}"), b.clone()));
+                f(&format!("bias_ih_{sfx}"), b);
             }
             if let Some(b) = &w.b_hh {
-                out.push((format!("bias_hh_{sfx}"), b.clone()));
+                f(&format!("bias_hh_{sfx}"), b);
             }
         }
-        out
     }
 }
 
 /// A multi-layer, optionally bidirectional LSTM (`torch.nn.LSTM` without dropout or
 /// projections), initialised as PyTorch does.
+#[derive(Module)]
 pub struct Lstm {
+    #[module(flatten)]
     stack: Stack,
 }
 
 impl Lstm {
-    /// `config.layers` layers of `hidden` units reading `input` features.
-    pub fn new(input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Lstm> {
+    /// `config.layers` layers of `hidden` units reading `input` features, drawn from the
+    /// default stream.
+    pub fn new(input: usize, hidden: usize, config: RnnConfig) -> Result<Lstm> {
+        Lstm::with_seed(input, hidden, config, rng::next_seed())
+    }
+
+    /// The same, drawn from its own generator seeded with `seed`.
+    pub fn with_seed(input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Lstm> {
         Ok(Lstm { stack: Stack::new("Lstm", 4, input, hidden, config, seed)? })
     }
 
@@ -71,21 +82,23 @@ impl Lstm {
     }
 }
 
-impl Module for Lstm {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        self.stack.parameters()
-    }
-}
-
 /// A multi-layer, optionally bidirectional GRU (`torch.nn.GRU` without dropout),
 /// initialised as PyTorch does.
+#[derive(Module)]
 pub struct Gru {
+    #[module(flatten)]
     stack: Stack,
 }
 
 impl Gru {
-    /// `config.layers` layers of `hidden` units reading `input` features.
-    pub fn new(input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Gru> {
+    /// `config.layers` layers of `hidden` units reading `input` features, drawn from the
+    /// default stream.
+    pub fn new(input: usize, hidden: usize, config: RnnConfig) -> Result<Gru> {
+        Gru::with_seed(input, hidden, config, rng::next_seed())
+    }
+
+    /// The same, drawn from its own generator seeded with `seed`.
+    pub fn with_seed(input: usize, hidden: usize, config: RnnConfig, seed: u64) -> Result<Gru> {
         Ok(Gru { stack: Stack::new("Gru", 3, input, hidden, config, seed)? })
     }
 
@@ -93,11 +106,5 @@ impl Gru {
     /// state `[layers·dirs, B, H]`.
     pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<RnnOutput> {
         crate::gru(x, h0, &self.stack.weights, self.stack.config)
-    }
-}
-
-impl Module for Gru {
-    fn parameters(&self) -> Vec<(String, Tensor)> {
-        self.stack.parameters()
     }
 }

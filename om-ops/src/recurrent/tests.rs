@@ -141,7 +141,7 @@ fn gru_matches_pytorch() {
 }
 
 fn leaf(shape: &[usize], seed: u64, scale: f32) -> Tensor {
-    let t = Tensor::randn(shape, seed).unwrap();
+    let t = Tensor::randn_with_seed(shape, seed).unwrap();
     t.update_f32("scale", |v| v.iter_mut().for_each(|x| *x *= scale)).unwrap();
     t.requires_grad().unwrap()
 }

@@ -6,7 +6,7 @@
 use crate::train::{Digits, Evaluation, Options, Task};
 use onemodel::core::rng::Rng;
 use onemodel::ops::models::{edit_distance, greedy_decode, Crnn};
-use onemodel::ops::nn::Module;
+use onemodel::ops::nn::{Forward, Module};
 use onemodel::ops::Reduction;
 use onemodel::{no_grad, ops, Result, Tensor};
 

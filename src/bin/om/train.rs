@@ -3,14 +3,20 @@
 //! one line per epoch, the final figures, the curves and the weights file), and the
 //! default task: a small conv net learning the UCI optical digits (8×8 images, 10 classes;
 //! `testdata/digits.safetensors`, embedded in the binary). `--task ocr` is in [`crate::ocr`].
+//!
+//! Every step goes through [`DataParallel`]: `--shards S` cuts each mini-batch into `S`
+//! shards whose gradients are summed in shard order (with `S = 1`, the default, the step is
+//! the plain one bit for bit), on one process or (`--dist mpi`, feature `mpi`) over the
+//! processes of `mpirun`, where rank 0 alone prints, plots and saves.
 
-use crate::args::{at_least, check_writable, parse_count, threads_parser, ModeArg, Outcome};
+use crate::args::{at_least, check_writable, parse_count, threads_parser, Failure, ModeArg, Outcome};
 use crate::plot::{self, Curves};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use onemodel::core::{io, rng::Rng, ActivationScope};
+use onemodel::dist::{Communicator, DataParallel};
 use onemodel::ops::models::DigitNet;
-use onemodel::ops::nn::{self, Module};
+use onemodel::ops::nn::{self, Forward, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
 use std::path::PathBuf;
@@ -57,6 +63,19 @@ pub struct TrainArgs {
     /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors or DIR/ocr.safetensors, DIR from --out]
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     save: Option<Option<PathBuf>>,
+    /// Shards of each mini-batch, at least 1 (gradients summed in shard order: the same bits on any number of processes in exact mode; batch norm uses per-shard statistics)
+    #[arg(long, default_value_t = 1, value_parser = parse_count)]
+    shards: usize,
+    /// Run data-parallel over the processes of `mpirun` (needs the `mpi` feature)
+    #[arg(long, value_enum)]
+    dist: Option<DistArg>,
+}
+
+/// How the processes of a data-parallel run talk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DistArg {
+    /// MPI (`mpirun -np N om train --dist mpi ...`)
+    Mpi,
 }
 
 fn parse_lr(v: &str) -> std::result::Result<f32, String> {
@@ -74,6 +93,7 @@ pub struct Options {
     pub(crate) mode: Mode,
     pub(crate) batch: usize,
     pub(crate) lr: f32,
+    pub(crate) shards: usize,
     /// Where the curves go (absolute).
     pub(crate) plot: PathBuf,
     /// Where the weights go (absolute), if anywhere.
@@ -93,6 +113,12 @@ impl TrainArgs {
             None => None,
             Some(file) => Some(check_writable(&file.clone().unwrap_or_else(|| self.out.join(weights)), "--save")?),
         };
+        if self.shards > self.batch {
+            return Err(Failure::Usage(format!(
+                "--shards {} needs --batch of at least {} (one example per shard)",
+                self.shards, self.shards
+            )));
+        }
         let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(Options {
             epochs: self.epochs.unwrap_or(epochs),
@@ -101,6 +127,7 @@ impl TrainArgs {
             mode: self.mode.into(),
             batch: self.batch,
             lr: self.lr.unwrap_or(lr),
+            shards: self.shards,
             plot,
             save,
         })
@@ -112,11 +139,35 @@ pub fn run(args: &TrainArgs) -> Outcome {
     let o = args.options()?;
     Compute::set_threads(o.threads)?;
     Compute::set_mode(o.mode);
-    match args.task {
-        TaskName::Digits => train(&mut DigitsTask::new(&o)?, &o),
-        TaskName::Ocr => train(&mut crate::ocr::OcrTask::new(&o)?, &o),
+    match args.dist {
+        None => train_task(args.task, &o, onemodel::dist::Single).map_err(Into::into),
+        Some(DistArg::Mpi) => run_mpi(args.task, &o),
     }
-    .map_err(Into::into)
+}
+
+/// Trains `task` with the ranks of `comm`.
+fn train_task<C: Communicator>(task: TaskName, o: &Options, comm: C) -> Result<()> {
+    match task {
+        TaskName::Digits => train(&mut DigitsTask::new(o)?, o, comm),
+        TaskName::Ocr => train(&mut crate::ocr::OcrTask::new(o)?, o, comm),
+    }
+}
+
+/// `--dist mpi`: trains over the processes of `mpirun`; a rank that fails aborts them all
+/// (`MPI_Abort`) rather than leaving the others waiting in a collective.
+#[cfg(feature = "mpi")]
+fn run_mpi(task: TaskName, o: &Options) -> Outcome {
+    let world = onemodel::dist::MpiWorld::init()?;
+    if let Err(e) = train_task(task, o, &world) {
+        eprintln!("om train: rank {}: {e}", world.rank());
+        world.abort(1);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_task: TaskName, _o: &Options) -> Outcome {
+    Err(Failure::Usage("--dist mpi: this om was built without MPI (cargo build --release --features mpi)".into()))
 }
 
 /// What a task of `om train` evaluates after an epoch.
@@ -145,6 +196,10 @@ pub(crate) trait Task {
     fn parameters(&self) -> Vec<Tensor> {
         self.model().parameter_tensors()
     }
+    /// The model's buffers (batch norm's running statistics).
+    fn buffers(&self) -> Vec<Tensor> {
+        self.model().buffers().into_iter().map(|(_, t)| t).collect()
+    }
     /// This epoch's training examples, in order (drawn from `rng`).
     fn examples(&mut self, rng: &mut Rng) -> Vec<Self::Example>;
     /// The mean loss of one mini-batch, recorded for backward.
@@ -157,11 +212,30 @@ pub(crate) trait Task {
     fn summary(&self, last: &Evaluation, wall: f64) -> String;
 }
 
-/// Trains `task` with Adam (cosine-decayed learning rate) over seeded mini-batches,
-/// printing one line per epoch, the final figures, the curves and the weights file.
-pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
+/// Trains `task` with Adam (cosine-decayed learning rate) over seeded mini-batches cut
+/// into `o.shards` shards dealt to the ranks of `comm`; rank 0 prints one line per epoch,
+/// the final figures, the curves and the weights file. Every rank checks at the end that
+/// its parameters are rank 0's bit for bit.
+pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C) -> Result<()> {
+    let mut dp = DataParallel::new(comm, task.parameters(), task.buffers(), o.shards)?;
+    let (lead, ranks) = (dp.comm().rank() == 0, dp.comm().size());
     let mut opt = Adam::new(task.parameters(), o.lr)?;
-    println!("{}, {} epochs, batch {}, Adam lr {}, mode {}, {} thread(s)", task.describe(), o.epochs, o.batch, o.lr, o.mode, o.threads);
+    let sharding = match (o.shards, ranks) {
+        (1, 1) => String::new(),
+        (s, 1) => format!(", {s} shards"),
+        (s, n) => format!(", {s} shards over {n} processes"),
+    };
+    if lead {
+        println!(
+            "{}, {} epochs, batch {}{sharding}, Adam lr {}, mode {}, {} thread(s)",
+            task.describe(),
+            o.epochs,
+            o.batch,
+            o.lr,
+            o.mode,
+            o.threads
+        );
+    }
     let style = ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
         .map_err(|e| Error::argument("progress bar", e.to_string()))?
         .progress_chars("=> ");
@@ -174,18 +248,16 @@ pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
         // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
         opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
         let examples = task.examples(&mut rng);
-        let batches: Vec<&[T::Example]> = examples.chunks(o.batch).filter(|b| b.len() > 1).collect();
-        let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), ProgressDrawTarget::stderr()).with_style(style.clone());
+        let batches: Vec<&[T::Example]> = examples.chunks(o.batch).filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
+        let target = if lead { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), target).with_style(style.clone());
         pb.set_prefix(epoch.to_string());
         let t0 = Instant::now();
         let (mut sum, mut seen) = (0.0f64, 0usize);
         for (i, rows) in batches.iter().enumerate() {
             let _step = ActivationScope::new();
-            let loss = task.loss(rows)?;
-            opt.zero_grad()?;
-            loss.backward()?;
+            last_loss = dp.step(rows, |shard| task.loss(shard))?;
             opt.step()?;
-            last_loss = loss.item()?;
             batch_losses.push(((epoch - 1) as f64 + (i + 1) as f64 / batches.len() as f64, last_loss as f64));
             sum += last_loss as f64 * rows.len() as f64;
             seen += rows.len();
@@ -194,6 +266,9 @@ pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
         }
         pb.finish_and_clear();
         let rate = seen as f64 / t0.elapsed().as_secs_f64();
+        if !lead {
+            continue;
+        }
         let eval = task.evaluate()?;
         let epoch_loss = sum / seen as f64;
         epoch_losses.push(epoch_loss);
@@ -202,6 +277,10 @@ pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
         last_eval = Some(eval);
     }
     let wall = start.elapsed().as_secs_f64();
+    dp.check_replicas()?;
+    if !lead {
+        return Ok(());
+    }
     let epoch_loss = epoch_losses.last().map_or(f32::NAN, |&l| l as f32);
     println!(
         "final {} {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
@@ -211,6 +290,9 @@ pub(crate) fn train<T: Task>(task: &mut T, o: &Options) -> Result<()> {
     );
     if let Some(last) = &last_eval {
         println!("{}", task.summary(last, wall));
+    }
+    if !sharding.is_empty() {
+        println!("parameters: hash {:016x}, bit-identical on {ranks} process(es)", dp.hash());
     }
     let (loss_title, metric_title) = T::CURVE_TITLES;
     let curves = Curves {

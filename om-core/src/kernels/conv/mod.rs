@@ -30,9 +30,10 @@
 //! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
 //! operator; the caller's output is then incomplete and is discarded).
 
-use crate::compute::{for_each_chunk_mut, Settings};
+use crate::compute::Settings;
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatMut, MatRef};
+use crate::kernels::parallel::for_each_chunk_mut;
 use crate::kernels::scratch::Refusals;
 use crate::pool::{Buffer, F64Scratch};
 

@@ -35,7 +35,7 @@ fn bn(x: &Tensor, p: &Params) -> Result<Tensor> {
 }
 
 fn maxpool(x: &Tensor, _: &Params) -> Result<Tensor> {
-    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1])
+    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], false)
 }
 
 fn layernorm(x: &Tensor, p: &Params) -> Result<Tensor> {
@@ -86,14 +86,14 @@ pub fn run(o: &NormPoolArgs) -> Outcome {
 fn measure(case: &Case, reps: usize, fixed: Option<usize>) -> Result<((f64, f64), (f64, f64))> {
     let ch = if case.shape.len() == 4 { case.shape[1] } else { case.shape[case.shape.len() - 1] };
     let p = Params {
-        gamma: Tensor::randn(&[ch], 2)?.requires_grad()?,
-        beta: Tensor::randn(&[ch], 3)?.requires_grad()?,
+        gamma: Tensor::randn_with_seed(&[ch], 2)?.requires_grad()?,
+        beta: Tensor::randn_with_seed(&[ch], 3)?.requires_grad()?,
         running_mean: Tensor::zeros(&[ch])?,
         running_var: Tensor::ones(&[ch])?,
     };
-    let x = Tensor::randn(case.shape, 1)?.requires_grad()?;
+    let x = Tensor::randn_with_seed(case.shape, 1)?.requires_grad()?;
     let y = (case.forward)(&x, &p)?;
-    let g = Tensor::randn(y.shape(), 4)?;
+    let g = Tensor::randn_with_seed(y.shape(), 4)?;
     drop(y);
     let step = |backward: bool| -> Result<()> {
         for t in [&x, &p.gamma, &p.beta] {

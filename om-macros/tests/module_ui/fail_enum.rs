@@ -1,0 +1,8 @@
+use om_macros::Module;
+
+#[derive(Module)]
+enum Net {
+    A,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use om_core::Tensor;
+use om_macros::Module;
+
+#[derive(Module)]
+struct Norm {
+    #[module(parameter)]
+    weight: Tensor,
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+use om_macros::Module;
+
+#[derive(Module)]
+#[module(path = om_core)]
+struct Empty;
+
+fn main() {}
