@@ -2,8 +2,8 @@
 //!
 //! Applied to a module holding `forward`, `backward` and `cases`, it generates the public
 //! forward wrapper, the typed backward record, the backward dispatch and the registry
-//! entry with the gradient-check cases. Built as parse ([`parse`], into the syntax of
-//! [`ast`]) → validate (into the checked form) → expand (one module per generated part);
+//! entry with the gradient-check cases. Built as parse (`parse`, into the syntax of
+//! `ast`) → validate (into the checked form) → expand (one module per generated part);
 //! see `docs/adding-an-op.md` for the contract.
 
 mod ast;

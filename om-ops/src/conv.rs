@@ -2,7 +2,7 @@
 //! its adjoint `conv_transpose2d`, both on the canonical-order GEMM through im2col/col2im
 //! (`om_core::kernels::conv`; the layout and the accumulation order are in
 //! `docs/ops-conv.md`). The two are adjoints with one weight, so they share their kernels and
-//! gradient blocks ([`kernel_output`], [`gradients`]): `conv_transpose2d`'s forward is
+//! gradient blocks (`kernel_output`, `gradients`): `conv_transpose2d`'s forward is
 //! `conv2d`'s input gradient, and its input gradient is `conv2d`'s forward.
 
 use crate::fallible::with_f32_opt;

@@ -1,7 +1,7 @@
 //! Resizing: `resize2d` (PyTorch `interpolate(size=..)`) and `resize2d_scale`
 //! (`interpolate(scale_factor=..)`) of `[N, C, H, W]` or unbatched `[C, H, W]` images:
 //! nearest, nearest-exact and bilinear, with or without aligned corners. Both operators are
-//! one validated [`Resize`] run forward and backward. Coordinate rules and accumulation
+//! one validated `Resize` run forward and backward. Coordinate rules and accumulation
 //! order: `docs/ops-conv.md`.
 
 use crate::image::Images;
