@@ -109,7 +109,7 @@ fn families() -> Vec<Family> {
         }),
         Family::new(&["embedding"], vec![leaf(&[6, 8], 29)], move |x| ops::embedding(&x[0], &ids, Some(5))),
         Family::new(&["cross_entropy", "log_softmax", "nll_loss"], vec![leaf(&[8, 10], 30)], move |x| {
-            ops::cross_entropy(&x[0], &classes, true, None)
+            ops::cross_entropy(&x[0], &classes, None, Default::default())
         }),
         Family::new(&["matmul"], vec![leaf(&[2, 5, 6], 31), leaf(&[6, 7], 32)], |x| ops::matmul(&x[0], &x[1])),
         // Without a bias: the engine's own sum of a broadcast bias gradient is not an

@@ -38,8 +38,8 @@ fn axis_out_of_range() {
 #[test]
 fn invalid_argument_values() {
     for (e, op) in [
-        (ops::slice(&t(&[4]), 0, 3, 5, 1).unwrap_err(), "slice"),
         (ops::slice(&t(&[4]), 0, 0, 4, 0).unwrap_err(), "slice"),
+        (ops::slice(&t(&[4]), 0, 0, 4, -1).unwrap_err(), "slice"),
         (ops::select(&t(&[4]), 0, 4).unwrap_err(), "select"),
         (ops::permute(&t(&[2, 3]), &[0, 0]).unwrap_err(), "permute"),
         (ops::permute(&t(&[2, 3]), &[0]).unwrap_err(), "permute"),
@@ -303,15 +303,25 @@ fn embedding_invalid_arguments() {
 #[test]
 fn nll_loss_invalid_arguments() {
     let lp = t(&[3, 4]);
-    let msg = expect_err(ops::nll_loss(&lp, &ids(vec![0, 4, 1], &[3]), true, None), "nll_loss", "Argument");
+    let o = |ignore_index| ops::CrossEntropyOptions { ignore_index, ..Default::default() };
+    let msg = expect_err(ops::nll_loss(&lp, &ids(vec![0, 4, 1], &[3]), None, o(None)), "nll_loss", "Argument");
     assert!(msg.contains("target 4"), "{msg}");
-    expect_err(ops::nll_loss(&lp, &ids(vec![0, -100, 1], &[3]), true, Some(-1)), "nll_loss", "Argument");
-    assert!(ops::nll_loss(&lp, &ids(vec![0, -100, 1], &[3]), true, Some(-100)).is_ok());
-    let e = ops::nll_loss(&lp, &t(&[3]), true, None).unwrap_err();
+    expect_err(ops::nll_loss(&lp, &ids(vec![0, -100, 1], &[3]), None, o(Some(-1))), "nll_loss", "Argument");
+    assert!(ops::nll_loss(&lp, &ids(vec![0, -100, 1], &[3]), None, Default::default()).is_ok());
+    let e = ops::nll_loss(&lp, &t(&[3]), None, o(None)).unwrap_err();
     assert!(matches!(e, Error::DType { op: "nll_loss", arg: "targets", .. }), "{e}");
-    expect_err(ops::nll_loss(&lp, &ids(vec![0, 1], &[2]), true, None), "nll_loss", "Shape");
-    expect_err(ops::nll_loss(&t(&[4]), &ids(vec![0], &[1]), true, None), "nll_loss", "Shape");
-    expect_err(ops::nll_loss(&t(&[2, 3, 4]), &ids(vec![0, 1], &[2]), true, None), "nll_loss", "Shape");
+    expect_err(ops::nll_loss(&lp, &ids(vec![0, 1], &[2]), None, o(None)), "nll_loss", "Shape");
+    expect_err(ops::nll_loss(&t(&[4]), &ids(vec![0], &[1]), None, o(None)), "nll_loss", "Shape");
+    expect_err(ops::nll_loss(&t(&[2, 3, 4]), &ids(vec![0, 1], &[2]), None, o(None)), "nll_loss", "Shape");
+    // Class weights: one per class, no gradient; label smoothing in [0, 1].
+    let targets = ids(vec![0, 1, 2], &[3]);
+    expect_err(ops::nll_loss(&lp, &targets, Some(&t(&[3])), o(None)), "nll_loss", "Shape");
+    let w = Tensor::from_vec(vec![1.0; 4], &[4]).unwrap().requires_grad().unwrap();
+    expect_err(ops::nll_loss(&lp, &targets, Some(&w), o(None)), "nll_loss", "Argument");
+    let smoothing = |label_smoothing| ops::CrossEntropyOptions { label_smoothing, ..Default::default() };
+    let msg = expect_err(ops::cross_entropy(&lp, &targets, None, smoothing(1.5)), "nll_loss", "Argument");
+    assert!(msg.contains("1.5"), "{msg}");
+    expect_err(ops::cross_entropy(&lp, &targets, None, smoothing(f32::NAN)), "nll_loss", "Argument");
 }
 
 fn expect_rnn_err(r: om_core::Result<ops::RnnOutput>, op: &str, variant: &str) -> String {

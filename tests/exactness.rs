@@ -71,7 +71,7 @@ fn step() -> Result<u64> {
     let (rm, rv) = (Tensor::zeros(&[16])?, Tensor::ones(&[16])?);
     let e = ops::batch_norm2d(&e, Some(&bn_g), Some(&bn_b), Some(&rm), Some(&rv), true, 0.1, 1e-5)?;
     let targets = Tensor::from_vec_i32((0..16).map(|i| if i % 5 == 4 { -100 } else { i * 3 % 32 }).collect(), &[16])?;
-    let nll = ops::nll_loss(&ops::reshape(&e, &[16, 32])?, &targets, true, Some(-100))?;
+    let nll = ops::nll_loss(&ops::reshape(&e, &[16, 32])?, &targets, None, Default::default())?;
     let loss = ops::add(&ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?, &nll)?;
     let loss = ops::add(&loss, &ops::sum(&f, None, false)?)?;
     // A recurrent branch: a two-layer bidirectional batch-first LSTM with initial states

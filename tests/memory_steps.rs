@@ -37,7 +37,7 @@ fn digits_step() -> Result<TrainStep> {
     let x = Tensor::randn_with_seed(&[32, 1, 8, 8], 3)?;
     let y = Tensor::from_vec_i32((0..32).map(|i| i % 10).collect(), &[32])?;
     Ok(Box::new(move || {
-        let loss = om_ops::cross_entropy(&net.forward(&x)?, &y, true, None)?;
+        let loss = om_ops::cross_entropy(&net.forward(&x)?, &y, None, Default::default())?;
         opt.zero_grad()?;
         loss.backward()?;
         opt.step()

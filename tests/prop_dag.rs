@@ -314,10 +314,10 @@ impl Plan {
                 Op::MatmulSelf(a) => ops::matmul(&v[*a], &ops::transpose(&v[*a], -1, -2)?)?,
                 Op::Sum(a, axis, keep) => ops::sum(&v[*a], Some(*axis), *keep)?,
                 Op::Mean(a, axis, keep) => ops::mean(&v[*a], Some(*axis), *keep)?,
-                Op::Softmax(a) => ops::softmax(&v[*a])?,
+                Op::Softmax(a) => ops::softmax(&v[*a], -1)?,
                 Op::Reshape(a, s) => ops::reshape(&v[*a], s)?,
                 Op::Permute(a, p) => ops::permute(&v[*a], p)?,
-                Op::Slice(a, axis, start, end, step) => ops::slice(&v[*a], *axis, *start, *end, *step)?,
+                Op::Slice(a, axis, start, end, step) => ops::slice(&v[*a], *axis, *start as isize, *end as isize, *step as isize)?,
                 Op::Expand(a) => {
                     let x = ops::unsqueeze(&v[*a], 0)?;
                     let mut spec: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();

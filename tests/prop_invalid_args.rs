@@ -146,7 +146,7 @@ proptest! {
         let dim = a[axis] as isize;
         let index = if negative { -dim - 1 - k as isize } else { dim + k as isize };
         must_fail("select", &format!("index {index} on axis {axis} of {a:?}"), || ops::select(&x, axis as isize, index))?;
-        must_fail("slice", &format!("step 0 on {a:?}"), || ops::slice(&x, axis as isize, 0, a[axis], 0))?;
+        must_fail("slice", &format!("step 0 on {a:?}"), || ops::slice(&x, axis as isize, 0, a[axis] as isize, 0))?;
         let mut seen = vec![false; r];
         let valid = perm.len() == r && perm.iter().all(|&p| {
             let p = if p < 0 { p + r as isize } else { p };

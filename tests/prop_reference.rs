@@ -153,7 +153,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
             let mut t = b;
             for a in 0..r {
                 let end = if shape[a] == 0 { starts[a] } else { starts[a] + (shape[a] - 1) * steps[a] + 1 };
-                t = ops::slice(&t, a as isize, starts[a], end, steps[a])?;
+                t = ops::slice(&t, a as isize, starts[a] as isize, end as isize, steps[a] as isize)?;
             }
             let rr = br.gather(shape.to_vec(), |idx| (0..r).map(|a| starts[a] + idx[a] * steps[a]).collect());
             Ok(Operand { t, r: rr, layout: "sliced" })
@@ -610,7 +610,11 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 j[a] = start + idx[a] * step;
                 j
             });
-            Some((format!("slice axis {a} {start}..{end} step {step}"), ops::slice(t, a as isize, start, end, step), want))
+            Some((
+                format!("slice axis {a} {start}..{end} step {step}"),
+                ops::slice(t, a as isize, start as isize, end as isize, step as isize),
+                want,
+            ))
         }
         3 if rank >= 1 && shape.iter().any(|&d| d > 0) => {
             let a = (0..rank).filter(|&a| shape[a] > 0).nth(rng.below(rank)).or_else(|| (0..rank).find(|&a| shape[a] > 0))?;

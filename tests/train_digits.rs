@@ -31,7 +31,7 @@ fn a_conv_net_learns_the_digits() -> Result<()> {
         }
         for rows in train.chunks(32).filter(|r| r.len() > 1) {
             let (x, y) = batch(rows)?;
-            let loss = ops::cross_entropy(&net.forward(&x)?, &targets(y)?, true, None)?;
+            let loss = ops::cross_entropy(&net.forward(&x)?, &targets(y)?, None, Default::default())?;
             opt.zero_grad()?;
             loss.backward()?;
             last_loss = loss.item()?;

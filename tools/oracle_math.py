@@ -1,6 +1,6 @@
 """Oracle for the element-wise math operators of om-ops/src/math.rs (PyTorch CPU, black box).
 
-Builds seeded numpy inputs, runs torch.exp, log, sqrt, rsqrt, abs, clamp, maximum,
+Builds seeded numpy inputs, runs torch.exp, log, sin, cos, sqrt, rsqrt, abs, clamp, maximum,
 minimum, F.leaky_relu, F.silu, F.softplus, torch.where, pow with a scalar exponent and
 Python's arithmetic operators with a float operand, and writes inputs, outputs and the gradients of `sum(y * r)` (r seeded) to
 testdata/ops/math.safetensors. Inputs include PyTorch's odd cases: abs and leaky_relu at
@@ -99,5 +99,12 @@ a, b = leaf(a), leaf(b)
 y = torch.pow(a, b)
 store("pow_tensor", a=a, b=b, y=y)
 grads("pow_tensor", y, [("a", a), ("b", b)])
+
+# sin / cos: moderate arguments and large ones (the integer argument reduction)
+trig = rng.standard_normal((4, 6)) * 5.0
+trig[0, :4] = [4096.0, -1e5, 3.0e8, 1.0e30]
+trig[1, 0], trig[1, 1] = 0.0, -0.0
+unary("sin", trig, torch.sin)
+unary("cos", trig, torch.cos)
 
 O.save(metadata={"torch": torch.__version__, "tool": "tools/oracle_math.py"})

@@ -1,5 +1,8 @@
 //! Element types. Float32 carries values and gradients; Int32 carries indices, ids and
-//! targets (what `cast` and the index-taking operators need).
+//! targets (what `cast` and the index-taking operators need). Int64 ids (PyTorch's
+//! `torch.long`) are not a storage type: they enter through one checked narrowing cast,
+//! `Tensor::from_vec_i64` (and `io::load` of `I64` tensors), which refuses values outside
+//! `i32`; every index-taking operator then applies its usual range checks.
 
 /// The element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -278,6 +278,31 @@ impl Tensor {
         })
     }
 
+    /// An `i32` tensor of `i64` ids or targets (PyTorch's `torch.long`): the one cast by
+    /// which Int64 ids enter, accepted wherever `i32` ids are (embedding, nll_loss /
+    /// cross_entropy targets, gather / index_select, masks). Every value must fit `i32`;
+    /// otherwise an error names the first that does not. `io::load` narrows `I64` tensors
+    /// the same way.
+    ///
+    /// ```
+    /// use om_core::{DType, Tensor};
+    /// let ids = Tensor::from_vec_i64(vec![3, -100, 7], &[3])?;
+    /// assert_eq!((ids.dtype(), ids.to_vec_i32()), (DType::I32, vec![3, -100, 7]));
+    /// assert!(Tensor::from_vec_i64(vec![1 << 40], &[1]).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn from_vec_i64(data: Vec<i64>, shape: &[usize]) -> Result<Tensor> {
+        check_len("from_vec_i64", data.len(), shape)?;
+        Tensor::build_i32(shape, |out| {
+            for (i, (o, &v)) in out.iter_mut().zip(&data).enumerate() {
+                *o = i32::try_from(v).map_err(|_| {
+                    Error::argument("from_vec_i64", format!("value {v} at position {i} does not fit i32 (ids and targets are i32)"))
+                })?;
+            }
+            Ok(())
+        })
+    }
+
     /// A 0-d tensor holding `v`.
     pub fn scalar(v: f32) -> Tensor {
         Tensor::full(&[], v).unwrap_or_else(|_| unreachable!("a scalar shape never overflows"))

@@ -5,9 +5,10 @@ use om_core::compute::{KernelPath, Mode, Settings};
 use om_core::kernels::lanes::{binary, unary, Binary, Src, Unary};
 use om_core::kernels::CANONICAL_NAN;
 
-const UNARY: [Unary; 8] = [Unary::Neg, Unary::Relu, Unary::Sigmoid, Unary::Tanh, Unary::GeluErf, Unary::GeluTanh, Unary::Exp, Unary::Log];
+const UNARY: [Unary; 10] =
+    [Unary::Neg, Unary::Relu, Unary::Sigmoid, Unary::Tanh, Unary::GeluErf, Unary::GeluTanh, Unary::Exp, Unary::Log, Unary::Sin, Unary::Cos];
 
-const BINARY: [Binary; 9] = [
+const BINARY: [Binary; 11] = [
     Binary::Add,
     Binary::Sub,
     Binary::Mul,
@@ -17,12 +18,14 @@ const BINARY: [Binary; 9] = [
     Binary::TanhBackward,
     Binary::GeluErfBackward,
     Binary::GeluTanhBackward,
+    Binary::SinBackward,
+    Binary::CosBackward,
 ];
 
 const MAX_LEN: usize = 150;
 
 /// Special values mixed into the pseudo-random inputs.
-const SPECIAL: [f32; 24] = [
+const SPECIAL: [f32; 26] = [
     f32::NAN,
     -f32::NAN,
     f32::INFINITY,
@@ -47,6 +50,8 @@ const SPECIAL: [f32; 24] = [
     -20.5,
     1.0,
     -1.0,
+    4096.0,
+    -1e5,
 ];
 
 /// Deterministic inputs: specials, NaNs with payloads, and values spread over many

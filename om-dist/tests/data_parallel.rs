@@ -46,7 +46,7 @@ fn train_rank(comm: impl Communicator, shards: usize, threads: usize) -> Result<
     for rows in order.chunks(BATCH).take(STEPS) {
         let loss = dp.step(rows, |shard| {
             let (x, y) = batch(&data, shard)?;
-            om_ops::cross_entropy(&model.forward(&x)?, &y, true, None)
+            om_ops::cross_entropy(&model.forward(&x)?, &y, None, Default::default())
         })?;
         opt.step()?;
         losses.push(loss.to_bits());
@@ -93,7 +93,7 @@ fn one_shard_is_the_unsharded_step_bit_for_bit() {
         let mut losses = Vec::new();
         for rows in order.chunks(BATCH).take(STEPS) {
             let (x, y) = batch(&data, rows)?;
-            let loss = om_ops::cross_entropy(&model.forward(&x)?, &y, true, None)?;
+            let loss = om_ops::cross_entropy(&model.forward(&x)?, &y, None, Default::default())?;
             opt.zero_grad()?;
             loss.backward()?;
             opt.step()?;
@@ -114,7 +114,7 @@ fn without_batch_norm_sharded_gradients_are_the_full_batch_gradients() -> Result
         let fc = Linear::with_seed(64, 10, true, 5)?;
         let loss = |shard: &[usize]| -> Result<Tensor> {
             let (x, y) = batch(&data, shard)?;
-            om_ops::cross_entropy(&fc.forward(&om_ops::reshape(&x, &[shard.len() as isize, 64])?)?, &y, true, None)
+            om_ops::cross_entropy(&fc.forward(&om_ops::reshape(&x, &[shard.len() as isize, 64])?)?, &y, None, Default::default())
         };
         if shards == 0 {
             loss(&rows)?.backward()?;

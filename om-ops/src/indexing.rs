@@ -385,4 +385,28 @@ mod tests {
         let y = index_select(&x(), 1, &i32s(vec![], &[0])).unwrap();
         assert_eq!(y.shape(), &[2, 0]);
     }
+
+    /// Int64 ids enter through `Tensor::from_vec_i64` and give what the same `i32` ids
+    /// give, in every index-taking operator; values beyond `i32` are refused.
+    #[test]
+    fn int64_ids_through_the_checked_cast() {
+        let w = Tensor::from_vec((0..12).map(|v| v as f32).collect(), &[4, 3]).unwrap();
+        let (ids64, ids32) = (Tensor::from_vec_i64(vec![3, 0, 2], &[3]).unwrap(), i32s(vec![3, 0, 2], &[3]));
+        let same = |a: Tensor, b: Tensor| assert_eq!(a.to_vec(), b.to_vec());
+        same(crate::embedding(&w, &ids64, None).unwrap(), crate::embedding(&w, &ids32, None).unwrap());
+        same(crate::index_select(&w, 0, &ids64).unwrap(), crate::index_select(&w, 0, &ids32).unwrap());
+        let g64 = Tensor::from_vec_i64(vec![2, 0, 1, 1], &[4, 1]).unwrap();
+        same(crate::gather(&w, 1, &g64).unwrap(), crate::gather(&w, 1, &i32s(vec![2, 0, 1, 1], &[4, 1])).unwrap());
+        let t64 = Tensor::from_vec_i64(vec![1, -100, 2, 0], &[4]).unwrap();
+        let lp = crate::log_softmax(&w, -1).unwrap();
+        same(
+            crate::nll_loss(&lp, &t64, None, Default::default()).unwrap(),
+            crate::nll_loss(&lp, &i32s(vec![1, -100, 2, 0], &[4]), None, Default::default()).unwrap(),
+        );
+        let e = Tensor::from_vec_i64(vec![0, 1 << 33], &[2]).unwrap_err().to_string();
+        assert!(e.contains("8589934592"), "{e}");
+        // In range for i32 but not for the table: the operator's own check.
+        let e = crate::embedding(&w, &Tensor::from_vec_i64(vec![4], &[1]).unwrap(), None).unwrap_err().to_string();
+        assert!(e.contains("embedding"), "{e}");
+    }
 }

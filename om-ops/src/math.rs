@@ -1,4 +1,4 @@
-//! Element-wise math: `exp`, `log`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
+//! Element-wise math: `exp`, `log`, `sin`, `cos`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
 //! `leaky_relu`, `elu`, `silu`, `softplus`, `log_sigmoid`, `where_`, `pow_scalar`, `pow`
 //! (tensor exponent), and the scalar operands
 //! behind `&x + 1.0`, `&x - 1.0`, `1.0 - &x`, `&x * 2.0`, `&x / 2.0` and `2.0 / &x`
@@ -6,7 +6,7 @@
 //! forward value and gradient (including its choices at kinks and ties, stated per
 //! operator and pinned by the oracle test below).
 //!
-//! `exp` and `log` run on the lane kernels; the others are scalar closures
+//! `exp`, `log`, `sin` and `cos` run on the lane kernels; the others are scalar closures
 //! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
 //! count. Transcendentals inside closures use the fixed polynomials of
 //! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
@@ -93,6 +93,45 @@ pub mod log {
     fn cases() -> Vec<Case> {
         // Inputs in [0.5, 3): away from the pole at 0.
         unary_cases(super::log, |s, seed| Case::input(s, 0.5, 3.0, seed))
+    }
+}
+
+/// Element-wise sine (lane kernel; exact mode's fixed polynomials after an exact argument
+/// reduction, see `docs/transcendentals.md`; ±∞ give NaN). Backward: `g·cos x`.
+#[op(saved = [x])]
+pub mod sin {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary_op(NAME, x, Unary::Sin)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary_op(NAME, g, r.x(), Binary::SinBackward)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(super::sin, |s, seed| Case::input(s, -4.0, 4.0, seed))
+    }
+}
+
+/// Element-wise cosine (lane kernel, as [`sin()`]). Backward: `−g·sin x`.
+#[op(saved = [x])]
+pub mod cos {
+    use super::*;
+
+    pub fn forward(x: &Tensor) -> Result<Tensor> {
+        unary_op(NAME, x, Unary::Cos)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(binary_op(NAME, g, r.x(), Binary::CosBackward)?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        unary_cases(super::cos, |s, seed| Case::input(s, -4.0, 4.0, seed))
     }
 }
 
@@ -725,6 +764,8 @@ mod tests {
         both_modes(|| {
             check_unary(&o, "exp", |x| crate::exp(x).unwrap());
             check_unary(&o, "log", |x| crate::log(x).unwrap());
+            check_unary(&o, "sin", |x| crate::sin(x).unwrap());
+            check_unary(&o, "cos", |x| crate::cos(x).unwrap());
             check_unary(&o, "sqrt", |x| crate::sqrt(x).unwrap());
             check_unary(&o, "rsqrt", |x| crate::rsqrt(x).unwrap());
             check_unary(&o, "abs", |x| crate::abs(x).unwrap());

@@ -86,10 +86,10 @@ pub trait TensorOps {
     fn mean_all(&self) -> Result<Tensor>;
     /// [`crate::mean()`] over one axis
     fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
-    /// [`crate::softmax()`] over the last axis
-    fn softmax(&self) -> Result<Tensor>;
-    /// [`crate::log_softmax()`] over the last axis
-    fn log_softmax(&self) -> Result<Tensor>;
+    /// [`crate::softmax()`] along `axis` (`-1`: the last axis, as PyTorch's `x.softmax(-1)`)
+    fn softmax(&self, axis: isize) -> Result<Tensor>;
+    /// [`crate::log_softmax()`] along `axis`
+    fn log_softmax(&self, axis: isize) -> Result<Tensor>;
     /// [`crate::reshape()`] (one `-1` is inferred)
     fn reshape(&self, shape: &[isize]) -> Result<Tensor>;
     /// [`crate::transpose()`]
@@ -100,7 +100,7 @@ pub trait TensorOps {
     fn unsqueeze(&self, axis: isize) -> Result<Tensor>;
     /// [`crate::squeeze()`]
     fn squeeze(&self, axis: Option<isize>) -> Result<Tensor>;
-    /// [`crate::slice()`] with step 1
+    /// [`crate::slice()`] with step 1 and PyTorch's `narrow` check (the range must fit the axis)
     fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor>;
     /// [`crate::select()`]
     fn select(&self, axis: isize, index: isize) -> Result<Tensor>;
@@ -197,11 +197,11 @@ impl TensorOps for Tensor {
     fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor> {
         crate::mean(self, Some(axis), keep_dim)
     }
-    fn softmax(&self) -> Result<Tensor> {
-        crate::softmax(self)
+    fn softmax(&self, axis: isize) -> Result<Tensor> {
+        crate::softmax(self, axis)
     }
-    fn log_softmax(&self) -> Result<Tensor> {
-        crate::log_softmax(self)
+    fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        crate::log_softmax(self, axis)
     }
     fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         crate::reshape(self, shape)
@@ -219,7 +219,15 @@ impl TensorOps for Tensor {
         crate::squeeze(self, axis)
     }
     fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
-        crate::slice(self, axis, start, start.saturating_add(len), 1)
+        // PyTorch's narrow does not clamp: the range must lie inside the axis.
+        let dim = self.shape()[om_core::layout::normalize_axis("narrow", axis, self.rank(), false)?];
+        if start.checked_add(len).is_none_or(|end| end > dim) {
+            return Err(om_core::Error::argument(
+                "narrow",
+                format!("start {start} + length {len} does not fit axis {axis} of size {dim} (shape {:?})", self.shape()),
+            ));
+        }
+        crate::slice(self, axis, start as isize, (start + len) as isize, 1)
     }
     fn select(&self, axis: isize, index: isize) -> Result<Tensor> {
         crate::select(self, axis, index)

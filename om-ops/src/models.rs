@@ -90,7 +90,7 @@ impl Forward for Crnn {
         let frames = ops::reshape(&ops::permute(&h, &[0, 3, 1, 2])?, &[b, t, -1])?;
         let y = self.rnn.forward(&frames, None, None)?.y;
         let logits = self.fc.forward(&y)?;
-        ops::log_softmax(&ops::permute(&logits, &[1, 0, 2])?)
+        ops::log_softmax(&ops::permute(&logits, &[1, 0, 2])?, -1)
     }
 }
 

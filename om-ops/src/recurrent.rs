@@ -962,7 +962,7 @@ pub mod lstm {
             let out = crate::lstm_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), c.as_ref(), reverse, true)?;
             // Rows 0..T are the states; row T is the final cell state.
             let t_len = inp.shape()[0];
-            Ok((crate::slice(&out, 0, 0, t_len, 1)?, Some(crate::select(&out, 0, t_len as isize)?)))
+            Ok((crate::slice(&out, 0, 0, t_len as isize, 1)?, Some(crate::select(&out, 0, t_len as isize)?)))
         })
     }
 

@@ -39,26 +39,34 @@ fn view(x: &Tensor, l: Layout) -> Result<Tensor> {
     x.as_strided(l.0, l.1, offset)
 }
 
+/// Python's slice bound: a negative `i` counts from the end, and the result is clamped to
+/// `0..=dim` (as `x[i:]` in Python and PyTorch).
+fn slice_bound(i: isize, dim: usize) -> usize {
+    if i < 0 {
+        dim.saturating_sub(i.unsigned_abs())
+    } else {
+        (i as usize).min(dim)
+    }
+}
+
 fn slice_layout(
     op: &'static str,
     (shape, strides, offset): LayoutRef,
     axis: isize,
-    start: usize,
-    end: usize,
-    step: usize,
+    start: isize,
+    end: isize,
+    step: isize,
 ) -> Result<Layout> {
     let a = normalize_axis(op, axis, shape.len(), false)?;
     let dim = shape[a];
-    if step == 0 {
-        return Err(Error::argument(op, "step must be at least 1, got 0"));
+    if step <= 0 {
+        return Err(Error::argument(op, format!("step must be positive, got {step} (axis {axis}, shape {shape:?})")));
     }
-    if start > end || end > dim {
-        return Err(Error::argument(op, format!("range {start}..{end} does not fit axis {axis} of size {dim} (shape {shape:?})")));
-    }
+    let (start, end) = (slice_bound(start, dim), slice_bound(end, dim));
     let mut s = Dims::from_slice(shape);
     let mut st = Dims::from_slice(strides);
-    s[a] = (end - start).div_ceil(step);
-    st[a] = strides[a] * step;
+    s[a] = end.saturating_sub(start).div_ceil(step as usize);
+    st[a] = strides[a] * step as usize;
     let off = if s[a] == 0 { offset } else { offset + start * strides[a] };
     Ok((s, st, off))
 }
@@ -79,13 +87,26 @@ fn cases_1(f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + Clone + 'static
 
 // ===== slicing =====
 
-/// Elements `start, start+step, .. < end` along `axis` (a view). Backward: `g` scattered
-/// into zeros of the input's shape.
-#[op(attrs = [axis: isize, start: usize, end: usize, step: usize])]
+/// Elements `start, start+step, .. < end` along `axis` (a view), with Python's slice
+/// semantics: `slice(x, a, start, end, step)` is PyTorch's `x[.., start:end:step]` on axis
+/// `a`. A negative `start`/`end` counts from the end of the axis, both are clamped to
+/// `0..=len` (so `isize::MAX` means "to the end", and `end <= start` gives an empty axis);
+/// `step` must be positive (PyTorch has no negative steps either), an error otherwise.
+/// Backward: `g` scattered into zeros of the input's shape.
+///
+/// ```
+/// # use om_core::Tensor;
+/// let x = Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[6])?;
+/// // x[-4::2] and x[1:100]
+/// assert_eq!(om_ops::slice(&x, 0, -4, isize::MAX, 2)?.to_vec(), [2.0, 4.0]);
+/// assert_eq!(om_ops::slice(&x, 0, 1, 100, 1)?.shape(), [5]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(attrs = [axis: isize, start: isize, end: isize, step: isize])]
 pub mod slice {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, axis: isize, start: isize, end: isize, step: isize) -> Result<Tensor> {
         view(x, slice_layout(NAME, (x.shape(), x.strides(), x.offset()), axis, start, end, step)?)
     }
 
@@ -98,6 +119,10 @@ pub mod slice {
     fn cases() -> Vec<Case> {
         let mut c = cases_1(|x| super::slice(x, 1, 1, 4, 2), &[3, 5]);
         c.push(Case::new("negative_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 3)], |x| super::slice(&x[0], -1, 0, 3, 1)));
+        c.push(Case::new("negative_bounds", vec![Case::input(&[3, 6], -1.0, 1.0, 4)], |x| super::slice(&x[0], 1, -5, -1, 2)));
+        c.push(Case::new("clamped_end_transposed", vec![Case::input(&[5, 3], -1.0, 1.0, 5)], |x| {
+            super::slice(&crate::transpose(&x[0], 0, 1)?, 1, 2, isize::MAX, 1)
+        }));
         c
     }
 }
@@ -573,7 +598,7 @@ pub mod concat {
             let mut start = 0;
             for t in xs {
                 let len = t.shape()[a];
-                let (s, st, o) = slice_layout(NAME, (&shape, &out_strides, 0), a as isize, start, start + len, 1)?;
+                let (s, st, o) = slice_layout(NAME, (&shape, &out_strides, 0), a as isize, start as isize, (start + len) as isize, 1)?;
                 t.try_with_f32(|src| {
                     let mut i = 0;
                     for_each_offset(&s, &st, o, |off| {
@@ -593,7 +618,7 @@ pub mod concat {
         for (j, shape) in r.input_shapes.iter().enumerate() {
             let len = shape[a];
             if d.needs_xs(j) {
-                d.xs(j, crate::slice(g, r.axis, start, start + len, 1)?);
+                d.xs(j, crate::slice(g, r.axis, start as isize, (start + len) as isize, 1)?);
             }
             start += len;
         }
@@ -612,5 +637,32 @@ pub mod concat {
             }),
             Case::new("constant_input", vec![Tensor::ones(&[2, 2]).unwrap(), Case::input(&[2, 2], -1.0, 1.0, 6)], |x| super::concat(x, -1)),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::oracle::{assert_close, both_modes, Oracle};
+
+    #[test]
+    fn slice_bounds_follow_python() {
+        let o = Oracle::load_file("indexing", "tools/oracle_indexing.py");
+        both_modes(|| {
+            let x = o.get("slice_x");
+            for (name, axis, start, end, step) in
+                [("neg", 1, -5, -1, 2), ("clamped", 0, -10, 100, 1), ("empty", 1, 5, 2, 1), ("open_end", 1, 2, isize::MAX, 3)]
+            {
+                let y = crate::slice(&x, axis, start, end, step).unwrap();
+                assert_close(&format!("slice_{name}_y"), &y, &o.get(&format!("slice_{name}_y")));
+                if y.numel() > 0 {
+                    o.check_grads(&format!("slice_{name}"), &y, &[("x", &x)]);
+                }
+            }
+        });
+        let x = o.get("slice_x");
+        for step in [0, -1] {
+            let e = crate::slice(&x, 1, 0, 3, step).unwrap_err().to_string();
+            assert!(e.contains("slice") && e.contains(&step.to_string()), "{e}");
+        }
     }
 }

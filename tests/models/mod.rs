@@ -142,7 +142,7 @@ impl Model {
         let h = ops::avg_pool2d(&h, [2, 2], [1, 1], [0, 0], false, true)?;
         let h = ops::global_avg_pool2d(&h)?; // [N, C, 1, 1]
         let h = ops::reshape(&h, &[h.shape()[0] as isize, h.shape()[1] as isize])?;
-        ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), true, None)
+        ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), None, Default::default())
     }
 
     /// Embedding → 2 post-norm transformer encoder layers → mean over tokens → linear →
@@ -172,7 +172,7 @@ impl Model {
             x = ln(&ops::add(&x, &f)?, "ln2")?;
         }
         let pooled = ops::mean(&x, Some(1), false)?;
-        ops::cross_entropy(&self.lin(&pooled, "head")?, self.stored("c.targets"), true, None)
+        ops::cross_entropy(&self.lin(&pooled, "head")?, self.stored("c.targets"), None, Default::default())
     }
 
     /// The CRNN up to the log-probabilities `[W, B, classes]`: two conv-relu-pool stages,
@@ -187,7 +187,7 @@ impl Model {
         let seq = ops::reshape(&ops::permute(&h, &[3, 0, 1, 2])?, &[s[3], s[0], s[1] * s[2]])?;
         let cfg = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: false };
         let r = ops::lstm(&seq, None, None, &self.rnn_weights("lstm", 2), cfg)?;
-        ops::log_softmax(&self.lin(&r.y, "fc")?)
+        ops::log_softmax(&self.lin(&r.y, "fc")?, -1)
     }
 
     /// Bidirectional 2-layer batch-first GRU with initial states; `sum(y·ry) + sum(h_n·rh)`.

@@ -166,6 +166,10 @@ lane_ops! {
         Exp(x) => tr::exp(x);
         /// Natural logarithm.
         Log(x) => tr::log(x);
+        /// Sine.
+        Sin(x) => tr::sin(x);
+        /// Cosine.
+        Cos(x) => tr::cos(x);
     }
 }
 
@@ -193,6 +197,10 @@ lane_ops! {
         GeluErfBackward(g, x) => g.mul(tr::gelu_erf_grad(x));
         /// `a = g`, `b = x`: `g` times the slope of the tanh GELU.
         GeluTanhBackward(g, x) => g.mul(tr::gelu_tanh_grad(x));
+        /// `a = g`, `b = x`: `g cos(x)` (the slope of `sin`).
+        SinBackward(g, x) => g.mul(tr::cos(x));
+        /// `a = g`, `b = x`: `g (−sin(x))` (the slope of `cos`).
+        CosBackward(g, x) => g.mul(tr::sin(x).neg());
     }
 }
 

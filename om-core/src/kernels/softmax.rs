@@ -1,4 +1,6 @@
-//! Row-wise softmax and log-softmax over contiguous rows of length `n`.
+//! Softmax and log-softmax over contiguous rows of length `n` (the last axis), and over
+//! any other axis of a row-major tensor seen as `[outer, n, inner]` (lines of stride
+//! `inner`, computed in place in blocks of adjacent lines, with no transposed copy).
 //!
 //! Per row, in both modes:
 //! 1. `m` = the row maximum (exact; NaN elements are skipped here and poison the sum
@@ -12,6 +14,10 @@
 //! element (`-inf - -inf` is NaN), as PyTorch does. Exact mode writes NaN as
 //! [`super::CANONICAL_NAN`]. Rows are split over `settings.threads` threads in chunks of
 //! whole rows whose size depends only on `n`, so every thread count gives the same bits.
+//!
+//! A line of stride `inner` goes through the same four steps in the same order, so its
+//! values have the bits that the row kernel gives for that line copied into a row
+//! (vectors cover adjacent lines instead of adjacent elements of one row).
 
 use super::simd::{Lanes, Scalar};
 use super::transcendentals::{exp, log};
@@ -26,14 +32,29 @@ const CHUNK_ELEMS: usize = 16 * 1024;
 ///
 /// Panics unless `x` and `out` have the same length, a multiple of `n`.
 pub fn softmax_rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize) {
-    rows(settings, x, out, n, Kind::Softmax);
+    lines(settings, x, out, (n, 1), Kind::Softmax);
 }
 
 /// Log-softmax of each row of `x` (row length `n`) into `out`.
 ///
 /// Panics unless `x` and `out` have the same length, a multiple of `n`.
 pub fn log_softmax_rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize) {
-    rows(settings, x, out, n, Kind::LogSoftmax);
+    lines(settings, x, out, (n, 1), Kind::LogSoftmax);
+}
+
+/// Softmax along the middle axis of `x` seen as `[outer, n, inner]` into `out` (same
+/// layout).
+///
+/// Panics unless `x` and `out` have the same length, a multiple of `n * inner`.
+pub fn softmax_lines(settings: Settings, x: &[f32], out: &mut [f32], n: usize, inner: usize) {
+    lines(settings, x, out, (n, inner), Kind::Softmax);
+}
+
+/// Log-softmax along the middle axis of `x` seen as `[outer, n, inner]` into `out`.
+///
+/// Panics unless `x` and `out` have the same length, a multiple of `n * inner`.
+pub fn log_softmax_lines(settings: Settings, x: &[f32], out: &mut [f32], n: usize, inner: usize) {
+    lines(settings, x, out, (n, inner), Kind::LogSoftmax);
 }
 
 #[derive(Clone, Copy)]
@@ -42,35 +63,92 @@ enum Kind {
     LogSoftmax,
 }
 
-fn rows(settings: Settings, x: &[f32], out: &mut [f32], n: usize, kind: Kind) {
+/// Splits `x` into chunks of whole `[n, inner]` blocks (a size that depends only on the
+/// block) over the threads; `inner == 1` runs the row kernel.
+fn lines(settings: Settings, x: &[f32], out: &mut [f32], (n, inner): (usize, usize), kind: Kind) {
     assert_eq!(x.len(), out.len(), "softmax: input and output lengths differ");
     if x.is_empty() {
         return;
     }
-    assert!(n > 0 && x.len().is_multiple_of(n), "softmax: length {} is not a multiple of {n}", x.len());
-    let chunk = (CHUNK_ELEMS / n).max(1) * n;
+    let block = n * inner;
+    assert!(block > 0 && x.len().is_multiple_of(block), "softmax: length {} is not a multiple of {n} x {inner}", x.len());
+    let chunk = (CHUNK_ELEMS / block).max(1) * block;
     for_each_chunk_mut(settings.threads, out, chunk, |c, out| {
         let x = &x[c * chunk..c * chunk + out.len()];
-        let task = RowsTask { x, out, n, kind, mode: settings.mode };
-        dispatch(settings.path, task);
+        dispatch(settings.path, LinesTask { x, out, n, inner, kind, mode: settings.mode });
     });
 }
 
-struct RowsTask<'a, 'o> {
+struct LinesTask<'a, 'o> {
     x: &'a [f32],
     out: &'o mut [f32],
     n: usize,
+    inner: usize,
     kind: Kind,
     mode: Mode,
 }
 
-impl LaneTask for RowsTask<'_, '_> {
+impl LaneTask for LinesTask<'_, '_> {
     type Output = ();
 
     #[inline(always)]
     fn run<L: Lanes>(self, isa: L::Isa) {
-        for (x, out) in self.x.chunks_exact(self.n).zip(self.out.chunks_exact_mut(self.n)) {
-            row::<L>(isa, x, out, self.kind, self.mode);
+        let LinesTask { x, out, n, inner, kind, mode } = self;
+        if inner == 1 {
+            for (x, out) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+                row::<L>(isa, x, out, kind, mode);
+            }
+            return;
+        }
+        let full = inner / L::WIDTH * L::WIDTH;
+        for (x, out) in x.chunks_exact(n * inner).zip(out.chunks_exact_mut(n * inner)) {
+            for j in (0..full).step_by(L::WIDTH) {
+                line_block::<L>(isa, x, out, (n, inner, j), kind, mode);
+            }
+            for j in full..inner {
+                line_block::<f32>(Scalar, x, out, (n, inner, j), kind, mode);
+            }
+        }
+    }
+}
+
+/// The `L::WIDTH` adjacent lines starting at column `j` of one `[n, inner]` block: the
+/// steps of [`row`] per line, vectorised across the lines.
+#[inline(always)]
+fn line_block<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], (n, inner, j): (usize, usize, usize), kind: Kind, mode: Mode) {
+    let at = |k: usize| k * inner + j;
+    let mut m = L::splat(isa, f32::NEG_INFINITY);
+    for k in 0..n {
+        let v = L::load(isa, &x[at(k)..]);
+        m = L::select(m.lt(v), v, m);
+    }
+    let m = m.add(L::splat(isa, 0.0));
+    let mut sums = [0.0f64; 16];
+    for k in 0..n {
+        let o = &mut out[at(k)..at(k) + L::WIDTH];
+        exp(L::load(isa, &x[at(k)..]).sub(m)).store(o);
+        for (s, &e) in sums.iter_mut().zip(o.iter()) {
+            *s += e as f64;
+        }
+    }
+    let mut rounded = [0.0f32; 16];
+    for (r, &s) in rounded.iter_mut().zip(&sums) {
+        *r = s as f32;
+    }
+    let sum = L::load(isa, &rounded);
+    match kind {
+        Kind::Softmax => {
+            for k in 0..n {
+                let o = &mut out[at(k)..at(k) + L::WIDTH];
+                finish(L::load(isa, o).div(sum), mode).store(o);
+            }
+        }
+        Kind::LogSoftmax => {
+            let lse = log(sum);
+            for k in 0..n {
+                let v = L::load(isa, &x[at(k)..]).sub(m).sub(lse);
+                finish(v, mode).store(&mut out[at(k)..at(k) + L::WIDTH]);
+            }
         }
     }
 }

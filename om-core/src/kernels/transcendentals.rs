@@ -84,6 +84,42 @@ const GELU_K2: f32 = (2.0 * 0.797_884_560_802_865_4_f64) as f32;
 const GELU_K2C: f32 = (2.0 * 0.797_884_560_802_865_4_f64 * 0.044715) as f32;
 const GELU_K6C: f32 = (6.0 * 0.797_884_560_802_865_4_f64 * 0.044715) as f32;
 
+/// sin/cos: `π/2` as five pieces of at most 12 significant bits (so `n·PIO2[i]` is exact
+/// for integers `n < 2^12`) and the rest rounded to `f32` (together 2^−92 relative).
+const PIO2: [f32; 6] = [
+    f32::from_bits(0x3fc90000),
+    f32::from_bits(0x39fda000),
+    f32::from_bits(0x33a22000),
+    f32::from_bits(0x2c346000),
+    f32::from_bits(0x248d3000),
+    f32::from_bits(0x1d18cc51),
+];
+/// `2/π` rounded to `f32`, for the quadrant estimate.
+const FRAC_2_PI: f32 = f32::from_bits(0x3f22f983);
+/// Cody–Waite reduction below this magnitude (`n ≤ 2608`); the integer reduction at and
+/// above it.
+const TRIG_CW_MAX: f32 = 4096.0;
+/// The first 320 bits of the fraction of `2/π`, most significant first (fdlibm's `ipio2`).
+const FRAC_2_PI_BITS: [u64; 5] = [0xa2f9836e4e441529, 0xfc2757d1f534ddc0, 0xdb6295993c439041, 0xfe5163abdebbc561, 0xb7246e3a424dd2e0];
+/// `sin(r) = r + r^3 (S1 + z S(z))`, `z = r^2`, `|r| <= π/4`: fdlibm's `k_sinf.c`.
+const SIN_S: [f32; 6] = [
+    f32::from_bits(0xbe2aaaab),
+    f32::from_bits(0x3c088889),
+    f32::from_bits(0xb9500d01),
+    f32::from_bits(0x3638ef1b),
+    f32::from_bits(0xb2d72f34),
+    f32::from_bits(0x2f2ec9d3),
+];
+/// `cos(r) = 1 − z/2 + z^2 C(z)`, `|r| <= π/4`: fdlibm's `k_cosf.c`.
+const COS_C: [f32; 6] = [
+    f32::from_bits(0x3d2aaaab),
+    f32::from_bits(0xbab60b61),
+    f32::from_bits(0x37d00d01),
+    f32::from_bits(0xb493f27c),
+    f32::from_bits(0x310f74f6),
+    f32::from_bits(0xad47d74e),
+];
+
 /// `c[0] + v (c[1] + v (c[2] + ...))`, innermost first.
 #[inline(always)]
 fn horner<L: Lanes>(v: L, c: &[f32]) -> L {
@@ -291,4 +327,128 @@ pub(crate) fn gelu_tanh_grad<L: Lanes>(x: L) -> L {
     let s1s = e.div(d.mul(d));
     let slope = splat(GELU_K2).add(splat(GELU_K6C).mul(x.mul(x)));
     s.add(x.mul(s1s).mul(slope))
+}
+
+/// `(s, e)` with `s = a + b` rounded and `s + e = a + b` exactly (Knuth's TwoSum).
+#[inline(always)]
+fn two_sum<L: Lanes>(a: L, b: L) -> (L, L) {
+    let s = a.add(b);
+    let bb = s.sub(a);
+    (s, a.sub(s.sub(bb)).add(b.sub(bb)))
+}
+
+/// `a = |x|` reduced: `(hi, lo, q)` with `a = (4k + q)·π/2 + hi + lo`, `|hi + lo| ≲ π/4`,
+/// `q ∈ {0, 1, 2, 3}` (as `f32`). Below [`TRIG_CW_MAX`]: `n = round(a·2/π)` and
+/// `a − n·π/2` over the six pieces of [`PIO2`], each difference kept exactly by TwoSum
+/// (`lo` collects the errors). Finite lanes at or above it go, one at a time, through
+/// [`reduce_large`] (the same scalar code on every path). ±inf and NaN give NaN.
+#[inline(always)]
+fn reduce_pio2<L: Lanes>(a: L) -> (L, L, L) {
+    let splat = |c: f32| L::splat(a.isa(), c);
+    let shifted = a.mul(splat(FRAC_2_PI)).add(splat(ROUND_MAGIC));
+    let q = L::int_to_f32(L::int_and(shifted.to_bits(), L::int_splat(a.isa(), 3)));
+    let n = shifted.sub(splat(ROUND_MAGIC));
+    let mut t = a.sub(n.mul(splat(PIO2[0])));
+    let mut lo = splat(0.0);
+    for &c in &PIO2[1..] {
+        let (s, e) = two_sum(t, n.mul(splat(c)).neg());
+        t = s;
+        lo = lo.add(e);
+    }
+    let (mut hi, mut lo) = two_sum(t, lo);
+    let mut q = q;
+    let finite = L::select(a.lt(splat(f32::INFINITY)), a, splat(0.0));
+    let large = L::select(splat(TRIG_CW_MAX).le(finite), splat(1.0), splat(0.0));
+    let mut flags = [0.0f32; 16];
+    large.store(&mut flags);
+    if flags[..L::WIDTH].iter().any(|&f| f != 0.0) {
+        let (mut av, mut hv, mut lv, mut qv) = ([0.0f32; 16], [0.0f32; 16], [0.0f32; 16], [0.0f32; 16]);
+        a.store(&mut av);
+        hi.store(&mut hv);
+        lo.store(&mut lv);
+        q.store(&mut qv);
+        for i in (0..L::WIDTH).filter(|&i| flags[i] != 0.0) {
+            (hv[i], lv[i], qv[i]) = reduce_large(av[i]);
+        }
+        (hi, lo, q) = (L::load(a.isa(), &hv), L::load(a.isa(), &lv), L::load(a.isa(), &qv));
+    }
+    (hi, lo, q)
+}
+
+/// Payne–Hanek reduction of a finite `a >= TRIG_CW_MAX` in integers: with `a = m·2^k`
+/// (`m` the 24-bit significand), `y = m·W mod 2^128` where `W` holds the bits `k − 1 ..
+/// k + 126` of `2/π`, is `a·2/π mod 4` with 126 fraction bits (the dropped leading bits
+/// contribute multiples of 4; the truncated tail less than `2^−102`). `q = round(y) mod 4`,
+/// and the fraction `y − q` (in `[−½, ½)`) times `π/2` is formed in `f64` and split into
+/// `hi + lo`. Integer and f64 operations are exact or correctly rounded, so this is the same
+/// on every machine.
+fn reduce_large(a: f32) -> (f32, f32, f32) {
+    let bits = a.to_bits();
+    let m = ((bits & 0x007f_ffff) | 0x0080_0000) as u128;
+    let k = ((bits >> 23) & 0xff) as i32 - 150;
+    // floor(2/π · 2^s) mod 2^128 with s = k + 126 (115 <= s <= 230).
+    let shift = 320 - (k + 126);
+    let mut w = 0u128;
+    for (j, &word) in FRAC_2_PI_BITS.iter().enumerate() {
+        let pos = 320 - 64 * (j as i32 + 1) - shift; // the word's lowest bit in `w`
+        if pos >= 128 || pos <= -64 {
+            continue;
+        }
+        w |= if pos >= 0 { (word as u128) << pos } else { (word as u128) >> -pos };
+    }
+    let y = m.wrapping_mul(w);
+    let q = (y.wrapping_add(1 << 125) >> 126) & 3;
+    let frac = y.wrapping_sub(q << 126) as i128;
+    let r = frac as f64 * (std::f64::consts::FRAC_PI_2 / (1u128 << 126) as f64);
+    let hi = r as f32;
+    (hi, (r - hi as f64) as f32, q as f32)
+}
+
+/// `sin(x + y)` for `|x| <= ~π/4`, `|y| <= ulp(x)`: fdlibm's `__kernel_sin` with tail.
+#[inline(always)]
+fn sin_kernel<L: Lanes>(x: L, y: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
+    let z = x.mul(x);
+    let v = z.mul(x);
+    let r = horner(z, &SIN_S[1..]);
+    x.sub(z.mul(splat(0.5).mul(y).sub(v.mul(r))).sub(y).sub(v.mul(splat(SIN_S[0]))))
+}
+
+/// `cos(x + y)` for `|x| <= ~π/4`, `|y| <= ulp(x)`: fdlibm's `__kernel_cos`, with the
+/// rounding error of `1 − z/2` added back.
+#[inline(always)]
+fn cos_kernel<L: Lanes>(x: L, y: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
+    let z = x.mul(x);
+    let r = z.mul(horner(z, &COS_C));
+    let hz = splat(0.5).mul(z);
+    let w = splat(1.0).sub(hz);
+    w.add(splat(1.0).sub(w).sub(hz).add(z.mul(r).sub(x.mul(y))))
+}
+
+/// `sin(q·π/2 + hi + lo)`: `sin`, `cos`, `−sin`, `−cos` of the reduced argument.
+#[inline(always)]
+fn quadrant<L: Lanes>(hi: L, lo: L, q: L) -> L {
+    let splat = |c: f32| L::splat(q.isa(), c);
+    let half = round_int(q.mul(splat(0.5)).sub(splat(0.25))); // floor(q / 2)
+    let odd = q.sub(half.add(half));
+    let v = L::select(odd.eq(splat(1.0)), cos_kernel(hi, lo), sin_kernel(hi, lo));
+    L::select(half.eq(splat(1.0)), v.neg(), v)
+}
+
+/// Sine (argument reduction: [`reduce_pio2`]).
+#[inline(always)]
+pub(crate) fn sin<L: Lanes>(x: L) -> L {
+    let (hi, lo, q) = reduce_pio2(x.abs());
+    let sign = L::int_and(x.to_bits(), L::int_splat(x.isa(), i32::MIN));
+    L::from_bits(L::int_xor(quadrant(hi, lo, q).to_bits(), sign))
+}
+
+/// Cosine (argument reduction: [`reduce_pio2`]); `cos(a) = sin(a + π/2)`.
+#[inline(always)]
+pub(crate) fn cos<L: Lanes>(x: L) -> L {
+    let splat = |c: f32| L::splat(x.isa(), c);
+    let (hi, lo, q) = reduce_pio2(x.abs());
+    let q1 = q.add(splat(1.0));
+    quadrant(hi, lo, L::select(q1.eq(splat(4.0)), splat(0.0), q1))
 }

@@ -22,9 +22,12 @@ enum F {
     GeluTanh,
     GeluErfGrad,
     GeluTanhGrad,
+    Sin,
+    Cos,
 }
 
-const ALL: [F; 9] = [F::Exp, F::Log, F::Tanh, F::Sigmoid, F::Erf, F::GeluErf, F::GeluTanh, F::GeluErfGrad, F::GeluTanhGrad];
+const ALL: [F; 11] =
+    [F::Exp, F::Log, F::Tanh, F::Sigmoid, F::Erf, F::GeluErf, F::GeluTanh, F::GeluErfGrad, F::GeluTanhGrad, F::Sin, F::Cos];
 
 /// Evaluates `f` over `x` (length a multiple of 16) with lanes `L`.
 struct Eval<'a> {
@@ -47,6 +50,8 @@ impl LaneTask for Eval<'_> {
             F::GeluTanh => tr::gelu_tanh,
             F::GeluErfGrad => tr::gelu_erf_grad,
             F::GeluTanhGrad => tr::gelu_tanh_grad,
+            F::Sin => tr::sin,
+            F::Cos => tr::cos,
         };
         for (x, o) in self.x.chunks_exact(L::WIDTH).zip(self.out.chunks_exact_mut(L::WIDTH)) {
             g(L::load(isa, x)).store(o);
@@ -74,6 +79,8 @@ fn reference(f: F, x: f64) -> f64 {
     let s = || sigmoid64(2.0 * K * (x + C * x * x * x));
     match f {
         F::Exp => x.exp(),
+        F::Sin => x.sin(),
+        F::Cos => x.cos(),
         F::Log => x.ln(),
         F::Tanh => x.tanh(),
         F::Sigmoid => sigmoid64(x),
@@ -173,7 +180,7 @@ fn survey(f: F, step: u64) -> Stats {
 /// The accuracy promised in `docs/transcendentals.md` (ulps).
 fn bound(f: F) -> f64 {
     match f {
-        F::Exp | F::Log => 2.0,
+        F::Exp | F::Log | F::Sin | F::Cos => 2.0,
         F::Tanh | F::Sigmoid | F::Erf => 3.0,
         _ => f64::INFINITY, // measured and documented, no target
     }
@@ -222,6 +229,8 @@ exhaustive! {
     exhaustive_gelu_tanh: F::GeluTanh;
     exhaustive_gelu_erf_grad: F::GeluErfGrad;
     exhaustive_gelu_tanh_grad: F::GeluTanhGrad;
+    exhaustive_sin: F::Sin;
+    exhaustive_cos: F::Cos;
 }
 
 #[test]
@@ -253,6 +262,10 @@ fn special_values() {
         (F::GeluErfGrad, -inf, 0.0),
         (F::GeluTanhGrad, inf, 1.0),
         (F::GeluTanhGrad, -inf, 0.0),
+        (F::Sin, 0.0, 0.0),
+        (F::Sin, -0.0, -0.0),
+        (F::Cos, 0.0, 1.0),
+        (F::Cos, -0.0, 1.0),
     ];
     for path in KernelPath::supported() {
         for &(f, x, want) in cases {
@@ -263,6 +276,11 @@ fn special_values() {
         }
         for f in ALL {
             assert!(eval(path, f, &[f32::NAN; 16])[0].is_nan(), "{path} {f:?}(NaN)");
+        }
+        for f in [F::Sin, F::Cos] {
+            for x in [inf, -inf] {
+                assert!(eval(path, f, &[x; 16])[0].is_nan(), "{path} {f:?}({x})");
+            }
         }
         for x in [-1.0f32, -1e-30, -inf, -f32::MIN_POSITIVE] {
             assert!(eval(path, F::Log, &[x; 16])[0].is_nan(), "{path} log({x})");

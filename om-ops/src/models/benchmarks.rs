@@ -144,7 +144,7 @@ impl Convnet {
         let h = max_pool_2x2(&ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?)?;
         let h = ops::global_avg_pool2d(&ops::relu(&self.conv3.forward(&h)?)?)?;
         let logits = self.fc.forward(&ops::reshape(&h, &[32, 128])?)?;
-        ops::cross_entropy(&logits, &self.y, true, None)
+        ops::cross_entropy(&logits, &self.y, None, Default::default())
     }
 }
 
@@ -231,7 +231,7 @@ impl Encoder {
             x = layer.forward(&x, &self.mask)?;
         }
         let logits = self.head.forward(&ops::mean(&x, Some(1), false)?)?;
-        ops::cross_entropy(&logits, &self.y, true, None)
+        ops::cross_entropy(&logits, &self.y, None, Default::default())
     }
 }
 
@@ -278,7 +278,7 @@ impl CrnnCtc {
         // [B, 64, 8, 32] → [W = 32, B, 64·8]
         let frames = ops::reshape(&ops::permute(&h, &[3, 0, 1, 2])?, &[FRAMES as isize, CTC_BATCH as isize, -1])?;
         let y = self.rnn.forward(&frames, None, None)?.y;
-        let log_probs = ops::log_softmax(&self.fc.forward(&y)?)?;
+        let log_probs = ops::log_softmax(&self.fc.forward(&y)?, -1)?;
         let input_lengths = [FRAMES; CTC_BATCH];
         ops::ctc_loss(&log_probs, &self.targets, &input_lengths[..], &self.target_lengths, 0, Reduction::Mean, false)
     }

@@ -59,12 +59,22 @@ activation!(
 );
 activation!(
     /// Softmax over the last axis (`torch.nn.Softmax(dim=-1)`).
-    Softmax => crate::softmax
+    Softmax => softmax_last
 );
 activation!(
     /// Log-softmax over the last axis (`torch.nn.LogSoftmax(dim=-1)`).
-    LogSoftmax => crate::log_softmax
+    LogSoftmax => log_softmax_last
 );
+
+/// [`crate::softmax`] over the last axis.
+fn softmax_last(x: &Tensor) -> Result<Tensor> {
+    crate::softmax(x, -1)
+}
+
+/// [`crate::log_softmax`] over the last axis.
+fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
+    crate::log_softmax(x, -1)
+}
 
 /// Gaussian error linear unit (`torch.nn.GELU`): the exact erf form by default,
 /// `GELU { form: GeluForm::Tanh }` for PyTorch's `approximate='tanh'`.
@@ -117,8 +127,8 @@ mod tests {
             (&Tanh, crate::tanh(&x)?),
             (&Sigmoid, crate::sigmoid(&x)?),
             (&SiLU, crate::silu(&x)?),
-            (&Softmax, crate::softmax(&x)?),
-            (&LogSoftmax, crate::log_softmax(&x)?),
+            (&Softmax, crate::softmax(&x, -1)?),
+            (&LogSoftmax, crate::log_softmax(&x, -1)?),
             (&GELU::default(), crate::gelu(&x, GeluForm::Erf)?),
             (&LeakyReLU::default(), crate::leaky_relu(&x, 0.01)?),
             (&ELU::default(), crate::elu(&x, 1.0)?),

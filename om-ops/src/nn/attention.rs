@@ -94,8 +94,9 @@ impl MultiheadAttention {
         }
         let (h, d) = (self.num_heads, e / self.num_heads);
         let project = |x: &Tensor, i: usize| -> Result<Tensor> {
-            let w = crate::slice(&self.in_proj_weight, 0, i * e, (i + 1) * e, 1)?;
-            let b = self.in_proj_bias.as_ref().map(|b| crate::slice(b, 0, i * e, (i + 1) * e, 1)).transpose()?;
+            let (from, to) = ((i * e) as isize, ((i + 1) * e) as isize);
+            let w = crate::slice(&self.in_proj_weight, 0, from, to, 1)?;
+            let b = self.in_proj_bias.as_ref().map(|b| crate::slice(b, 0, from, to, 1)).transpose()?;
             let y = crate::linear(x, &w, b.as_ref())?;
             // [B, T, E] → [B, H, T, D]
             let (bs, t) = (x.shape()[0] as isize, x.shape()[1] as isize);

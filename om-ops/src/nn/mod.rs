@@ -26,6 +26,7 @@
 
 mod activation;
 mod attention;
+mod dropout;
 mod layers;
 mod recurrent;
 mod sequential;
@@ -33,6 +34,7 @@ mod weights;
 
 pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, ELU, GELU};
 pub use attention::MultiheadAttention;
+pub use dropout::Dropout;
 pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, LayerNorm, Linear};
 pub use om_core::module::{Forward, Module, Tensors};
 /// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one

@@ -115,7 +115,7 @@ fn a_sequence_in_chunks_equals_one_run() {
 
         let first = crate::lstm(&crate::slice(&x, 0, 0, 4, 1).unwrap(), None, None, &ws, config).unwrap();
         let c1 = first.c_n.as_ref().unwrap();
-        let second = crate::lstm(&crate::slice(&x, 0, 4, t, 1).unwrap(), Some(&first.h_n), Some(c1), &ws, config).unwrap();
+        let second = crate::lstm(&crate::slice(&x, 0, 4, t as isize, 1).unwrap(), Some(&first.h_n), Some(c1), &ws, config).unwrap();
         let y = crate::concat(&[first.y.clone(), second.y.clone()], 0).unwrap();
         let bits = |v: &Tensor| v.to_vec().iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&full.y), "states");

@@ -382,7 +382,7 @@ impl Task for DigitsTask {
 
     fn loss(&mut self, rows: &[usize]) -> Result<Tensor> {
         let (x, y) = self.data.batch(rows)?;
-        ops::cross_entropy(&self.model.forward(&x)?, &y, true, None)
+        ops::cross_entropy(&self.model.forward(&x)?, &y, None, Default::default())
     }
 
     /// The fraction of test images whose arg-max logit is the label.

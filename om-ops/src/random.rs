@@ -1,0 +1,221 @@
+//! Random operators: `dropout` (the composition users call, drawing one seed per call from
+//! the calling thread's default stream, `om_core::rng`) on the primitive
+//! `dropout_with_seed`, whose mask is a pure function of the seed and each element's
+//! row-major position (`om_core::rng::uniform_at`). Hence the mask does not depend on the
+//! kernel thread count or path, and backward regenerates it from the saved seed instead of
+//! keeping a mask tensor alive.
+
+use om_core::compute::Compute;
+use om_core::kernels::parallel::for_each_chunk_mut;
+use om_core::rng::{next_seed, uniform_at};
+use om_core::{Case, Error, Result, Tensor};
+use om_macros::op;
+
+/// Elements per parallel chunk (the mask depends on positions only, so any split works).
+const CHUNK: usize = 32 * 1024;
+
+/// Checks that `p` is a probability.
+fn check_p(op: &'static str, p: f32) -> Result<()> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::argument(op, format!("dropout probability has to be between 0 and 1, but got {p}")));
+    }
+    Ok(())
+}
+
+/// The factor of element `i`: `1/(1 − p)` (rounded to f32, as PyTorch's `noise.div_(1 − p)`)
+/// where the element is kept (`uniform_at(seed, i) ≥ p`, probability `1 − p` up to the
+/// 24-bit resolution of the uniform), `0` where it is dropped; `0` everywhere for `p = 1`.
+#[derive(Clone, Copy)]
+struct Mask {
+    p: f32,
+    scale: f32,
+    seed: u64,
+}
+
+impl Mask {
+    fn new(p: f32, seed: u64) -> Mask {
+        let scale = if p < 1.0 { (1.0 / (1.0 - p as f64)) as f32 } else { 0.0 };
+        Mask { p, scale, seed }
+    }
+
+    #[inline]
+    fn factor(self, i: usize) -> f32 {
+        if uniform_at(self.seed, i as u64) >= self.p {
+            self.scale
+        } else {
+            0.0
+        }
+    }
+
+    /// `v[i] · factor(i)` for every element of `t` (row-major), as a new tensor.
+    fn apply(self, t: &Tensor) -> Result<Tensor> {
+        let threads = Compute::settings().threads;
+        t.try_with_f32(|v| {
+            Tensor::build_f32(t.shape(), |out| {
+                for_each_chunk_mut(threads, out, CHUNK, |c, o| {
+                    let base = c * CHUNK;
+                    for (j, (o, &x)) in o.iter_mut().zip(&v[base..]).enumerate() {
+                        *o = x * self.factor(base + j);
+                    }
+                });
+                Ok(())
+            })
+        })?
+    }
+}
+
+/// Dropout with an explicit seed: element `i` (row-major) is `x[i] / (1 − p)` when
+/// `uniform_at(seed, i) ≥ p` and `x[i] · 0` otherwise (so `p = 1` gives zeros, and NaN
+/// where `x` is infinite or NaN, as PyTorch's `x * noise`). The same seed gives the same
+/// mask for every input of the same number of elements. `p` must be in `[0, 1]`.
+/// Backward: `g` times the same factors (regenerated from the seed).
+#[op(attrs = [p: f32, seed: u64])]
+pub mod dropout_with_seed {
+    use super::*;
+
+    pub fn forward(x: &Tensor, p: f32, seed: u64) -> Result<Tensor> {
+        x.expect_f32(NAME, "x")?;
+        check_p(NAME, p)?;
+        Mask::new(p, seed).apply(x).map_err(|e| e.with_op(NAME))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        d.x(Mask::new(r.p, r.seed).apply(g).map_err(|e| e.with_op(NAME))?);
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let x = |s: &[usize], seed| Case::input(s, -1.0, 1.0, seed);
+        vec![
+            Case::new("contiguous", vec![x(&[4, 5], 1)], |x| super::dropout_with_seed(&x[0], 0.3, 7)),
+            Case::new("transposed", vec![x(&[5, 4], 2)], |x| super::dropout_with_seed(&crate::transpose(&x[0], 0, 1)?, 0.5, 8)),
+            Case::new("strided", vec![x(&[3, 8], 3)], |x| super::dropout_with_seed(&crate::slice(&x[0], 1, 1, 8, 2)?, 0.2, 9)),
+            Case::new("all_dropped", vec![x(&[2, 3], 4)], |x| super::dropout_with_seed(&x[0], 1.0, 10)),
+        ]
+    }
+}
+
+/// PyTorch's `F.dropout(x, p, training)`: in training with `0 < p ≤ 1`,
+/// [`dropout_with_seed`] with the next seed of the calling thread's default stream
+/// (`om_core::rng::next_seed`; reproducible after `om_core::rng::manual_seed`); `p = 0`, evaluation
+/// (`training = false`) and empty inputs return `x` itself (the same tensor, no copy, no
+/// draw). `p` must be in `[0, 1]` in every case.
+///
+/// ```
+/// use om_core::{rng, Tensor};
+/// let x = Tensor::ones(&[1000])?;
+/// rng::manual_seed(0);
+/// let y = om_ops::dropout(&x, 0.25, true)?;
+/// let kept = y.to_vec().iter().filter(|&&v| v != 0.0).count();
+/// assert!((700..800).contains(&kept));
+/// assert!(y.to_vec().iter().all(|&v| v == 0.0 || v == 1.0 / 0.75));
+/// assert_eq!(om_ops::dropout(&x, 0.25, false)?.to_vec(), x.to_vec());
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(composition)]
+pub mod dropout {
+    use super::*;
+
+    pub fn forward(x: &Tensor, p: f32, training: bool) -> Result<Tensor> {
+        x.expect_f32(NAME, "x")?;
+        check_p(NAME, p)?;
+        if !training || p == 0.0 || x.numel() == 0 {
+            return Ok(x.clone());
+        }
+        crate::dropout_with_seed(x, p, next_seed())
+    }
+
+    fn cases() -> Vec<Case> {
+        let x = |s: &[usize], seed| Case::input(s, -1.0, 1.0, seed);
+        vec![
+            Case::new("eval_identity", vec![x(&[3, 4], 1)], |x| super::dropout(&x[0], 0.5, false)),
+            Case::new("p0_identity_transposed", vec![x(&[4, 3], 2)], |x| super::dropout(&crate::transpose(&x[0], 0, 1)?, 0.0, true)),
+            Case::new("p1_zeros", vec![x(&[3, 4], 3)], |x| super::dropout(&x[0], 1.0, true)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use om_core::compute::{Compute, KernelPath, Mode, Settings};
+    use om_core::{rng, Tensor};
+
+    fn values(n: usize) -> Tensor {
+        Tensor::from_vec((0..n).map(|i| 0.5 + (i % 7) as f32).collect(), &[n]).unwrap()
+    }
+
+    /// The keep rate is `1 − p` within 5 standard deviations of the binomial count, the kept
+    /// values are `x / (1 − p)`, and the gradient uses the forward's mask.
+    #[test]
+    fn keep_rate_scale_and_gradient_follow_the_mask() {
+        let n = 200_000;
+        for p in [0.1f32, 0.5, 0.9] {
+            let x = values(n).requires_grad().unwrap();
+            let y = crate::dropout_with_seed(&x, p, 12345).unwrap();
+            let (xs, ys) = (x.to_vec(), y.to_vec());
+            let scale = (1.0 / (1.0 - p as f64)) as f32;
+            let kept = xs.iter().zip(&ys).filter(|&(&x, &y)| y != 0.0 && y == x * scale).count();
+            let dropped = ys.iter().filter(|&&y| y == 0.0).count();
+            assert_eq!(kept + dropped, n, "every element is kept (scaled) or dropped");
+            let (mean, sd) = (n as f64 * (1.0 - p as f64), (n as f64 * p as f64 * (1.0 - p as f64)).sqrt());
+            assert!((kept as f64 - mean).abs() < 5.0 * sd, "p {p}: kept {kept}, expected {mean} ± {sd}");
+            crate::sum(&y, None, false).unwrap().backward().unwrap();
+            let g = x.grad().unwrap().to_vec();
+            assert!(g.iter().zip(&ys).all(|(&g, &y)| g == if y == 0.0 { 0.0 } else { scale }));
+        }
+    }
+
+    /// Neighbouring elements are independent: the rate of "both kept" is `(1 − p)²`.
+    #[test]
+    fn neighbouring_elements_are_independent() {
+        let (n, p) = (100_000, 0.5f32);
+        let y = crate::dropout_with_seed(&values(n), p, 99).unwrap().to_vec();
+        let both = y.windows(2).filter(|w| w[0] != 0.0 && w[1] != 0.0).count() as f64 / (n - 1) as f64;
+        assert!((both - 0.25).abs() < 0.01, "{both}");
+    }
+
+    #[test]
+    fn the_mask_is_the_same_on_every_path_and_thread_count() {
+        let x = values(100_000);
+        let reference = Compute::with(Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar }, || {
+            crate::dropout_with_seed(&x, 0.3, 5).unwrap().to_vec()
+        });
+        for mode in [Mode::Fast, Mode::Exact] {
+            for path in KernelPath::supported() {
+                for threads in [1, 2] {
+                    let y = Compute::with(Settings { mode, threads, path }, || crate::dropout_with_seed(&x, 0.3, 5).unwrap().to_vec());
+                    assert!(y.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits()), "{path:?} {threads} {mode}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn seeds_come_from_the_default_stream() {
+        let x = values(1000);
+        rng::manual_seed(3);
+        let (a, b) = (crate::dropout(&x, 0.5, true).unwrap().to_vec(), crate::dropout(&x, 0.5, true).unwrap().to_vec());
+        assert_ne!(a, b, "each call draws a new seed");
+        rng::manual_seed(3);
+        assert_eq!(crate::dropout(&x, 0.5, true).unwrap().to_vec(), a, "manual_seed replays the stream");
+    }
+
+    #[test]
+    fn identities_zeros_and_bad_probabilities() {
+        let x = values(10).requires_grad().unwrap();
+        for (p, training) in [(0.5, false), (0.0, true)] {
+            let y = crate::dropout(&x, p, training).unwrap();
+            assert!(y.shares_storage(&x), "p {p}, training {training}: the input itself");
+        }
+        let y = crate::dropout(&x, 1.0, true).unwrap();
+        assert!(y.to_vec().iter().all(|&v| v == 0.0));
+        crate::sum(&y, None, false).unwrap().backward().unwrap();
+        assert!(x.grad().unwrap().to_vec().iter().all(|&v| v == 0.0));
+        for p in [-0.1, 1.5, f32::NAN] {
+            for training in [true, false] {
+                let e = crate::dropout(&x, p, training).unwrap_err().to_string();
+                assert!(e.contains("dropout") && e.contains(&p.to_string()), "{e}");
+            }
+        }
+    }
+}
