@@ -96,7 +96,7 @@ pub mod dropout_with_seed {
 }
 
 /// PyTorch's `F.dropout(x, p, training)`: in training with `0 < p ≤ 1`,
-/// [`dropout_with_seed`] with the next seed of the calling thread's default stream
+/// [`dropout_with_seed()`] with the next seed of the calling thread's default stream
 /// (`om_core::rng::next_seed`; reproducible after `om_core::rng::manual_seed`); `p = 0`, evaluation
 /// (`training = false`) and empty inputs return `x` itself (the same tensor, no copy, no
 /// draw). `p` must be in `[0, 1]` in every case.
