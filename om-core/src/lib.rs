@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod arith;
 pub mod autograd;
 pub mod compute;
@@ -35,6 +36,7 @@ pub mod scope;
 pub mod storage;
 pub mod tensor;
 
+pub use args::{Axes, Shape};
 pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
 pub use compute::{Compute, KernelPath, Mode};
 pub use dtype::DType;

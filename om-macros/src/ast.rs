@@ -40,6 +40,28 @@ pub fn slice_attr_elem(ty: &Type) -> Option<&Type> {
     }
 }
 
+/// The target `T` of a parameter typed `impl Into<T>`: the public call takes anything
+/// convertible (`x.sum([1, 2], false)`, `x.reshape([8, -1])`), the record stores the
+/// converted `T`, which is the attribute's declared type.
+pub fn into_target(ty: &Type) -> Option<&Type> {
+    let Type::ImplTrait(it) = ty else { return None };
+    if it.bounds.len() != 1 {
+        return None;
+    }
+    let syn::TypeParamBound::Trait(bound) = it.bounds.first()? else { return None };
+    let last = bound.path.segments.last()?;
+    if last.ident != "Into" {
+        return None;
+    }
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => match &a.args[0] {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// How a forward parameter takes a tensor.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum InputKind {

@@ -3,7 +3,7 @@
 //! that expansion reads. Errors are gathered (not first-only) and spanned at the
 //! offending token.
 
-use crate::ast::{slice_attr_elem, Checked, InputKind, Kind, Op, Slot, SlotSource};
+use crate::ast::{into_target, slice_attr_elem, Checked, InputKind, Kind, Op, Slot, SlotSource};
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
@@ -244,9 +244,14 @@ fn attrs_match_forward(op: &Op, errors: &mut Vec<Error>) {
                     type_string(&a.ty)
                 ),
             )),
-            Some(p) if type_string(&p.ty) != type_string(&a.ty) => errors.push(Error::new(
+            Some(p) if type_string(into_target(&p.ty).unwrap_or(&p.ty)) != type_string(&a.ty) => errors.push(Error::new(
                 a.ty.span(),
-                format!("attribute `{}` is declared `{}` but `forward` takes `{}`", a.name, type_string(&a.ty), type_string(&p.ty)),
+                format!(
+                    "attribute `{}` is declared `{}` but `forward` takes `{}` (an attribute `T` is taken as `T` or as `impl Into<T>`)",
+                    a.name,
+                    type_string(&a.ty),
+                    type_string(&p.ty)
+                ),
             )),
             Some(_) => {}
         }

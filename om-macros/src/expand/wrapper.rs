@@ -5,7 +5,7 @@
 //! attaches the record; a composition's runs `forward` as it is.
 
 use super::{call_args, entry, inline_list, VARIADIC_INLINE};
-use crate::ast::{slice_attr_elem, AttrItem, Checked, InputKind, Slot, SlotSource};
+use crate::ast::{into_target, slice_attr_elem, AttrItem, Checked, InputKind, Slot, SlotSource};
 use crate::signature;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -16,6 +16,15 @@ pub fn primitive(op: &Checked, build: &TokenStream, saved: &[Slot], attrs: &[Att
     let (generics, fwd_args) = (&forward.sig.generics, &forward.sig.inputs);
     let call_args = call_args(forward);
     let gather = gather_inputs(op);
+    // An attribute taken as `impl Into<T>` is converted once, before anything else reads it.
+    let conversions = attrs.iter().filter_map(|a| {
+        let n = &a.name;
+        let param = forward.sig.inputs.iter().find_map(|arg| match arg {
+            syn::FnArg::Typed(pt) if matches!(&*pt.pat, syn::Pat::Ident(i) if i.ident == *n) => Some(&pt.ty),
+            _ => None,
+        })?;
+        into_target(param).map(|t| quote! { let #n: #t = ::core::convert::Into::into(#n); })
+    });
     let attr_clones = attrs.iter().map(|a| {
         let n = &a.name;
         let tmp = format_ident!("__attr_{}", n);
@@ -43,6 +52,7 @@ pub fn primitive(op: &Checked, build: &TokenStream, saved: &[Slot], attrs: &[Att
 
             #[allow(clippy::too_many_arguments)]
             pub fn op #generics (#fwd_args) -> ::om_core::Result<::om_core::Tensor> {
+                #(#conversions)*
                 #gather
                 if __record {
                     ::om_core::__private::check_grad_dtypes(super::NAME, &__names, &__inputs)?;
