@@ -46,10 +46,19 @@ pub use registry::Case;
 pub use scope::{ActivationScope, ScopeStats};
 pub use tensor::Tensor;
 
-/// Items the `#[op]` expansion refers to; not part of the public API.
+/// Every item the expansions of `#[op]`, `#[op_wrapper]` and `#[derive(Module)]` name:
+/// they reach this crate only through this module, so its internal modules can stay
+/// hidden. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::autograd::record::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
-    pub use crate::registry::{OpEntry, OpKind, OpWrapper};
+    pub use crate::autograd::no_grad;
+    pub use crate::dtype::DType;
+    pub use crate::error::{Error, Result};
+    pub use crate::inline_vec::InlineVec;
+    pub use crate::layout::{Dims, INLINE_RANK};
+    pub use crate::module::{join, Module, Tensors};
+    pub use crate::registry::{Case, OpEntry, OpKind, OpWrapper};
+    pub use crate::tensor::Tensor;
     pub use inventory;
 }

@@ -31,6 +31,8 @@ pub struct OpEntry {
     /// (`Backward: g·b`), after that word; empty for a composition that states none (its
     /// gradient comes from the operators it calls).
     pub summary: &'static str,
+    /// Whether the operator is also a `Tensor` method (its first parameter is a `&Tensor`).
+    pub method: bool,
     /// The operator's gradient-check cases.
     pub cases: fn() -> Vec<Case>,
 }
@@ -44,6 +46,9 @@ pub struct OpWrapper {
     pub op: &'static str,
     /// The public function's call signature.
     pub signature: &'static str,
+    /// Whether the public function is also a `Tensor` method (its first parameter is a
+    /// `&Tensor`).
+    pub method: bool,
 }
 
 inventory::collect!(OpWrapper);
@@ -52,6 +57,12 @@ inventory::collect!(OpWrapper);
 /// generated wrapper's.
 pub fn signature(entry: &OpEntry) -> &'static str {
     inventory::iter::<OpWrapper>.into_iter().find(|w| w.op == entry.name).map_or(entry.signature, |w| w.signature)
+}
+
+/// Whether users can call the operator as a `Tensor` method: its `#[op_wrapper]`
+/// function's first parameter is a `&Tensor`, or, without one, the generated wrapper's.
+pub fn has_method(entry: &OpEntry) -> bool {
+    inventory::iter::<OpWrapper>.into_iter().find(|w| w.op == entry.name).map_or(entry.method, |w| w.method)
 }
 
 /// A function of the case's inputs, checked by [`crate::gradcheck::run`].

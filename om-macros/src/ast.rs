@@ -12,6 +12,8 @@ pub struct OpArgs {
     pub attrs: Vec<AttrItem>,
     /// `composition`, with its span.
     pub composition: Option<Span>,
+    /// `crate = path`: the core crate's path (see `crate_path`).
+    pub krate: Option<syn::Path>,
 }
 
 /// One saved slot: `x`, `x if y`, `out`, or `name: owned`.
@@ -28,7 +30,7 @@ pub struct AttrItem {
 }
 
 /// The element type `T` of a slice attribute `&[T]` (taken by reference, stored in the
-/// record as an `om_core::inline_vec::InlineVec<T, INLINE_RANK>`, inline for short lists
+/// record as an inline list `InlineVec<T, INLINE_RANK>`, inline for short lists
 /// such as shapes and axes), or `None` for an attribute stored as it is given.
 pub fn slice_attr_elem(ty: &Type) -> Option<&Type> {
     match ty {
@@ -109,6 +111,8 @@ pub struct Checked {
     pub forward: ItemFn,
     pub inputs: Vec<Input>,
     pub kind: Kind,
+    /// `<core>::__private`: the one path the expansion names the core crate's items by.
+    pub core: proc_macro2::TokenStream,
 }
 
 /// What kind of operator the declaration is.

@@ -7,6 +7,7 @@
 //! see `docs/adding-an-op.md` for the contract.
 
 mod ast;
+mod crate_path;
 mod expand;
 mod op_wrapper;
 mod parse;
@@ -21,6 +22,13 @@ use proc_macro::TokenStream;
 /// `mod name { fn forward(..); fn backward(r, g, d); fn cases() }`, or `#[op(composition)]`
 /// on a module with `forward` and `cases` only. A `Backward: ..` paragraph in the module's
 /// documentation is the backward rule shown in `docs/ops.md`.
+///
+/// The expansion reaches the core crate only through its hidden `__private` module, at
+/// `::om_core` in crates whose manifest lists `om-core`, else at
+/// `::onemodel::__private::core` (a crate using the `onemodel` facade alone);
+/// `#[op(crate = path, ..)]` names it explicitly. When `forward`'s first parameter is a
+/// `&Tensor`, the operator is also a `Tensor` method of the same name and arguments (the
+/// trait `Method` in its module).
 #[proc_macro_attribute]
 pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::op(args.into(), item.into()).into()
@@ -54,9 +62,9 @@ mod module_derive;
 /// `#[module(name = "..")]` renames a field in the weights. A tensor field without
 /// `param`, `buffer` or `skip` is an error (a forgotten buffer would silently drop state
 /// from the weights), so are conflicting options and duplicate names. The expansion names
-/// `::om_core` in crates whose manifest lists `om-core`, else `::onemodel::core` when it
-/// lists `onemodel`; `#[module(crate = path)]` on the struct says it explicitly (e.g. for a
-/// renamed dependency).
+/// the core crate as `#[op]` does: `::om_core` in crates whose manifest lists `om-core`,
+/// else `::onemodel::__private::core`; `#[module(crate = path)]` on the struct says it
+/// explicitly (e.g. for a renamed dependency).
 ///
 /// ```ignore
 /// #[derive(Module)]

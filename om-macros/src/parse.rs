@@ -2,6 +2,7 @@
 
 use crate::ast::{AttrItem, Input, InputKind, Op, OpArgs, Param, SavedItem};
 use proc_macro2::TokenStream;
+use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{bracketed, FnArg, Ident, Item, ItemMod, Pat, Token, Type};
@@ -9,20 +10,25 @@ use syn::{bracketed, FnArg, Ident, Item, ItemMod, Pat, Token, Type};
 /// Parses the attribute arguments; duplicate keys are gathered as errors.
 pub fn args(tokens: TokenStream, errors: &mut Vec<syn::Error>) -> syn::Result<OpArgs> {
     let parser = |input: ParseStream| {
-        let mut out = OpArgs { saved: Vec::new(), attrs: Vec::new(), composition: None };
+        let mut out = OpArgs { saved: Vec::new(), attrs: Vec::new(), composition: None, krate: None };
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
-            let key: Ident = input.parse()?;
+            // `crate` is a keyword: read any identifier.
+            let key: Ident = Ident::parse_any(input)?;
             let k = key.to_string();
             if seen.contains(&k) {
                 errors.push(syn::Error::new(
                     key.span(),
-                    format!("duplicate item `{k}` in #[op(...)]; give each of `saved`, `attrs`, `composition` once"),
+                    format!("duplicate item `{k}` in #[op(...)]; give each of `crate`, `saved`, `attrs`, `composition` once"),
                 ));
             }
             seen.push(k.clone());
             match k.as_str() {
                 "composition" => out.composition = Some(key.span()),
+                "crate" => {
+                    input.parse::<Token![=]>()?;
+                    out.krate = Some(input.parse::<syn::Path>()?);
+                }
                 "saved" => {
                     input.parse::<Token![=]>()?;
                     let content;
@@ -40,7 +46,7 @@ pub fn args(tokens: TokenStream, errors: &mut Vec<syn::Error>) -> syn::Result<Op
                 _ => {
                     return Err(syn::Error::new(
                         key.span(),
-                        format!("unknown #[op] argument `{k}`; expected `saved = [..]`, `attrs = [..]` or `composition`"),
+                        format!("unknown #[op] argument `{k}`; expected `saved = [..]`, `attrs = [..]`, `composition` or `crate = path`"),
                     ))
                 }
             }

@@ -32,7 +32,14 @@ pub fn check(op: Op, errors: &mut Vec<Error>) -> Option<Checked> {
         Body::Primitive(backward) => Kind::Primitive { backward, saved, attrs: op.args.attrs },
         Body::Composition => Kind::Composition,
     };
-    Some(Checked { name: op.module.ident.to_string(), module: op.module, items, forward, inputs: op.inputs, kind })
+    let core = private_path(op.args.krate.as_ref());
+    Some(Checked { name: op.module.ident.to_string(), module: op.module, items, forward, inputs: op.inputs, kind, core })
+}
+
+/// `<core>::__private` for the declared `crate = path`, or the default core path.
+pub fn private_path(krate: Option<&syn::Path>) -> TokenStream {
+    let krate = krate.cloned().unwrap_or_else(crate::crate_path::default_core);
+    quote::quote!(#krate::__private)
 }
 
 /// The functions a declaration must have, once found.

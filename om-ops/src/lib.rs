@@ -4,6 +4,7 @@
 //! The declaration generates the public function (re-exported here), the backward record,
 //! the dispatch and the registered gradient-check cases.
 
+mod arith_ops;
 pub mod conv;
 pub mod ctc;
 pub mod elementwise;
@@ -43,7 +44,6 @@ pub use lookup::*;
 pub use loss::*;
 pub use losses::*;
 pub use math::*;
-pub use methods::TensorOps;
 pub use norm::*;
 pub use pooling::*;
 pub use probability::*;

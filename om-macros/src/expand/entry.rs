@@ -10,21 +10,24 @@ use syn::Attribute;
 /// The `inventory` submission of the operator's `OpEntry` (placed in its module).
 pub fn tokens(op: &Checked) -> TokenStream {
     let name = &op.name;
+    let core = &op.core;
     let summary = backward_summary(&op.module.attrs);
     let (kind, saved, output) = match &op.kind {
         Kind::Primitive { saved, .. } => (quote!(Primitive), saved_list(saved), None),
         Kind::Composition => (quote!(Composition), Vec::new(), Some(&op.forward.sig.output)),
     };
     let call = signature::call(name, &op.forward.sig, output);
+    let method = super::method::applies(&op.forward.sig);
     quote! {
         const _: () = {
-            ::om_core::__private::inventory::submit! {
-                ::om_core::__private::OpEntry {
+            #core::inventory::submit! {
+                #core::OpEntry {
                     name: #name,
-                    kind: ::om_core::__private::OpKind::#kind,
+                    kind: #core::OpKind::#kind,
                     saved: &[#(#saved),*],
                     signature: #call,
                     summary: #summary,
+                    method: #method,
                     cases,
                 }
             }

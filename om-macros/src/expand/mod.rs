@@ -7,6 +7,7 @@
 
 mod entry;
 mod grads;
+pub mod method;
 mod record;
 mod wrapper;
 
@@ -23,8 +24,8 @@ const VARIADIC_INLINE: usize = 8;
 
 /// The record's type for a slice attribute `&[T]`: an inline list of `T` (no heap
 /// allocation for short lists such as shapes and axes).
-fn inline_list(elem: &Type) -> TokenStream {
-    quote!(::om_core::inline_vec::InlineVec<#elem, { ::om_core::layout::INLINE_RANK }>)
+fn inline_list(core: &TokenStream, elem: &Type) -> TokenStream {
+    quote!(#core::InlineVec<#elem, { #core::INLINE_RANK }>)
 }
 
 /// Entry point of `#[op]`.
@@ -43,14 +44,15 @@ pub fn op(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Vec::new();
     let args = match parse::args(args, &mut errors) {
         Ok(a) => a,
-        Err(e) => return fallback(&module, None, &[], vec![e]),
+        Err(e) => return fallback(&validate::private_path(None), &module, None, &[], vec![e]),
     };
     let op = parse::op(args, module.clone(), &mut errors);
     let forward = op.forward.clone();
     let owned: Vec<syn::Ident> = op.args.saved.iter().filter(|s| s.owned).map(|s| s.name.clone()).collect();
+    let core = validate::private_path(op.args.krate.as_ref());
     match validate::check(op, &mut errors) {
         Some(checked) => generate(&checked),
-        None => fallback(&module, forward.as_ref(), &owned, errors),
+        None => fallback(&core, &module, forward.as_ref(), &owned, errors),
     }
 }
 
@@ -59,6 +61,7 @@ fn generate(op: &Checked) -> TokenStream {
     let module = &op.module;
     let (mod_ident, mod_vis, mod_token) = (&module.ident, &module.vis, &module.mod_token);
     let name = &op.name;
+    let core = &op.core;
     let items = &op.items;
     let docs = docs(&module.attrs);
     let other_attrs = non_doc_attrs(&module.attrs);
@@ -66,16 +69,24 @@ fn generate(op: &Checked) -> TokenStream {
     let (generated, wrapper) = match &op.kind {
         Kind::Primitive { backward, saved, attrs } => {
             let record = record::tokens(op, backward, saved, attrs);
-            let grads = grads::tokens(&op.inputs);
+            let grads = grads::tokens(core, &op.inputs);
             let (hidden, public) = wrapper::primitive(op, &record.build, saved, attrs);
             let definitions = &record.definitions;
             (quote! { #definitions #grads #hidden }, public)
         }
         Kind::Composition => wrapper::composition(op),
     };
+    let output = match &op.kind {
+        Kind::Primitive { .. } => syn::parse_quote!(-> #core::Result<#core::Tensor>),
+        Kind::Composition => op.forward.sig.output.clone(),
+    };
+    let method = method::tokens(&op.forward.sig, mod_ident, &quote!(super::#mod_ident), &output, &quote!(#core::Tensor));
+    // The module holds generated items only (`NAME`, `Record`, `Grads`, `forward`, ..): hidden
+    // from the documentation, where the public function documents the operator.
     quote! {
         #(#other_attrs)*
         #(#docs)*
+        #[doc(hidden)]
         #mod_vis #mod_token #mod_ident {
             #(#items)*
 
@@ -83,6 +94,7 @@ fn generate(op: &Checked) -> TokenStream {
             pub const NAME: &str = #name;
 
             #generated
+            #method
             #entry
         }
 
@@ -96,7 +108,7 @@ fn generate(op: &Checked) -> TokenStream {
 /// `Owned` with the declared owned slots), and a wrapper with the forward's signature,
 /// so that only the `compile_error!`s are reported. A module without a body is left out
 /// (emitting it would send rustc looking for its file).
-fn fallback(module: &ItemMod, forward: Option<&syn::ItemFn>, owned: &[syn::Ident], errors: Vec<syn::Error>) -> TokenStream {
+fn fallback(core: &TokenStream, module: &ItemMod, forward: Option<&syn::ItemFn>, owned: &[syn::Ident], errors: Vec<syn::Error>) -> TokenStream {
     let errs = errors.iter().map(syn::Error::to_compile_error);
     let mut module = module.clone();
     let Some((_, items)) = &mut module.content else {
@@ -125,7 +137,7 @@ fn fallback(module: &ItemMod, forward: Option<&syn::ItemFn>, owned: &[syn::Ident
     });
     items.push(syn::parse_quote! {
         /// Placeholder while the declaration has errors.
-        pub struct Owned { #(pub #owned: ::om_core::Tensor,)* }
+        pub struct Owned { #(pub #owned: #core::Tensor,)* }
     });
     let ident = &module.ident;
     let vis = &module.vis;
@@ -134,7 +146,7 @@ fn fallback(module: &ItemMod, forward: Option<&syn::ItemFn>, owned: &[syn::Ident
         let generics = &f.sig.generics;
         quote! {
             #[allow(unused_variables, clippy::too_many_arguments)]
-            #vis fn #ident #generics (#args) -> ::om_core::Result<::om_core::Tensor> {
+            #vis fn #ident #generics (#args) -> #core::Result<#core::Tensor> {
                 ::core::unreachable!("#[op] declaration has errors")
             }
         }

@@ -18,6 +18,7 @@ pub struct RecordTokens {
 }
 
 pub fn tokens(op: &Checked, backward: &ItemFn, saved: &[Slot], attrs: &[AttrItem]) -> RecordTokens {
+    let core = &op.core;
     let slots: Vec<SlotTokens> = saved.iter().map(|s| slot(op, s)).collect();
     let fields = slots.iter().map(|s| &s.field);
     let inits = slots.iter().map(|s| &s.init);
@@ -27,7 +28,7 @@ pub fn tokens(op: &Checked, backward: &ItemFn, saved: &[Slot], attrs: &[AttrItem
         let n = &a.name;
         // A slice attribute `&[T]` is stored as an inline list; any other as it is given.
         let t = match slice_attr_elem(&a.ty) {
-            Some(elem) => inline_list(elem),
+            Some(elem) => inline_list(core, elem),
             None => a.ty.to_token_stream(),
         };
         // Every parameter of `forward` is recorded; `backward` may not need them all.
@@ -42,19 +43,19 @@ pub fn tokens(op: &Checked, backward: &ItemFn, saved: &[Slot], attrs: &[AttrItem
     let owned_struct = (!owned.is_empty()).then(|| {
         quote! {
             /// Tensors computed by `forward` that the record keeps (the owned saved slots).
-            pub struct Owned { #(pub #owned: ::om_core::Tensor,)* }
+            pub struct Owned { #(pub #owned: #core::Tensor,)* }
         }
     });
     let arity = op.inputs.len();
     let (shapes_ty, shapes_init) = if op.variadic() {
         (
-            quote!(::om_core::inline_vec::InlineVec<::om_core::layout::Dims, #VARIADIC_INLINE>),
-            quote!(__inputs.iter().map(|t| t.map(|t| ::om_core::layout::Dims::from_slice(t.shape())).unwrap_or_default()).collect()),
+            quote!(#core::InlineVec<#core::Dims, #VARIADIC_INLINE>),
+            quote!(__inputs.iter().map(|t| t.map(|t| #core::Dims::from_slice(t.shape())).unwrap_or_default()).collect()),
         )
     } else {
         (
-            quote!([::om_core::layout::Dims; #arity]),
-            quote!(::core::array::from_fn(|i| __inputs[i].map(|t| ::om_core::layout::Dims::from_slice(t.shape())).unwrap_or_default())),
+            quote!([#core::Dims; #arity]),
+            quote!(::core::array::from_fn(|i| __inputs[i].map(|t| #core::Dims::from_slice(t.shape())).unwrap_or_default())),
         )
     };
     let backward = &backward.sig.ident;
@@ -74,12 +75,12 @@ pub fn tokens(op: &Checked, backward: &ItemFn, saved: &[Slot], attrs: &[AttrItem
             #(#accessors)*
         }
 
-        impl ::om_core::__private::Backward for Record {
-            fn check_versions(&self) -> ::om_core::Result<()> {
+        impl #core::Backward for Record {
+            fn check_versions(&self) -> #core::Result<()> {
                 #(#checks)*
                 Ok(())
             }
-            fn backward(&self, g: &::om_core::Tensor, sink: &mut ::om_core::__private::GradSink) -> ::om_core::Result<()> {
+            fn backward(&self, g: &#core::Tensor, sink: &mut #core::GradSink) -> #core::Result<()> {
                 #backward(self, g, &mut Grads { sink })
             }
             fn input_shape(&self, i: usize) -> &[usize] {
@@ -109,6 +110,7 @@ fn slot(op: &Checked, s: &Slot) -> SlotTokens {
     let f = &s.name;
     let fs = f.to_string();
     let name = &op.name;
+    let core = &op.core;
     // The saved tensor as a `&Tensor`, or an `Option<&Tensor>` for an optional input.
     let tensor = match s.source {
         SlotSource::Out => quote!(&__out),
@@ -117,11 +119,11 @@ fn slot(op: &Checked, s: &Slot) -> SlotTokens {
     };
     if !s.is_option() {
         return SlotTokens {
-            field: quote! { #f: ::om_core::__private::Saved },
-            init: quote! { #f: ::om_core::__private::Saved::new(#fs, #tensor) },
+            field: quote! { #f: #core::Saved },
+            init: quote! { #f: #core::Saved::new(#fs, #tensor) },
             accessor: quote! {
                 /// The saved tensor.
-                pub fn #f(&self) -> &::om_core::Tensor { self.#f.tensor() }
+                pub fn #f(&self) -> &#core::Tensor { self.#f.tensor() }
             },
             check: quote! { self.#f.check(NAME)?; },
         };
@@ -137,14 +139,14 @@ fn slot(op: &Checked, s: &Slot) -> SlotTokens {
         None => (quote!(true), format!("saved slot `{fs}` of `{name}` is absent (the optional input was not given)")),
     };
     SlotTokens {
-        field: quote! { #f: ::core::option::Option<::om_core::__private::Saved> },
+        field: quote! { #f: ::core::option::Option<#core::Saved> },
         init: quote! {
-            #f: if #cond { #source.map(|t| ::om_core::__private::Saved::new(#fs, t)) } else { ::core::option::Option::None }
+            #f: if #cond { #source.map(|t| #core::Saved::new(#fs, t)) } else { ::core::option::Option::None }
         },
         accessor: quote! {
             /// The saved tensor, or an error if this record did not keep it.
-            pub fn #f(&self) -> ::om_core::Result<&::om_core::Tensor> {
-                self.#f.as_ref().map(|s| s.tensor()).ok_or_else(|| ::om_core::Error::argument(NAME, #why))
+            pub fn #f(&self) -> #core::Result<&#core::Tensor> {
+                self.#f.as_ref().map(|s| s.tensor()).ok_or_else(|| #core::Error::argument(NAME, #why))
             }
         },
         check: quote! { if let ::core::option::Option::Some(s) = &self.#f { s.check(NAME)?; } },

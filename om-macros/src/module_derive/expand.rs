@@ -41,25 +41,25 @@ fn generate(d: &Derive) -> TokenStream {
         let span = f.ty.span();
         let child_name = |visit: TokenStream| {
             quote_spanned! {span=>
-                #k::module::Module::#visit(&self.#m, &mut |n: &str, t: &#k::Tensor| f(&#k::module::join(#name, n), t));
+                #k::__private::Module::#visit(&self.#m, &mut |n: &str, t: &#k::__private::Tensor| f(&#k::__private::join(#name, n), t));
             }
         };
         match f.role {
-            Role::Param => params.push(quote_spanned! {span=> #k::module::Tensors::visit_tensors(&self.#m, #name, f); }),
-            Role::Buffer => buffers.push(quote_spanned! {span=> #k::module::Tensors::visit_tensors(&self.#m, #name, f); }),
+            Role::Param => params.push(quote_spanned! {span=> #k::__private::Tensors::visit_tensors(&self.#m, #name, f); }),
+            Role::Buffer => buffers.push(quote_spanned! {span=> #k::__private::Tensors::visit_tensors(&self.#m, #name, f); }),
             Role::Child => {
                 params.push(child_name(quote!(visit_parameters)));
                 buffers.push(child_name(quote!(visit_buffers)));
             }
             Role::Flatten => {
-                params.push(quote_spanned! {span=> #k::module::Module::visit_parameters(&self.#m, f); });
-                buffers.push(quote_spanned! {span=> #k::module::Module::visit_buffers(&self.#m, f); });
+                params.push(quote_spanned! {span=> #k::__private::Module::visit_parameters(&self.#m, f); });
+                buffers.push(quote_spanned! {span=> #k::__private::Module::visit_buffers(&self.#m, f); });
             }
             Role::Training => training.push(quote! { self.#m = training; }),
             Role::Skip => {}
         }
         if matches!(f.role, Role::Child | Role::Flatten) {
-            training.push(quote_spanned! {span=> #k::module::Module::set_training(&mut self.#m, training); });
+            training.push(quote_spanned! {span=> #k::__private::Module::set_training(&mut self.#m, training); });
         }
         if let Some(b) = bound(d, f) {
             bounds.push(b);
@@ -94,8 +94,8 @@ fn bound(d: &Derive, f: &Field) -> Option<WherePredicate> {
         return None;
     }
     match f.role {
-        Role::Child | Role::Flatten => Some(syn::parse_quote!(#ty: #k::module::Module)),
-        Role::Param | Role::Buffer => Some(syn::parse_quote!(#ty: #k::module::Tensors)),
+        Role::Child | Role::Flatten => Some(syn::parse_quote!(#ty: #k::__private::Module)),
+        Role::Param | Role::Buffer => Some(syn::parse_quote!(#ty: #k::__private::Tensors)),
         _ => None,
     }
 }
@@ -118,11 +118,11 @@ fn impl_block(d: &Derive, bounds: &[WherePredicate], params: TokenStream, buffer
     let (impl_g, ty_g, where_c) = generics.split_for_impl();
     quote! {
         #[automatically_derived]
-        impl #impl_g #k::module::Module for #ident #ty_g #where_c {
-            fn visit_parameters(&self, f: &mut dyn ::core::ops::FnMut(&str, &#k::Tensor)) {
+        impl #impl_g #k::__private::Module for #ident #ty_g #where_c {
+            fn visit_parameters(&self, f: &mut dyn ::core::ops::FnMut(&str, &#k::__private::Tensor)) {
                 #params
             }
-            fn visit_buffers(&self, f: &mut dyn ::core::ops::FnMut(&str, &#k::Tensor)) {
+            fn visit_buffers(&self, f: &mut dyn ::core::ops::FnMut(&str, &#k::__private::Tensor)) {
                 #buffers
             }
             fn set_training(&mut self, training: bool) {

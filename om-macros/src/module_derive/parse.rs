@@ -17,7 +17,7 @@ pub fn derive(input: DeriveInput, errors: &mut Vec<syn::Error>) -> syn::Result<D
         )),
         Data::Union(u) => return Err(syn::Error::new(u.union_token.span, "`#[derive(Module)]` goes on a struct, not a union")),
     };
-    let krate = struct_options(&input.attrs, errors).unwrap_or_else(default_crate);
+    let krate = struct_options(&input.attrs, errors).unwrap_or_else(crate::crate_path::default_core);
     let fields = match fields {
         Fields::Named(f) => f.named.into_iter().map(|f| field(Member::Named(f.ident.clone().expect("named")), f, errors)).collect(),
         Fields::Unnamed(f) => f
@@ -31,21 +31,6 @@ pub fn derive(input: DeriveInput, errors: &mut Vec<syn::Error>) -> syn::Result<D
     Ok(Derive { ident: input.ident, generics: input.generics, krate, fields })
 }
 
-/// The path of om_core when the struct does not say: `::om_core` if the manifest of the
-/// crate being compiled names `om-core` (the workspace's crates, crates that declare
-/// operators), else `::onemodel::core` if it names `onemodel` (a crate using the facade
-/// alone), else `::om_core`.
-fn default_crate() -> Path {
-    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map(|d| std::path::PathBuf::from(d).join("Cargo.toml"));
-    let text = manifest.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
-    let names = |dep: &str| text.lines().any(|l| l.trim_start().starts_with(dep));
-    if !names("om-core") && !names("om_core") && names("onemodel") {
-        syn::parse_quote!(::onemodel::core)
-    } else {
-        syn::parse_quote!(::om_core)
-    }
-}
-
 /// `#[module(crate = path)]` on the struct.
 fn struct_options(attrs: &[Attribute], errors: &mut Vec<syn::Error>) -> Option<Path> {
     let mut krate = None;
@@ -56,7 +41,7 @@ fn struct_options(attrs: &[Attribute], errors: &mut Vec<syn::Error>) -> Option<P
                 Ok(())
             } else {
                 Err(meta.error(format!(
-                    "unknown struct option `{}`; the struct takes `#[module(crate = path)]` (the path of om_core, e.g. `onemodel::core`)",
+                    "unknown struct option `{}`; the struct takes `#[module(crate = path)]` (the path of the core crate, e.g. `onemodel::__private::core`)",
                     path_text(&meta.path)
                 )))
             }
