@@ -1,64 +1,110 @@
-//! # OneModel
-//!
-//! Float32 CPU tensors with eager operators and reverse-mode automatic differentiation.
-//! This facade re-exports [`om_core`] (tensors, the engine, compute settings) and
-//! [`om_ops`] (the operators).
-//!
-//! ```
-//! use onemodel::{ops, Tensor};
-//! let x = Tensor::from_vec(vec![1.0, -2.0, 3.0], &[3])?.requires_grad()?;
-//! let y = ops::sum(&ops::mul(&x, &x)?, None, false)?;
-//! y.backward()?;
-//! assert_eq!(x.grad().unwrap().to_vec(), vec![2.0, -4.0, 6.0]);
-//! # Ok::<(), onemodel::Error>(())
-//! ```
-//!
-//! Without its default `cli` feature (`default-features = false`) the crate is the library
-//! alone: the `om` binary's dependencies (clap, indicatif, plotters) are not compiled.
-//!
-//! ## Your own operators
-//!
-//! [`op`] (from `om-macros`) declares an operator in one item, as `docs/adding-an-op.md`
-//! explains. Its expansion names the `om_core` crate, so a crate declaring operators also
-//! depends on `om-core` (the version `onemodel` uses):
-//!
-//! ```
-//! use onemodel::core::kernels::elementwise::{binary, unary};
-//! use onemodel::core::Case;
-//! use onemodel::{op, Result, Tensor};
-//!
-//! /// Element-wise cube `x³`. Backward: `3·x²·g`.
-//! #[op(saved = [x])]
-//! pub mod cube {
-//!     use super::*;
-//!
-//!     pub fn forward(x: &Tensor) -> Result<Tensor> {
-//!         unary(NAME, x, |v| v * v * v)
-//!     }
-//!
-//!     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-//!         d.x(binary(NAME, g, r.x(), |g, x| 3.0 * x * x * g)?);
-//!         Ok(())
-//!     }
-//!
-//!     fn cases() -> Vec<Case> {
-//!         vec![Case::new("contiguous", vec![Case::input(&[3, 4], -1.0, 1.0, 1)], |x| super::cube(&x[0]))]
-//!     }
-//! }
-//!
-//! fn main() -> Result<()> {
-//!     let x = Tensor::from_vec(vec![2.0, -1.0], &[2])?.requires_grad()?;
-//!     onemodel::ops::sum(&cube(&x)?, None, false)?.backward()?;
-//!     assert_eq!(x.grad().unwrap().to_vec(), vec![12.0, 3.0]);
-//!     Ok(())
-//! }
-//! ```
+#![doc = include_str!("lib.md")]
 
 pub use om_core::rng::{initial_seed, manual_seed};
 pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_dist as dist;
 pub use om_macros::op;
 pub use om_ops as ops;
+
+/// What the module of an operator declared with [`op`] needs: tensors, errors, the
+/// gradient-check [`Case`], [`no_grad`], the element-wise kernel helpers `unary` and
+/// `binary` (a scalar closure over strided and broadcast operands, as
+/// `unary(NAME, x, |v| v * v)`), and every operator as a `Tensor` method. `use
+/// onemodel::op_support::*;` in the operator's module (or its parent, with `use super::*`).
+///
+/// # Examples
+///
+/// ```
+/// use onemodel::op_support::*;
+///
+/// /// `x + 1`. Backward: `g`.
+/// #[onemodel::op]
+/// pub mod plus_one {
+///     use super::*;
+///
+///     pub fn forward(x: &Tensor) -> Result<Tensor> {
+///         unary(NAME, x, |v| v + 1.0)
+///     }
+///
+///     fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+///         d.x(g.clone());
+///         Ok(())
+///     }
+///
+///     fn cases() -> Vec<Case> {
+///         vec![Case::new("contiguous", vec![Case::input(&[2, 3], -1.0, 1.0, 7)], |x| super::plus_one(&x[0]))]
+///     }
+/// }
+///
+/// # fn main() -> Result<()> {
+/// assert_eq!(plus_one(&Tensor::zeros(&[2])?)?.to_vec(), vec![1.0, 1.0]);
+/// onemodel::gradcheck::check_op("plus_one")?;
+/// # Ok(())
+/// # }
+/// ```
+pub mod op_support {
+    pub use om_core::kernels::elementwise::{binary, unary};
+    pub use om_core::{no_grad, Case, DType, Error, Result, Tensor};
+    pub use om_ops::methods::*;
+}
+
+/// Gradient checks of registered operators — the library's and those a program declares
+/// with [`op`]: analytic gradients against central differences, for every gradient-check
+/// case of the declaration, in both compute modes (fast and exact).
+///
+/// # Examples
+///
+/// ```
+/// onemodel::gradcheck::check_op("matmul")?;
+/// assert!(onemodel::gradcheck::check_op("no_such_op").is_err());
+/// # Ok::<(), onemodel::Error>(())
+/// ```
+pub mod gradcheck {
+    pub use om_core::gradcheck::{CaseFailure, OpCheck};
+
+    /// Checks one registered operator by name: every case in both compute modes. An
+    /// `Error` names the operator, each failing case and mode, the input and its worst
+    /// error, or says no operator has that name (see [`om_core::gradcheck::check_op`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// onemodel::gradcheck::check_op("relu")?;
+    /// # Ok::<(), onemodel::Error>(())
+    /// ```
+    pub fn check_op(name: &str) -> crate::Result<()> {
+        linked();
+        om_core::gradcheck::check_op(name)
+    }
+
+    /// Checks every registered operator, one row per operator sorted by name; an `Error`
+    /// only when a name is registered twice.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let failed: Vec<_> = onemodel::gradcheck::check_all()?.into_iter().filter(|r| !r.passed()).collect();
+    /// assert!(failed.is_empty(), "{failed:?}");
+    /// # Ok::<(), onemodel::Error>(())
+    /// ```
+    pub fn check_all() -> crate::Result<Vec<OpCheck>> {
+        linked();
+        om_core::gradcheck::check_all()
+    }
+
+    /// Reaches the operators' crate, so that its registrations are linked into a program
+    /// that calls no operator directly.
+    fn linked() {
+        let _ = om_ops::registered_ops();
+    }
+}
+
+/// Items the expansions of [`op`] and [`Module`](macro@ops::nn::Module) name in a crate whose only
+/// dependency is `onemodel`; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use om_core as core;
+}
 
 /// The names most programs need: tensors, errors, settings, the operator methods, the
 /// layers and the optimizers.
@@ -67,7 +113,8 @@ pub mod prelude {
     pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
     pub use om_ops::nn::{self, Forward, Module};
     pub use om_ops::optim::{self, Optimizer};
-    pub use om_ops::{self as ops, TensorOps};
+    pub use om_ops::methods::*;
+    pub use om_ops::{self as ops};
 }
 
 /// The README's examples, compiled and run by `cargo test`.
@@ -79,3 +126,9 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide.md")]
 #[cfg(doctest)]
 pub struct GuideDoctests;
+
+/// The custom-operator guide's examples (`docs/adding-an-op.md`), compiled and run by
+/// `cargo test`.
+#[doc = include_str!("../docs/adding-an-op.md")]
+#[cfg(doctest)]
+pub struct AddingAnOpDoctests;

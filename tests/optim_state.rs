@@ -7,7 +7,7 @@
 use om_core::{io, Result, Tensor};
 use om_ops::nn::{self, Forward, Linear, Module};
 use om_ops::optim::{self, *};
-use om_ops::TensorOps;
+use om_ops::methods::*;
 use std::path::PathBuf;
 
 #[derive(Module)]
@@ -23,7 +23,7 @@ impl Mlp {
 
     fn loss(&self, x: &Tensor) -> Result<Tensor> {
         let y = self.b.forward(&self.a.forward(x)?.tanh()?)?;
-        y.mul(&y)?.sum_all()
+        y.mul(&y)?.sum(None, false)
     }
 }
 

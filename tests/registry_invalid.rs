@@ -15,7 +15,7 @@
 
 use om_core::registry::Case;
 use om_core::{DType, Result, Tensor};
-use om_ops::TensorOps;
+use om_ops::methods::*;
 use om_tests::{panic_message, reshaped_wrapping};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -155,7 +155,7 @@ fn run(case: &Case, j: usize, m: Mutation) -> Option<Outcome> {
     // The graph behind the inputs still works: d(Σ fed)/d leaf = 1.
     let mut total: Option<Tensor> = None;
     for x in fed.iter().filter(|x| x.needs_grad()) {
-        let s = x.sum_all().ok()?;
+        let s = x.sum(None, false).ok()?;
         total = Some(match total {
             None => s,
             Some(t) => t.add(&s).ok()?,

@@ -1,9 +1,12 @@
 //! Gradient checking (spec section 6): analytic gradients against central float32
 //! differences of `L = Σ W·f(x)`, with `W` fixed pseudo-random and `L` summed in f64.
+//! [`run`] checks one case; [`check_op`] and [`check_all`] every registered case of one
+//! operator or of all, in both compute modes.
 
 use crate::autograd::no_grad;
+use crate::compute::{Compute, Mode, Settings};
 use crate::error::{Error, Result};
-use crate::registry::Case;
+use crate::registry::{self, Case, OpEntry};
 use crate::tensor::Tensor;
 
 /// The worst errors found for one checked input.
@@ -109,4 +112,127 @@ pub fn run(case: &Case) -> Result<Report> {
         reports.push(rep);
     }
     Ok(Report { inputs: reports })
+}
+
+/// A case that failed its gradient check in one compute mode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseFailure {
+    /// The case's name.
+    pub case: String,
+    /// The compute mode it ran in.
+    pub mode: Mode,
+    /// What failed: the inputs out of tolerance with their worst errors, or the error the
+    /// case returned.
+    pub detail: String,
+}
+
+impl std::fmt::Display for CaseFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "case `{}` ({} mode): {}", self.case, self.mode, self.detail)
+    }
+}
+
+/// One operator's gradient check: every registered case, in both compute modes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpCheck {
+    /// The operator's name.
+    pub op: &'static str,
+    /// Its registered cases (each runs once per mode).
+    pub cases: usize,
+    /// Largest absolute error over every case, input and mode.
+    pub worst_abs: f64,
+    /// Largest relative error over every case, input and mode.
+    pub worst_rel: f64,
+    /// The cases that failed (none when the operator passed).
+    pub failures: Vec<CaseFailure>,
+}
+
+impl OpCheck {
+    /// Whether every case passed in both modes (an operator without cases fails).
+    pub fn passed(&self) -> bool {
+        self.cases > 0 && self.failures.is_empty()
+    }
+}
+
+/// Runs every case of a registered operator in both compute modes ([`Mode::Fast`] and
+/// [`Mode::Exact`], on this thread's other settings) with [`run`].
+pub fn check_entry(entry: &OpEntry) -> OpCheck {
+    let cases = (entry.cases)();
+    let mut check = OpCheck { op: entry.name, cases: cases.len(), worst_abs: 0.0, worst_rel: 0.0, failures: Vec::new() };
+    for mode in [Mode::Fast, Mode::Exact] {
+        let settings = Settings { mode, ..Compute::settings() };
+        for case in &cases {
+            let failure = |detail: String| CaseFailure { case: case.name.clone(), mode, detail };
+            match Compute::with(settings, || run(case)) {
+                Ok(rep) => {
+                    check.worst_abs = check.worst_abs.max(rep.worst_abs());
+                    check.worst_rel = check.worst_rel.max(rep.worst_rel());
+                    let bad: Vec<String> = rep
+                        .inputs
+                        .iter()
+                        .filter(|i| i.failures > 0)
+                        .map(|i| {
+                            format!(
+                                "input {}: {} element(s) out of tolerance (atol {:e}, rtol {:e}), worst abs {:.3e}, worst rel {:.3e}",
+                                i.index, i.failures, case.atol, case.rtol, i.worst_abs, i.worst_rel
+                            )
+                        })
+                        .collect();
+                    if !bad.is_empty() {
+                        check.failures.push(failure(bad.join("; ")));
+                    }
+                }
+                Err(e) => check.failures.push(failure(format!("error: {e}"))),
+            }
+        }
+    }
+    check
+}
+
+/// Checks one registered operator by name — a library operator or one declared with
+/// `#[op]` in the calling program: every gradient-check case of its declaration, in both
+/// compute modes. An `Error` names the operator, each failing case and mode, the input
+/// and its worst error; or says that no operator has that name.
+///
+/// # Examples
+///
+/// ```
+/// // `om_core` registers no operators itself (they live in `om-ops`): an unknown name.
+/// let err = om_core::gradcheck::check_op("no_such_op").unwrap_err();
+/// assert!(err.to_string().contains("no_such_op"));
+/// ```
+pub fn check_op(name: &str) -> Result<()> {
+    const OP: &str = "check_op";
+    let entries = registry::entries().map_err(|dups| Error::argument(OP, format!("operators registered more than once: {dups:?}")))?;
+    let Some(entry) = entries.iter().find(|e| e.name == name) else {
+        return Err(Error::argument(
+            OP,
+            format!("no registered operator is named `{name}` (is its `#[op]` module compiled into this program?)"),
+        ));
+    };
+    let check = check_entry(entry);
+    if check.cases == 0 {
+        return Err(Error::argument(OP, format!("`{}` registers no gradient-check cases", entry.name)));
+    }
+    if check.passed() {
+        return Ok(());
+    }
+    let list: Vec<String> = check.failures.iter().map(CaseFailure::to_string).collect();
+    Err(Error::argument(OP, format!("`{}` failed its gradient check: {}", entry.name, list.join(" | "))))
+}
+
+/// Checks every registered operator as [`check_op`] does, one row per operator (sorted by
+/// name); an `Error` only when a name is registered twice.
+///
+/// # Examples
+///
+/// ```
+/// let rows = om_core::gradcheck::check_all()?;
+/// assert!(rows.iter().all(|r| r.passed()));
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub fn check_all() -> Result<Vec<OpCheck>> {
+    let entries =
+        registry::entries().map_err(|dups| Error::argument("check_all", format!("operators registered more than once: {dups:?}")))?;
+    Ok(entries.iter().map(|e| check_entry(e)).collect())
 }

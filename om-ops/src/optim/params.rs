@@ -13,7 +13,8 @@ use om_core::{no_grad, DType, Error, Result, Tensor};
 ///
 /// ```
 /// use om_ops::optim::Params;
-/// use om_ops::{Tensor, TensorOps};
+/// use om_ops::methods::*;
+/// use om_ops::Tensor;
 /// let p = Params::from(vec![Tensor::zeros(&[2])?.requires_grad()?]);
 /// assert_eq!(p.names(), ["0"]);
 /// # Ok::<(), om_ops::Error>(())
