@@ -9,8 +9,9 @@ pub use om_ops as ops;
 /// What the module of an operator declared with [`op`] needs: tensors, errors, the
 /// gradient-check [`Case`], [`no_grad`], the element-wise kernel helpers `unary` and
 /// `binary` (a scalar closure over strided and broadcast operands, as
-/// `unary(NAME, x, |v| v * v)`), and every operator as a `Tensor` method. `use
-/// onemodel::op_support::*;` in the operator's module (or its parent, with `use super::*`).
+/// `unary(NAME, x, |v| v * v)`). With `use onemodel::prelude::*;` (the operators as
+/// methods, the layers) beside `use onemodel::op_support::*;` in the operator's module (or
+/// its parent, with `use super::*`), the module has every name it needs.
 ///
 /// # Examples
 ///
@@ -45,7 +46,6 @@ pub use om_ops as ops;
 pub mod op_support {
     pub use om_core::kernels::elementwise::{binary, unary};
     pub use om_core::{no_grad, Case, DType, Error, Result, Tensor};
-    pub use om_ops::methods::*;
 }
 
 /// Gradient checks of registered operators — the library's and those a program declares
