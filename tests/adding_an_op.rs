@@ -2,9 +2,7 @@
 //! code block itself, included at build time (see `build.rs`), so the guide cannot drift
 //! from what is tested — registers itself and passes its gradient check.
 
-use om_core::kernels::elementwise::{binary, unary};
 use om_core::{registry, Case, Result, Tensor};
-use om_macros::op;
 
 // The guide's example, extracted from `docs/adding-an-op.md` by `build.rs`.
 include!(concat!(env!("OUT_DIR"), "/adding_an_op_example.rs"));
