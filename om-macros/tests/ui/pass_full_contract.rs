@@ -1,6 +1,7 @@
 //! Every feature of the contract in one declaration: conditional and owned slots, `out`,
 //! an optional input, attributes; plus a composition, and a private primitive behind a
-//! hand-written `#[op_wrapper]` function; the registry shows their calls and rules.
+//! hand-written `#[op_wrapper]` function; the registry shows their calls and rules, and
+//! each is a `Tensor` method with the function's arguments.
 use om_core::{Case, Result, Tensor};
 use om_macros::op;
 
@@ -95,4 +96,13 @@ fn main() {
     assert_eq!(entry("scaled").saved, &["a if b", "b if a", "out", "scale (owned)"]);
     assert_eq!(call("twice"), "twice(x: &Tensor)");
     assert_eq!(entry("twice").summary, "");
+
+    // The methods: the function's remaining arguments, the same result.
+    use __checked_identity_method::Method as _;
+    use scaled::Method as _;
+    use twice::Method as _;
+    assert_eq!(x.twice().unwrap().to_vec(), twice(&x).unwrap().to_vec());
+    assert_eq!(x.scaled(&x, None, 1.0, vec![]).unwrap().to_vec(), vec![1.0, 1.0]);
+    assert_eq!(x.checked_identity(true).unwrap().to_vec(), vec![1.0, 1.0]);
+    assert!(om_core::registry::has_method(entry("scaled")) && om_core::registry::has_method(entry("checked_identity")));
 }
