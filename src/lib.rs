@@ -7,7 +7,7 @@ pub use om_macros::op;
 pub use om_ops as ops;
 
 /// What the module of an operator declared with [`op`] needs: tensors, errors, the
-/// gradient-check [`Case`], [`no_grad`], the element-wise kernel helpers `unary` and
+/// gradient-check [`Case`](om_core::Case), [`no_grad`], the element-wise kernel helpers `unary` and
 /// `binary` (a scalar closure over strided and broadcast operands, as
 /// `unary(NAME, x, |v| v * v)`). With `use onemodel::prelude::*;` (the operators as
 /// methods, the layers) beside `use onemodel::op_support::*;` in the operator's module (or
@@ -111,9 +111,9 @@ pub mod __private {
 pub mod prelude {
     pub use om_core::rng::manual_seed;
     pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
+    pub use om_ops::methods::*;
     pub use om_ops::nn::{self, Forward, Module};
     pub use om_ops::optim::{self, Optimizer};
-    pub use om_ops::methods::*;
     pub use om_ops::{self as ops};
 }
 

@@ -9,9 +9,9 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::{pool, Error, Result, Tensor};
+use om_ops::methods::*;
 use om_ops::nn::{Forward, Linear};
 use om_ops::optim::{Adam, Optimizer, Sgd, SgdConfig};
-use om_ops::methods::*;
 use om_ops::{self as ops, Reduction, ResizeMode};
 use std::sync::{Mutex, MutexGuard};
 

@@ -5,9 +5,9 @@
 //! name the file and leave the optimizer as it was.
 
 use om_core::{io, Result, Tensor};
+use om_ops::methods::*;
 use om_ops::nn::{self, Forward, Linear, Module};
 use om_ops::optim::{self, *};
-use om_ops::methods::*;
 use std::path::PathBuf;
 
 #[derive(Module)]

@@ -51,8 +51,8 @@ pub use tensor::Tensor;
 /// hidden. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::autograd::record::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
     pub use crate::autograd::no_grad;
+    pub use crate::autograd::record::{attach, check_grad_dtypes, should_record, Backward, GradSink, Saved};
     pub use crate::dtype::DType;
     pub use crate::error::{Error, Result};
     pub use crate::inline_vec::InlineVec;

@@ -26,8 +26,7 @@ mod tests {
     #[test]
     fn every_operator_with_a_tensor_first_is_a_method() {
         let entries = crate::registered_ops().expect("no duplicate registrations");
-        let mut registered: Vec<&str> =
-            entries.iter().filter(|e| om_core::registry::has_method(e)).map(|e| e.name).collect();
+        let mut registered: Vec<&str> = entries.iter().filter(|e| om_core::registry::has_method(e)).map(|e| e.name).collect();
         registered.sort_unstable();
         let mut generated: Vec<&str> = METHOD_OPS.to_vec();
         generated.sort_unstable();

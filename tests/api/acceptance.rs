@@ -25,8 +25,8 @@ impl Forward for Net {
 /// softsign(x) = x / (1 + |x|). Backward: `g / (1 + |x|)²`.
 #[onemodel::op(saved = [x])]
 pub mod softsign {
-    use onemodel::prelude::*;
-    use onemodel::op_support::*; // whatever the macro's expansion and the cases need
+    use onemodel::op_support::*;
+    use onemodel::prelude::*; // whatever the macro's expansion and the cases need
 
     pub fn forward(x: &Tensor) -> Result<Tensor> {
         x.div(&x.abs()?.add_scalar(1.0)?)

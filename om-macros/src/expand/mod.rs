@@ -108,7 +108,13 @@ fn generate(op: &Checked) -> TokenStream {
 /// `Owned` with the declared owned slots), and a wrapper with the forward's signature,
 /// so that only the `compile_error!`s are reported. A module without a body is left out
 /// (emitting it would send rustc looking for its file).
-fn fallback(core: &TokenStream, module: &ItemMod, forward: Option<&syn::ItemFn>, owned: &[syn::Ident], errors: Vec<syn::Error>) -> TokenStream {
+fn fallback(
+    core: &TokenStream,
+    module: &ItemMod,
+    forward: Option<&syn::ItemFn>,
+    owned: &[syn::Ident],
+    errors: Vec<syn::Error>,
+) -> TokenStream {
     let errs = errors.iter().map(syn::Error::to_compile_error);
     let mut module = module.clone();
     let Some((_, items)) = &mut module.content else {
