@@ -4,10 +4,12 @@
 //! offending token.
 
 use crate::ast::{into_target, slice_attr_elem, Checked, InputKind, Kind, Op, Slot, SlotSource};
-use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use proc_macro2::TokenStream;
 use quote::ToTokens;
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Error, Ident, Item, ItemFn, Type};
+use syn::visit::{self, Visit};
+use syn::{Error, Ident, Item, ItemFn, Token, Type};
 
 /// Runs every rule; the checked declaration if none failed.
 pub fn check(op: Op, errors: &mut Vec<Error>) -> Option<Checked> {
@@ -185,7 +187,7 @@ fn backward_reads_saved_slots(op: &Op, backward: &ItemFn, errors: &mut Vec<Error
     let Some(syn::FnArg::Typed(first)) = backward.sig.inputs.first() else { return };
     let syn::Pat::Ident(record) = &*first.pat else { return };
     let mut reads = Vec::new();
-    method_calls_on(&record.ident, backward.block.to_token_stream(), &mut reads);
+    method_calls_on(&record.ident, &backward.block, &mut reads);
     let mut reported: Vec<String> = Vec::new();
     for method in reads {
         let m = method.to_string();
@@ -199,24 +201,29 @@ fn backward_reads_saved_slots(op: &Op, backward: &ItemFn, errors: &mut Vec<Error
     }
 }
 
-/// Every `NAME` in `receiver.NAME(..)` (not preceded by another `.`) in `tokens`, nested
-/// groups included.
-fn method_calls_on(receiver: &Ident, tokens: TokenStream, out: &mut Vec<Ident>) {
-    let tts: Vec<TokenTree> = tokens.into_iter().collect();
-    for (i, tt) in tts.iter().enumerate() {
-        if let TokenTree::Group(g) = tt {
-            method_calls_on(receiver, g.stream(), out);
-        }
-        let after_dot = i > 0 && matches!(&tts[i - 1], TokenTree::Punct(p) if p.as_char() == '.');
-        match (tt, tts.get(i + 1), tts.get(i + 2), tts.get(i + 3)) {
-            (TokenTree::Ident(r), Some(TokenTree::Punct(dot)), Some(TokenTree::Ident(name)), Some(TokenTree::Group(args)))
-                if r == receiver && dot.as_char() == '.' && args.delimiter() == Delimiter::Parenthesis && !after_dot =>
-            {
-                out.push(name.clone());
+/// Every `NAME` in a method call `receiver.NAME(..)` on the record's own binding in
+/// `block`, found by a typed walk of the syntax tree (inside the arguments of macros such as
+/// `assert!` too, when they parse as expressions).
+fn method_calls_on(receiver: &Ident, block: &syn::Block, out: &mut Vec<Ident>) {
+    struct Calls<'a> {
+        receiver: &'a Ident,
+        out: &'a mut Vec<Ident>,
+    }
+    impl<'ast> Visit<'ast> for Calls<'_> {
+        fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+            if matches!(&*call.receiver, syn::Expr::Path(p) if p.qself.is_none() && p.path.is_ident(self.receiver)) {
+                self.out.push(call.method.clone());
             }
-            _ => {}
+            visit::visit_expr_method_call(self, call);
+        }
+        fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+            let args = mac.parse_body_with(Punctuated::<syn::Expr, Token![,]>::parse_terminated);
+            for expr in args.iter().flatten() {
+                self.visit_expr(expr);
+            }
         }
     }
+    Calls { receiver, out }.visit_block(block);
 }
 
 /// No slot is saved twice.
