@@ -114,7 +114,17 @@ pub fn run(case: &Case) -> Result<Report> {
     Ok(Report { inputs: reports })
 }
 
-/// A case that failed its gradient check in one compute mode.
+/// A case that failed its gradient check in one compute mode; it prints as
+/// ``case `broadcast` (exact mode): input 1: 2 element(s) out of tolerance ..``.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::gradcheck::CaseFailure;
+/// use om_core::Mode;
+/// let f = CaseFailure { case: "broadcast".into(), mode: Mode::Exact, detail: "error: ..".into() };
+/// assert_eq!(f.to_string(), "case `broadcast` (exact mode): error: ..");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct CaseFailure {
     /// The case's name.
@@ -132,7 +142,8 @@ impl std::fmt::Display for CaseFailure {
     }
 }
 
-/// One operator's gradient check: every registered case, in both compute modes.
+/// One operator's gradient check: every registered case, in both compute modes (see
+/// [`check_entry`] for an example).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpCheck {
     /// The operator's name.
@@ -156,6 +167,27 @@ impl OpCheck {
 
 /// Runs every case of a registered operator in both compute modes ([`Mode::Fast`] and
 /// [`Mode::Exact`], on this thread's other settings) with [`run`].
+///
+/// # Examples
+///
+/// ```
+/// use om_core::registry::{Case, OpEntry, OpKind};
+/// use om_core::Tensor;
+///
+/// // `x·x` through `Tensor`'s arithmetic needs `om-ops`; a case of `x` itself does not.
+/// static IDENTITY: OpEntry = OpEntry {
+///     name: "identity",
+///     kind: OpKind::Composition,
+///     saved: &[],
+///     signature: "identity(x: &Tensor)",
+///     summary: "",
+///     method: true,
+///     cases: || vec![Case::new("one", vec![Case::input(&[3], -1.0, 1.0, 1)], |x| Ok(x[0].clone()))],
+/// };
+/// let check = om_core::gradcheck::check_entry(&IDENTITY);
+/// assert_eq!((check.op, check.cases), ("identity", 1));
+/// assert!(check.passed(), "{:?}", check.failures);
+/// ```
 pub fn check_entry(entry: &OpEntry) -> OpCheck {
     let cases = (entry.cases)();
     let mut check = OpCheck { op: entry.name, cases: cases.len(), worst_abs: 0.0, worst_rel: 0.0, failures: Vec::new() };

@@ -61,6 +61,22 @@ pub fn signature(entry: &OpEntry) -> &'static str {
 
 /// Whether users can call the operator as a `Tensor` method: its `#[op_wrapper]`
 /// function's first parameter is a `&Tensor`, or, without one, the generated wrapper's.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::registry::{has_method, OpEntry, OpKind};
+/// static CONCAT: OpEntry = OpEntry {
+///     name: "concat_like",
+///     kind: OpKind::Composition,
+///     saved: &[],
+///     signature: "concat_like(xs: &[Tensor], axis: isize)",
+///     summary: "",
+///     method: false, // the first parameter is a list of tensors
+///     cases: Vec::new,
+/// };
+/// assert!(!has_method(&CONCAT));
+/// ```
 pub fn has_method(entry: &OpEntry) -> bool {
     inventory::iter::<OpWrapper>.into_iter().find(|w| w.op == entry.name).map_or(entry.method, |w| w.method)
 }

@@ -145,6 +145,13 @@ fn fallback(
         /// Placeholder while the declaration has errors.
         pub struct Owned { #(pub #owned: #core::Tensor,)* }
     });
+    // The method too, so that method calls do not cascade either.
+    if let Some(f) = forward {
+        let mut sig = f.sig.clone();
+        sig.inputs = without_receiver(&sig.inputs);
+        let (ident, output) = (&module.ident, syn::parse_quote!(-> #core::Result<#core::Tensor>));
+        items.push(Item::Verbatim(method::tokens(&sig, ident, &quote!(super::#ident), &output, &quote!(#core::Tensor))));
+    }
     let ident = &module.ident;
     let vis = &module.vis;
     let wrapper = forward.map(|f| {

@@ -1,5 +1,5 @@
-//! After a real error, the module's own names (`NAME`, `Owned`, `Record`, `Grads`) and the
-//! wrapper still exist, so the only error reported is the real one.
+//! After a real error, the module's own names (`NAME`, `Owned`, `Record`, `Grads`), the
+//! wrapper and the method still exist, so the only error reported is the real one.
 use om_core::{Case, Result, Tensor};
 use om_macros::op;
 
@@ -24,4 +24,6 @@ pub mod ident_op {
 fn main() {
     let x = Tensor::ones(&[2]).unwrap();
     let _ = ident_op(&x);
+    use ident_op::Method as _;
+    let _ = x.ident_op();
 }
