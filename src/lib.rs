@@ -106,15 +106,16 @@ pub mod __private {
     pub use om_core as core;
 }
 
-/// The names most programs need: tensors, errors, settings, the operator methods, the
+/// The names most programs need: tensors, errors, settings, every operator as a `Tensor`
+/// method (`x.matmul(&w)?.relu()?`, generated from the operators' declarations), the
 /// layers and the optimizers.
 pub mod prelude {
     pub use om_core::rng::manual_seed;
     pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
+    pub use om_ops as ops;
     pub use om_ops::methods::*;
     pub use om_ops::nn::{self, Forward, Module};
     pub use om_ops::optim::{self, Optimizer};
-    pub use om_ops::{self as ops};
 }
 
 /// The README's examples, compiled and run by `cargo test`.

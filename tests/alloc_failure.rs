@@ -3,8 +3,8 @@
 //! `Error::OutOfMemory` naming the operator and the bytes, and leaves the inputs unchanged.
 
 use om_core::{pool, Error, Tensor};
+use om_ops as ops;
 use om_ops::methods::*;
-use om_ops::{self as ops};
 
 /// Asserts `e` is an out-of-memory error of `op` for `bytes` bytes, with a readable message.
 fn assert_oom(e: &Error, op: &str, bytes: u64) {
