@@ -4,22 +4,11 @@
 //! every platform. Definitions, accuracy and the difference from PyTorch's gradient are in
 //! `docs/ctc.md`.
 
+use crate::Reduction;
 use om_core::kernels::math64;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::{op, op_wrapper};
-
-/// How per-element (per-sequence) losses are combined, for every loss of om-ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduction {
-    /// The losses themselves: one per element (per sequence, shape `[B]`, for `ctc_loss`).
-    None,
-    /// The sum of the losses, a scalar.
-    Sum,
-    /// The mean of the losses, a scalar; for `ctc_loss` each loss is first divided by
-    /// `max(1, target length)`, as in PyTorch.
-    Mean,
-}
 
 /// Sequence lengths: a slice of counts, or an `i32` tensor of shape `[B]`.
 #[derive(Clone, Copy, Debug)]
@@ -461,7 +450,7 @@ mod primitive {
         }
 
         fn cases() -> Vec<Case> {
-            use crate::ctc::{ctc_loss as ctc, Reduction::*};
+            use crate::{ctc::ctc_loss as ctc, Reduction::*};
             let tg = |v: Vec<i32>, shape: &[usize]| Tensor::from_vec_i32(v, shape).unwrap();
             // Log-probabilities need not be normalised for the true partial derivative, so
             // the inputs are plain values in [-2.5, -0.2].
