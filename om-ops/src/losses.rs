@@ -554,8 +554,10 @@ pub mod binary_cross_entropy {
     fn cases() -> Vec<Case> {
         let p = |shape: &[usize], seed| Case::input(shape, 0.1, 0.9, seed);
         let t = |shape: &[usize], seed| Case::input(shape, 0.0, 1.0, seed);
-        // Weights are constants (no gradient): positive and negative, broadcast or not.
-        let w = |shape: &[usize], seed| Case::input(shape, -1.0, 2.0, seed).detach();
+        // Weights are constants (no gradient): positive and negative, broadcast or not; at
+        // most 1 in magnitude, since near x = 0.1 the curvature of log x already uses most of
+        // the finite-difference tolerance.
+        let w = |shape: &[usize], seed| Case::input(shape, -1.0, 1.0, seed).detach();
         let f = super::binary_cross_entropy;
         vec![
             Case::new("mean", vec![p(&[3, 4], 1), t(&[3, 4], 2)], move |x| f(&x[0], &x[1], None, Reduction::Mean)),
@@ -719,7 +721,8 @@ pub mod binary_cross_entropy_with_logits {
 /// which is the KL divergence of each row averaged over the batch.
 ///
 /// Backward: `∂/∂x = −t·g` (`−e^t·g`); `∂/∂t = (log t + 1 − x)·g`, NaN where `t = 0` as
-/// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`.
+/// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`
+/// (`g/n` for a mean over `n` elements, `g/batch` for `BatchMean`).
 ///
 /// # Examples
 ///
@@ -985,5 +988,75 @@ mod tests {
                 assert!((got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "pos_weight gradient {j}: {got} vs {want}");
             }
         });
+    }
+
+    #[test]
+    fn kl_div_batchmean_is_the_sum_over_the_batch_size() {
+        both_modes(|| {
+            for log_target in [false, true] {
+                let x = crate::log_softmax(&Tensor::randn_with_seed(&[4, 5], 11).unwrap(), 1).unwrap().detach().requires_grad().unwrap();
+                let t = crate::softmax(&Tensor::randn_with_seed(&[4, 5], 12).unwrap(), 1).unwrap();
+                let t = if log_target { crate::log(&t).unwrap() } else { t };
+                let sum = crate::kl_div(&x, &t, Reduction::Sum, log_target).unwrap().item().unwrap();
+                let y = crate::kl_div(&x, &t, KlDivReduction::BatchMean, log_target).unwrap();
+                assert!(y.shape().is_empty());
+                // PyTorch's definition: the sum, divided by the batch size.
+                assert_eq!(y.item().unwrap(), sum / 4.0);
+                y.backward().unwrap();
+                // ∂/∂x = −t/4 (−e^t/4 with log_target), from the definition, in f64.
+                let tv = t.to_vec();
+                for (g, &t) in x.grad().unwrap().to_vec().iter().zip(&tv) {
+                    let p = if log_target { (t as f64).exp() } else { t as f64 };
+                    let want = -p / 4.0;
+                    assert!((*g as f64 - want).abs() <= 4.0 * f32::EPSILON as f64 * want.abs(), "{g} vs {want}");
+                }
+            }
+            // A 0-d input: the batch size is 1, so batch mean and sum agree.
+            let (x, t) = (Tensor::scalar(-0.5), Tensor::scalar(0.25));
+            let bm = crate::kl_div(&x, &t, KlDivReduction::BatchMean, false).unwrap().item().unwrap();
+            assert_eq!(bm, crate::kl_div(&x, &t, Reduction::Sum, false).unwrap().item().unwrap());
+            // An empty batch: 0 / 0, NaN, as in PyTorch.
+            let e = Tensor::zeros(&[0, 3]).unwrap();
+            assert!(crate::kl_div(&e, &e, KlDivReduction::BatchMean, false).unwrap().item().unwrap().is_nan());
+        });
+    }
+
+    #[test]
+    fn reductions_default_to_pytorchs_mean() {
+        assert_eq!(Reduction::default(), Reduction::Mean);
+        assert_eq!(KlDivReduction::default(), KlDivReduction::Mean);
+        for (r, k) in [(Reduction::None, KlDivReduction::None), (Reduction::Sum, KlDivReduction::Sum), (Reduction::Mean, KlDivReduction::Mean)] {
+            assert_eq!(KlDivReduction::from(r), k);
+        }
+    }
+
+    #[test]
+    fn bad_weights_are_errors_naming_the_op() {
+        let x = Tensor::rand_uniform(&[3, 4], 0.1, 0.9, 1).unwrap();
+        let t = Tensor::rand_uniform(&[3, 4], 0.0, 1.0, 2).unwrap();
+        let bce = |w: &Tensor| crate::binary_cross_entropy(&x, &t, Some(w), Reduction::Mean);
+        let bcel = |w: &Tensor| crate::binary_cross_entropy_with_logits(&x, &t, Some(w), None, Reduction::Mean);
+        for (op, f) in [("binary_cross_entropy", &bce as &dyn Fn(&Tensor) -> Result<Tensor>), ("binary_cross_entropy_with_logits", &bcel)] {
+            // A weight that does not broadcast to the input, or would enlarge it.
+            for shape in [&[5][..], &[3, 3], &[2, 3, 4], &[4, 1]] {
+                let w = Tensor::ones(shape).unwrap();
+                match f(&w) {
+                    Err(Error::Shape { op: o, shapes, msg }) => {
+                        assert_eq!(o, op);
+                        assert_eq!(shapes, vec![vec![3, 4], shape.to_vec()]);
+                        assert!(msg.contains("weight"), "{msg}");
+                    }
+                    other => panic!("{op}: weight {shape:?} gave {other:?}"),
+                }
+            }
+            // A weight that requires a gradient: PyTorch has no derivative for it.
+            let w = Tensor::ones(&[4]).unwrap().requires_grad().unwrap();
+            let e = f(&w).unwrap_err();
+            assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{e}");
+            assert!(e.to_string().contains("weight"), "{e}");
+            // Not f32.
+            let w = Tensor::from_vec_i32(vec![1; 4], &[4]).unwrap();
+            assert!(matches!(f(&w).unwrap_err(), Error::DType { op: o, arg: "weight", .. } if o == op));
+        }
     }
 }
