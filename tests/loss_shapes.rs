@@ -29,15 +29,8 @@ fn losses() -> Vec<(&'static str, Loss)> {
 
 /// Pairs of shapes that broadcast together (so PyTorch would accept them with a warning)
 /// or do not, but are never equal.
-const MISMATCHED: [(&[usize], &[usize]); 7] = [
-    (&[8, 1], &[8]),
-    (&[8], &[8, 1]),
-    (&[3, 4], &[4]),
-    (&[3, 4], &[1, 4]),
-    (&[3, 4], &[]),
-    (&[2, 3], &[3, 2]),
-    (&[5], &[6]),
-];
+const MISMATCHED: [(&[usize], &[usize]); 7] =
+    [(&[8, 1], &[8]), (&[8], &[8, 1]), (&[3, 4], &[4]), (&[3, 4], &[1, 4]), (&[3, 4], &[]), (&[2, 3], &[3, 2]), (&[5], &[6])];
 
 fn leaf(shape: &[usize], seed: u64) -> Tensor {
     // Values in (0, 1): probabilities for binary_cross_entropy, valid for every loss.

@@ -105,6 +105,20 @@ fn as_i32(v: usize, what: &str, b: usize) -> Result<i32> {
 /// The gradient is the true partial derivative with respect to `log_probs` (PyTorch's adds
 /// `exp(lp)·w` on every used frame; gradients through a `log_softmax` agree): see
 /// `docs/ctc.md`. Errors name `ctc_loss`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{ctc_loss, Reduction};
+/// // T = 3 frames, one sequence, 3 classes (blank 0), all equally likely.
+/// let log_probs = Tensor::full(&[3, 1, 3], (1.0f32 / 3.0).ln())?;
+/// let targets = Tensor::from_vec_i32(vec![1], &[1, 1])?;
+/// let loss = ctc_loss(&log_probs, &targets, &[3usize][..], &[1usize][..], 0, Reduction::Sum, false)?;
+/// // 6 of the 27 frame labellings collapse to [1] (__1, _1_, 1__, _11, 11_, 111).
+/// assert!((loss.item()? - (27.0f32 / 6.0).ln()).abs() < 1e-5);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op_wrapper(primitive::ctc_loss)]
 pub fn ctc_loss<'a, 'b>(
     log_probs: &Tensor,

@@ -153,7 +153,8 @@ fn check_pair(op: &'static str, input: &Tensor, target: &Tensor) -> Result<()> {
     input.expect_f32(op, "input")?;
     target.expect_f32(op, "target")?;
     if input.shape() != target.shape() {
-        let msg = "input and target must have the same shape (PyTorch broadcasts them with only a warning; expand one explicitly to broadcast)";
+        let msg =
+            "input and target must have the same shape (PyTorch broadcasts them with only a warning; expand one explicitly to broadcast)";
         return Err(Error::shape(op, &[input.shape(), target.shape()], msg));
     }
     Ok(())
@@ -971,7 +972,12 @@ mod tests {
             check_weighted("bce_with_logits", |x, t, w, r| crate::binary_cross_entropy_with_logits(x, t, w, None, r), &x, &t);
             // With pos_weight too (a leaf requiring a gradient, whose gradient is scaled as well).
             let pw = Tensor::from_vec(vec![0.5, 1.0, 2.0, 3.0], &[4]).unwrap().requires_grad().unwrap();
-            check_weighted("bce_with_logits_pos_weight", |x, t, w, r| crate::binary_cross_entropy_with_logits(x, t, w, Some(&pw), r), &x, &t);
+            check_weighted(
+                "bce_with_logits_pos_weight",
+                |x, t, w, r| crate::binary_cross_entropy_with_logits(x, t, w, Some(&pw), r),
+                &x,
+                &t,
+            );
             // pos_weight's gradient from the definition: ∂(Σℓ)/∂p_j = Σ_i r_i·(−t_ij·log σ(x_ij))
             // for a rescaling weight r_i per row (evaluated in f64).
             let r = Tensor::from_vec(vec![3.0, 0.25, 1.5], &[3, 1]).unwrap();
@@ -1025,7 +1031,9 @@ mod tests {
     fn reductions_default_to_pytorchs_mean() {
         assert_eq!(Reduction::default(), Reduction::Mean);
         assert_eq!(KlDivReduction::default(), KlDivReduction::Mean);
-        for (r, k) in [(Reduction::None, KlDivReduction::None), (Reduction::Sum, KlDivReduction::Sum), (Reduction::Mean, KlDivReduction::Mean)] {
+        for (r, k) in
+            [(Reduction::None, KlDivReduction::None), (Reduction::Sum, KlDivReduction::Sum), (Reduction::Mean, KlDivReduction::Mean)]
+        {
             assert_eq!(KlDivReduction::from(r), k);
         }
     }
