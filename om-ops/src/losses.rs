@@ -101,7 +101,8 @@ fn batch_size(shape: &[usize]) -> usize {
     shape.first().copied().unwrap_or(1)
 }
 
-/// Applies the reduction to the element-wise losses.
+/// Applies the reduction to the element-wise losses. ([`KlDivReduction`] is a superset of
+/// [`Reduction`], so this and [`chain`] serve every loss of the file.)
 fn reduce(loss: Tensor, reduction: impl Into<KlDivReduction>) -> Result<Tensor> {
     match reduction.into() {
         KlDivReduction::None => Ok(loss),
@@ -166,16 +167,23 @@ fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
     from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
 }
 
-/// Checks an optional per-element tensor of a binary loss (`weight`, `pos_weight`): `f32`
-/// and broadcastable to the input's shape. `weight` must not require a gradient: PyTorch
-/// has no derivative for it.
+/// Checks an optional per-element tensor `name` of a binary loss (`weight`, `pos_weight`):
+/// `f32` and broadcastable to the input's shape.
 fn check_broadcast_arg(op: &'static str, name: &'static str, input: &Tensor, w: Option<&Tensor>) -> Result<()> {
     let Some(w) = w else { return Ok(()) };
     w.expect_f32(op, name)?;
     if !broadcasts_to(w.shape(), input.shape()) {
         return Err(Error::shape(op, &[input.shape(), w.shape()], format!("{name} must broadcast to the input's shape")));
     }
-    if name == "weight" && w.needs_grad() {
+    Ok(())
+}
+
+/// Checks the optional rescaling `weight` of a binary loss: as [`check_broadcast_arg`], and
+/// not requiring a gradient (PyTorch has no derivative for it; refused here rather than
+/// silently left without one, as `nll_loss`'s class weights).
+fn check_weight(op: &'static str, input: &Tensor, weight: Option<&Tensor>) -> Result<()> {
+    check_broadcast_arg(op, "weight", input, weight)?;
+    if weight.is_some_and(Tensor::needs_grad) {
         return Err(Error::argument(
             op,
             "the rescaling weight gets no gradient (PyTorch has no derivative for it); pass a tensor that does not require one, e.g. `weight.detach()`",
@@ -530,7 +538,7 @@ pub mod binary_cross_entropy {
 
     pub fn forward(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, reduction: Reduction) -> Result<Tensor> {
         check_pair(NAME, input, target)?;
-        check_broadcast_arg(NAME, "weight", input, weight)?;
+        check_weight(NAME, input, weight)?;
         let bad = input.try_with_f32(|xs| xs.iter().copied().find(|v| !(0.0..=1.0).contains(v)))?;
         if let Some(v) = bad {
             return Err(Error::argument(NAME, format!("every input must be a probability in [0, 1], found {v}")));
@@ -629,7 +637,7 @@ pub mod binary_cross_entropy_with_logits {
         reduction: Reduction,
     ) -> Result<Tensor> {
         check_pair(NAME, input, target)?;
-        check_broadcast_arg(NAME, "weight", input, weight)?;
+        check_weight(NAME, input, weight)?;
         check_broadcast_arg(NAME, "pos_weight", input, pos_weight)?;
         let loss = match pos_weight {
             None => binary(NAME, input, target, |x, t| (1.0 - t) * x - log_sigmoid(x))?,
@@ -719,7 +727,9 @@ pub mod binary_cross_entropy_with_logits {
 /// with `log_target` (`t` holds log-probabilities) `e^t·(t − x)`; then the reduction: any
 /// [`Reduction`] (`Mean` averages over all elements, PyTorch's default) or
 /// [`KlDivReduction::BatchMean`], the sum divided by the batch size (the first dimension),
-/// which is the KL divergence of each row averaged over the batch.
+/// which is the KL divergence of each row averaged over the batch. (`reduction` is
+/// `impl Into<KlDivReduction>`, so PyTorch's default is spelled `KlDivReduction::default()`
+/// or `Reduction::Mean`; a bare `Default::default()` has no type to default to.)
 ///
 /// Backward: `∂/∂x = −t·g` (`−e^t·g`); `∂/∂t = (log t + 1 − x)·g`, NaN where `t = 0` as
 /// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`
