@@ -1077,4 +1077,39 @@ mod tests {
             assert!(matches!(f(&w).unwrap_err(), Error::DType { op: o, arg: "weight", .. } if o == op));
         }
     }
+
+    fn load_options() -> Oracle {
+        Oracle::load_file("loss_options", "tools/oracle_loss_options.py")
+    }
+
+    #[test]
+    fn weighted_binary_losses_match_pytorch() {
+        let o = load_options();
+        both_modes(|| {
+            for name in ["col", "row", "full"] {
+                let w = o.get(&format!("bcew_{name}_w")).detach();
+                check(&o, &format!("bcew_{name}"), |x, t, r| crate::binary_cross_entropy(x, t, Some(&w), r));
+            }
+            for name in ["col", "row"] {
+                let w = o.get(&format!("bcelw_{name}_w")).detach();
+                check(&o, &format!("bcelw_{name}"), |x, t, r| crate::binary_cross_entropy_with_logits(x, t, Some(&w), None, r));
+            }
+            let (w, pw) = (o.get("bcelwpw_w").detach(), o.get("bcelwpw_pw").detach());
+            check(&o, "bcelwpw", |x, t, r| crate::binary_cross_entropy_with_logits(x, t, Some(&w), Some(&pw), r));
+        });
+    }
+
+    #[test]
+    fn kl_div_batchmean_matches_pytorch() {
+        let o = load_options();
+        both_modes(|| {
+            for name in ["kl", "kllog", "kl3", "0d"] {
+                let key = format!("bm_{name}");
+                let (x, t) = (o.get(&format!("{key}_x")), o.get(&format!("{key}_t")));
+                let y = crate::kl_div(&x, &t, KlDivReduction::BatchMean, name == "kllog").unwrap();
+                assert_close(&format!("{key}_y"), &y, &o.get(&format!("{key}_y")));
+                o.check_grads(&key, &y, &[("x", &x), ("t", &t)]);
+            }
+        });
+    }
 }
