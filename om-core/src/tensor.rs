@@ -204,6 +204,7 @@ impl Tensor {
     /// `numel` elements, initially holding unspecified values). Fails with
     /// [`Error::OutOfMemory`] when the buffer cannot be allocated (see
     /// [`crate::pool::max_buffer_bytes`]).
+    #[doc(hidden)]
     pub fn build_f32(shape: &[usize], fill: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<Tensor> {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
@@ -224,6 +225,7 @@ impl Tensor {
     /// assert_eq!((sum.to_vec(), diff.to_vec()), (vec![3.0, 5.0], vec![1.0, -1.0]));
     /// # Ok::<(), om_core::Error>(())
     /// ```
+    #[doc(hidden)]
     pub fn build_many_f32<const N: usize>(shapes: [&[usize]; N], fill: impl FnOnce([&mut [f32]; N]) -> Result<()>) -> Result<[Tensor; N]> {
         let mut counts = [0usize; N];
         for (n, shape) in counts.iter_mut().zip(shapes) {
@@ -248,6 +250,7 @@ impl Tensor {
     }
 
     /// Like [`Tensor::build_f32`] for an `i32` tensor.
+    #[doc(hidden)]
     pub fn build_i32(shape: &[usize], fill: impl FnOnce(&mut [i32]) -> Result<()>) -> Result<Tensor> {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
@@ -696,6 +699,7 @@ impl Tensor {
     }
 
     /// Fails with [`Error::DType`] naming `op` and `arg` unless the tensor is `f32`.
+    #[doc(hidden)]
     pub fn expect_f32(&self, op: &'static str, arg: &'static str) -> Result<()> {
         if self.dtype() != DType::F32 {
             return Err(Error::DType { op, arg, expected: DType::F32, got: self.dtype() });
@@ -704,6 +708,7 @@ impl Tensor {
     }
 
     /// The storage's version counter (bumped by every in-place write).
+    #[doc(hidden)]
     pub fn version(&self) -> u64 {
         self.0.storage.version()
     }
@@ -715,9 +720,8 @@ impl Tensor {
 
     /// A new handle on the same storage with another layout (PyTorch's `as_strided`, with
     /// no autograd history, like [`Tensor::detach`]): element `i` of the view reads the
-    /// storage at `offset + Σ index_d · strides[d]`. `shape` and `strides` are a [`Dims`]
-    /// (no allocation up to [`layout::INLINE_RANK`] dimensions), a `Vec<usize>` or an
-    /// array.
+    /// storage at `offset + Σ index_d · strides[d]`. `shape` and `strides` are arrays,
+    /// `Vec<usize>`s or slices (no allocation up to 4 dimensions).
     ///
     /// Fails with [`Error::Shape`] when `shape` and `strides` differ in length, when the
     /// element count overflows, or when the last element the view reads lies past the end
@@ -749,12 +753,14 @@ impl Tensor {
     /// # Panics
     /// If the gathered copy cannot be allocated (an expanded view far larger than memory);
     /// operators use [`Tensor::try_with_f32`].
+    #[doc(hidden)]
     pub fn with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
         self.try_with_f32(f).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Tensor::with_f32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
     /// instead of panicking when the gathered copy cannot be allocated.
+    #[doc(hidden)]
     pub fn try_with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         self.try_with(f)
     }
@@ -845,6 +851,7 @@ impl Tensor {
 
     /// [`Tensor::with_f32`] for an optional tensor (a bias, a mask): `f` gets `None` when
     /// the tensor is absent.
+    #[doc(hidden)]
     pub fn with_f32_opt<R>(t: Option<&Tensor>, f: impl FnOnce(Option<&[f32]>) -> R) -> R {
         match t {
             Some(t) => t.with_f32(|s| f(Some(s))),
@@ -857,18 +864,21 @@ impl Tensor {
     ///
     /// # Panics
     /// If the gathered copy cannot be allocated; operators use [`Tensor::try_with_i32`].
+    #[doc(hidden)]
     pub fn with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> R {
         self.try_with_i32(f).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Tensor::with_i32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
     /// instead of panicking when the gathered copy cannot be allocated.
+    #[doc(hidden)]
     pub fn try_with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> Result<R> {
         self.try_with(f)
     }
 
     /// Runs `f` on the whole storage as `f32` (for kernels that walk strides themselves).
     /// Must only be called on `f32` tensors.
+    #[doc(hidden)]
     pub fn with_storage_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
         debug_assert_eq!(self.dtype(), DType::F32);
         let storage = self.0.storage.read();
@@ -898,12 +908,14 @@ impl Tensor {
     ///
     /// # Panics
     /// If the copy cannot be allocated; operators use [`Tensor::try_to_contiguous`].
+    #[doc(hidden)]
     pub fn to_contiguous(&self) -> Tensor {
         self.try_to_contiguous().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Tensor::to_contiguous`], failing with [`Error::OutOfMemory`] (naming no operator
     /// yet) when the copy cannot be allocated (an expanded view far larger than memory).
+    #[doc(hidden)]
     pub fn try_to_contiguous(&self) -> Result<Tensor> {
         if self.dtype() == DType::F32 && self.is_contiguous() {
             return Ok(self.detach());
@@ -918,6 +930,7 @@ impl Tensor {
 
     /// Runs `f` on the tensor's elements in row-major order for an in-place update.
     /// The tensor must be contiguous and `f32`.
+    #[doc(hidden)]
     pub fn update_f32(&self, op: &'static str, f: impl FnOnce(&mut [f32])) -> Result<()> {
         if self.dtype() != DType::F32 {
             return Err(Error::DType { op, arg: "self", expected: DType::F32, got: self.dtype() });

@@ -57,7 +57,7 @@ activation!(
     /// `x·σ(x)` (`torch.nn.SiLU`).
     SiLU => crate::silu
 );
-/// Softmax along one axis (`torch.nn.Softmax(dim)`): [`crate::softmax`] of the input,
+/// Softmax along one axis (`torch.nn.Softmax(dim)`): [`crate::softmax()`] of the input,
 /// values along `axis` in `(0, 1]` summing to 1. A negative axis counts from the end.
 ///
 /// # Examples
@@ -90,7 +90,7 @@ impl Forward for Softmax {
     }
 }
 
-/// Log-softmax along one axis (`torch.nn.LogSoftmax(dim)`): [`crate::log_softmax`] of the
+/// Log-softmax along one axis (`torch.nn.LogSoftmax(dim)`): [`crate::log_softmax()`] of the
 /// input. A negative axis counts from the end.
 ///
 /// # Examples
