@@ -365,7 +365,10 @@ impl Tensor {
             return Err(Error::argument(OP, format!("unsupported range: {start} -> {end}")));
         }
         if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
-            return Err(Error::argument(OP, format!("upper bound and larger bound inconsistent with step sign: {start} -> {end} by {step}")));
+            return Err(Error::argument(
+                OP,
+                format!("upper bound and larger bound inconsistent with step sign: {start} -> {end} by {step}"),
+            ));
         }
         let len = ((end - start) / step).ceil();
         if len.is_nan() || len >= usize::MAX as f64 {
@@ -550,7 +553,10 @@ impl Tensor {
     /// ```
     pub fn randint(low: i32, high: i32, shape: &[usize]) -> Result<Tensor> {
         if low >= high {
-            return Err(Error::argument("randint", format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")));
+            return Err(Error::argument(
+                "randint",
+                format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"),
+            ));
         }
         Tensor::randint_with_seed(low, high, shape, crate::rng::next_seed())
     }
@@ -558,7 +564,10 @@ impl Tensor {
     /// [`Tensor::randint`] from a fixed generator seeded with `seed`.
     pub fn randint_with_seed(low: i32, high: i32, shape: &[usize], seed: u64) -> Result<Tensor> {
         if low >= high {
-            return Err(Error::argument("randint", format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")));
+            return Err(Error::argument(
+                "randint",
+                format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"),
+            ));
         }
         let span = (high as i64 - low as i64) as usize;
         let mut rng = crate::rng::Rng::new(seed);

@@ -20,9 +20,11 @@ fn argument_error(r: om_core::Result<Tensor>, op: &str) -> String {
 
 #[test]
 fn arange_has_pytorchs_length_and_values() {
-    for (start, end, step) in [(0.0, 1.0, 0.25), (0.0, 1.0, 0.1), (1.0, 2.5, 0.5), (-3.0, 4.0, 0.7), (3.0, 0.0, -1.5), (2.0, -2.0, -0.3), (5.0, 5.0, 1.0)] {
+    for (start, end, step) in
+        [(0.0f64, 1.0, 0.25), (0.0, 1.0, 0.1), (1.0, 2.5, 0.5), (-3.0, 4.0, 0.7), (3.0, 0.0, -1.5), (2.0, -2.0, -0.3), (5.0, 5.0, 1.0)]
+    {
         let t = Tensor::arange(start, end, step).unwrap();
-        let len = ((end - start) / step as f64).ceil() as usize;
+        let len = ((end - start) / step).ceil() as usize;
         assert_eq!(t.shape(), &[len], "arange({start}, {end}, {step})");
         let want: Vec<f32> = (0..len).map(|i| (start + step * i as f64) as f32).collect();
         assert_eq!(t.to_vec(), want, "arange({start}, {end}, {step})");
