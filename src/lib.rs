@@ -13,9 +13,6 @@ pub use om_ops::{nn, optim};
 pub mod ops {
     #[doc(inline)]
     pub use om_ops::*;
-    // The same items as the crate root's; hidden here so the docs show them once.
-    #[doc(hidden)]
-    pub use om_ops::{nn, optim, Error, Result, Tensor};
 }
 
 /// The engine beneath the operators: tensor files ([`core::io`]), the buffer pool
@@ -26,9 +23,6 @@ pub mod ops {
 pub mod core {
     #[doc(inline)]
     pub use om_core::*;
-    // The same items as the crate root's; hidden here so the docs show them once.
-    #[doc(hidden)]
-    pub use om_core::{compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 }
 
 /// Data-parallel training, bit-identical in exact mode at any number of processes
@@ -44,11 +38,11 @@ mod doctests;
 /// The names most programs need: tensors, errors, settings, the operator methods, the
 /// layers and the optimizers.
 pub mod prelude {
+    pub use crate::nn::{self, Forward, Module};
+    pub use crate::ops::{self, Reduction, TensorOps};
+    pub use crate::optim::{self, Optimizer};
     pub use om_core::rng::manual_seed;
     pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
-    pub use om_ops::nn::{self, Forward, Module};
-    pub use om_ops::optim::{self, Optimizer};
-    pub use om_ops::{self as ops, Reduction, TensorOps};
 }
 
 /// The README's examples, compiled and run by `cargo test`.
