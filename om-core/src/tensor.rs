@@ -259,11 +259,29 @@ impl Tensor {
     }
 
     /// A tensor holding `data` in row-major order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// assert_eq!((t.shape(), t.to_vec()[5]), (&[2, 3][..], 6.0));
+    /// assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
         Tensor::from_slice(&data, shape)
     }
 
     /// A tensor holding a copy of `data` in row-major order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::from_slice(&[1.0, 2.0], &[2, 1])?.shape(), &[2, 1]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Tensor> {
         check_len("from_slice", data.len(), shape)?;
         Tensor::build_f32(shape, |out| {
@@ -273,6 +291,15 @@ impl Tensor {
     }
 
     /// An `i32` tensor holding `data` in row-major order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let ids = Tensor::from_vec_i32(vec![3, 0, 7], &[3])?;
+    /// assert_eq!(ids.to_vec_i32(), vec![3, 0, 7]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn from_vec_i32(data: Vec<i32>, shape: &[usize]) -> Result<Tensor> {
         check_len("from_vec_i32", data.len(), shape)?;
         Tensor::build_i32(shape, |out| {
@@ -307,11 +334,28 @@ impl Tensor {
     }
 
     /// A 0-d tensor holding `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let s = Tensor::scalar(2.5);
+    /// assert_eq!((s.shape(), s.item()?), (&[][..], 2.5));
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn scalar(v: f32) -> Tensor {
         Tensor::full(&[], v).unwrap_or_else(|_| unreachable!("a scalar shape never overflows"))
     }
 
     /// A tensor of `shape` filled with `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::full(&[2, 2], 3.0)?.to_vec(), vec![3.0; 4]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn full(shape: &[usize], v: f32) -> Result<Tensor> {
         Tensor::filled(shape, v).map_err(|e| e.with_op("full"))
     }
@@ -325,11 +369,27 @@ impl Tensor {
     }
 
     /// Zeros of `shape`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::zeros(&[2, 3])?.to_vec(), vec![0.0; 6]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn zeros(shape: &[usize]) -> Result<Tensor> {
         Tensor::filled(shape, 0.0).map_err(|e| e.with_op("zeros"))
     }
 
     /// Ones of `shape`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::ones(&[3])?.to_vec(), vec![1.0; 3]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn ones(shape: &[usize]) -> Result<Tensor> {
         Tensor::filled(shape, 1.0).map_err(|e| e.with_op("ones"))
     }
@@ -562,6 +622,15 @@ impl Tensor {
     }
 
     /// [`Tensor::randint`] from a fixed generator seeded with `seed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let a = Tensor::randint_with_seed(0, 5, &[6], 3)?;
+    /// assert_eq!(a.to_vec_i32(), Tensor::randint_with_seed(0, 5, &[6], 3)?.to_vec_i32());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn randint_with_seed(low: i32, high: i32, shape: &[usize], seed: u64) -> Result<Tensor> {
         if low >= high {
             return Err(Error::argument(
@@ -597,6 +666,15 @@ impl Tensor {
 
     /// [`Tensor::randperm`] from a fixed generator seeded with `seed` (a Fisher-Yates
     /// shuffle).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let p = Tensor::randperm_with_seed(4, 3)?;
+    /// assert_eq!(p.to_vec_i32(), Tensor::randperm_with_seed(4, 3)?.to_vec_i32());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn randperm_with_seed(n: usize, seed: u64) -> Result<Tensor> {
         if n > i32::MAX as usize + 1 {
             return Err(Error::argument("randperm", format!("n = {n} has elements past i32::MAX (permutations are i32)")));
@@ -631,12 +709,30 @@ impl Tensor {
 
     /// Uniform values in `[0, 1)` from a generator seeded with one draw of the calling
     /// thread's default stream (PyTorch's `torch.rand`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let u = Tensor::rand(&[100])?;
+    /// assert!(u.to_vec().iter().all(|v| (0.0..1.0).contains(v)));
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn rand(shape: &[usize]) -> Result<Tensor> {
         Tensor::rand_uniform(shape, 0.0, 1.0, crate::rng::next_seed()).map_err(|e| e.with_op("rand"))
     }
 
     /// Standard normal values from a fixed generator seeded with `seed` (SplitMix64 and
     /// Box-Muller in f64; reproducible wherever the platform's f64 `ln`/`sin`/`cos` agree).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let a = Tensor::randn_with_seed(&[3], 9)?;
+    /// assert_eq!(a.to_vec(), Tensor::randn_with_seed(&[3], 9)?.to_vec());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn randn_with_seed(shape: &[usize], seed: u64) -> Result<Tensor> {
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
@@ -647,6 +743,16 @@ impl Tensor {
     }
 
     /// Uniform values in `[lo, hi)` from a fixed generator seeded with `seed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let u = Tensor::rand_uniform(&[50], -1.0, 1.0, 4)?;
+    /// assert!(u.to_vec().iter().all(|v| (-1.0..1.0).contains(v)));
+    /// assert!(Tensor::rand_uniform(&[1], 1.0, 1.0, 4).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn rand_uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
             return Err(Error::argument("rand_uniform", format!("need finite lo < hi, got [{lo}, {hi})")));

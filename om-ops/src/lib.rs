@@ -1,8 +1,20 @@
 //! # om-ops
 //!
 //! Every operator of OneModel, each declared once with `#[op]` in the file of its family.
-//! The declaration generates the public function (re-exported here), the backward record,
-//! the dispatch and the registered gradient-check cases.
+//! The declaration generates the public function, the backward record, the dispatch and the
+//! registered gradient-check cases. Programs reach all of it through the `onemodel` crate
+//! (`onemodel::ops`, `onemodel::nn`, `onemodel::optim`).
+//!
+//! The operators and their argument types are documented here at the crate root (the
+//! family modules that declare them are an implementation detail, hidden from the docs);
+//! [`nn`] holds the layers and [`optim`] the optimizers.
+//!
+//! ```
+//! use om_ops::Tensor;
+//! let x = Tensor::from_vec(vec![-1.0, 2.0], &[2])?;
+//! assert_eq!(om_ops::relu(&x)?.to_vec(), vec![0.0, 2.0]);
+//! # Ok::<(), om_ops::Error>(())
+//! ```
 
 #[doc(hidden)]
 pub mod conv;
