@@ -398,7 +398,9 @@ impl Tensor {
     /// (`torch.arange(start, end, step)`). As in PyTorch, the arguments are taken as `f64`
     /// (any of `f32`, `f64`, `i32`, `u32`, ... converts), the length is
     /// `ceil((end − start) / step)` computed in `f64`, and element `i` is
-    /// `start + step · i` computed in `f64` and rounded to `f32`.
+    /// `start + step · i` computed in `f64` and rounded to `f32` (PyTorch's scalar loop; its
+    /// vectorised loop, which steps from the start of each vector, can differ in the last
+    /// bit).
     ///
     /// Fails with [`Error::Argument`] when `step` is zero, when `start` or `end` is not
     /// finite, when `end` lies on the wrong side of `start` for the sign of `step`, or when
