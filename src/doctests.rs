@@ -1,0 +1,12 @@
+//! The user documents under `docs/` whose examples `cargo test` compiles and runs (the
+//! README and the guide are included from `lib.rs`).
+
+/// `docs/optim.md`: optimizers, schedulers, clipping and state files.
+#[doc = include_str!("../docs/optim.md")]
+#[cfg(doctest)]
+pub struct OptimDoctests;
+
+/// `docs/memory.md`: the pool, activation scopes and heap counting.
+#[doc = include_str!("../docs/memory.md")]
+#[cfg(doctest)]
+pub struct MemoryDoctests;
