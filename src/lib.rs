@@ -1,10 +1,38 @@
 #![doc = include_str!("lib.md")]
 
 pub use om_core::rng::{initial_seed, manual_seed};
-pub use om_core::{self as core, compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
-pub use om_dist as dist;
+pub use om_core::{compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_macros::op;
-pub use om_ops as ops;
+#[doc(inline)]
+pub use om_ops::{nn, optim};
+
+/// Every operator as a function (`ops::relu(&x)`), with its argument types (options,
+/// [`ops::Reduction`], ...). Each is also a [`Tensor`] method of the same name, and the
+/// crate front page lists them by category. `ops::nn` and `ops::optim` are [`nn`] and
+/// [`optim`].
+pub mod ops {
+    #[doc(inline)]
+    pub use om_ops::*;
+}
+
+/// The engine beneath the operators: tensor files ([`core::io`]), the buffer pool
+/// ([`core::pool`]), activation scopes, gradient checking, the operator registry,
+/// grad mode, the random stream ([`core::rng`]) and the axis and shape arguments.
+/// (Its crate is `om-core`.)
+pub mod core {
+    #[doc(inline)]
+    pub use om_core::*;
+}
+
+/// Data-parallel training, bit-identical in exact mode at any number of processes
+/// (`docs/distributed.md`): the [`dist::Communicator`] trait, [`dist::DataParallel`], and
+/// communicators over threads and (cargo feature `mpi`) MPI.
+pub mod dist {
+    #[doc(inline)]
+    pub use om_dist::*;
+}
+
+mod doctests;
 
 /// What the module of an operator declared with [`op`] needs: tensors, errors, the
 /// gradient-check [`Case`](om_core::Case), [`no_grad`], the element-wise kernel helpers `unary` and
@@ -110,12 +138,12 @@ pub mod __private {
 /// method (`x.matmul(&w)?.relu()?`, generated from the operators' declarations), the
 /// layers and the optimizers.
 pub mod prelude {
+    pub use crate::nn::{self, Forward, Module};
+    pub use crate::ops::methods::*;
+    pub use crate::ops::{self, Reduction};
+    pub use crate::optim::{self, Optimizer};
     pub use om_core::rng::manual_seed;
     pub use om_core::{no_grad, Compute, DType, Error, Mode, Result, Tensor};
-    pub use om_ops as ops;
-    pub use om_ops::methods::*;
-    pub use om_ops::nn::{self, Forward, Module};
-    pub use om_ops::optim::{self, Optimizer};
 }
 
 /// The README's examples, compiled and run by `cargo test`.
@@ -127,9 +155,3 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide.md")]
 #[cfg(doctest)]
 pub struct GuideDoctests;
-
-/// The custom-operator guide's examples (`docs/adding-an-op.md`), compiled and run by
-/// `cargo test`.
-#[doc = include_str!("../docs/adding-an-op.md")]
-#[cfg(doctest)]
-pub struct AddingAnOpDoctests;

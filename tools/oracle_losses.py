@@ -31,6 +31,8 @@ def pair(prefix, fn, x, t, **kw):
 
 
 # ----- regression losses: [4, 6] input, target broadcast from [6] in the *_bc sets -----
+# (PyTorch broadcasts them with a warning; om-ops refuses mismatched shapes, so its tests
+# expand the [6] target to [4, 6] explicitly, which gives the same values and gradients.)
 def uniform(shape, lo, hi):
     return rng.uniform(lo, hi, shape)
 

@@ -58,6 +58,7 @@ inventory::collect!(ScalarArith);
 /// Registers the operators behind the arithmetic traits: `register_arith!(Arith { .. })`
 /// or `register_arith!(ScalarArith { .. })`, once each, in the crate that implements them
 /// (`om-ops`).
+#[doc(hidden)]
 #[macro_export]
 macro_rules! register_arith {
     ($kind:ident { $($field:ident: $f:expr),* $(,)? }) => {

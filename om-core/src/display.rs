@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn large_tensors_are_elided() {
-        let t = Tensor::arange(2000).unwrap();
+        let t = Tensor::arange(0, 2000, 1).unwrap();
         assert_eq!(t.to_string(), "tensor([   0.,    1.,    2., ..., 1997., 1998., 1999.])");
     }
 

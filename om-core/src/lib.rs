@@ -1,11 +1,15 @@
 //! # om-core
 //!
-//! The foundation of OneModel: [`Tensor`] (shape, strides, offset, dtype over a shared,
-//! versioned [`storage::Storage`]), the buffer [`pool`], grad mode, the reverse-mode
-//! [`autograd`] engine, the arithmetic settings of [`compute`], the [`kernels`], the
-//! operator [`registry`] and [`gradcheck`], the [`module`] trait models implement and the
-//! seedable default random stream of [`rng`]. Operators themselves live in `om-ops`, each
-//! declared once with `#[op]`.
+//! The foundation of OneModel: [`Tensor`] (shape, strides, offset and dtype over shared,
+//! versioned storage), the buffer [`pool`], grad mode, the reverse-mode [`autograd`]
+//! engine, the arithmetic settings of [`compute`], the operator [`registry`] and
+//! [`gradcheck`], the [`module`] trait models implement and the seedable default random
+//! stream of [`rng`]. Operators themselves live in `om-ops`, each declared once with
+//! `#[op]`; programs use both through the `onemodel` crate.
+//!
+//! The kernels, layout helpers, storage and inline vectors are public only because
+//! `om-ops` and the `#[op]` expansion use them; they are hidden from these docs and are
+//! not part of the API.
 //!
 //! ```
 //! use om_core::Tensor;
@@ -17,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod args;
+#[doc(hidden)]
 pub mod arith;
 pub mod autograd;
 pub mod compute;
@@ -24,15 +29,19 @@ mod display;
 pub mod dtype;
 pub mod error;
 pub mod gradcheck;
+#[doc(hidden)]
 pub mod inline_vec;
 pub mod io;
+#[doc(hidden)]
 pub mod kernels;
+#[doc(hidden)]
 pub mod layout;
 pub mod module;
 pub mod pool;
 pub mod registry;
 pub mod rng;
 pub mod scope;
+#[doc(hidden)]
 pub mod storage;
 pub mod tensor;
 
@@ -41,6 +50,7 @@ pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
 pub use compute::{Compute, KernelPath, Mode};
 pub use dtype::DType;
 pub use error::{Error, Result};
+#[doc(hidden)]
 pub use kernels::alloc_count;
 pub use registry::Case;
 pub use scope::{ActivationScope, ScopeStats};

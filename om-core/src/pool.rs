@@ -1,13 +1,13 @@
 //! The buffer pool: every tensor buffer and every kernel scratch comes from here.
 //!
-//! Buffers are 64-byte aligned (they are made of [`Block`]s, 64 bytes each) and rounded up
+//! Buffers are 64-byte aligned (they are made of blocks of 64 bytes) and rounded up
 //! to a size class (exact below 8 blocks, then four classes per doubling), so a warm
 //! training step finds every request already pooled and allocates nothing:
-//! [`stats`]`().native_allocations` stays put. Dropping a [`Buffer`] returns it to its class.
+//! [`stats`]`().native_allocations` stays put. Dropping a buffer returns it to its class.
 //! The pool never hands out uninitialised memory (recycled buffers hold old values; the
 //! callers that need zeros ask for them).
 //!
-//! Allocation failure is an [`Error::OutOfMemory`], never an abort: [`Buffer::try_new`]
+//! Allocation failure is an [`Error::OutOfMemory`], never an abort: the pool
 //! refuses a request above [`max_buffer_bytes`] (by default the machine's physical memory,
 //! read from `/proc/meminfo` at first use, or the `ONEMODEL_MAX_TENSOR_BYTES` environment
 //! variable; see [`set_max_buffer_bytes`]) and reserves the memory fallibly, so a request
@@ -22,9 +22,11 @@ use std::sync::{Mutex, OnceLock};
 /// 64 bytes, 64-byte aligned: the unit of every pooled buffer.
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
+#[doc(hidden)]
 pub struct Block([u32; 16]);
 
 /// Bytes in one [`Block`].
+#[doc(hidden)]
 pub const BLOCK_BYTES: usize = 64;
 
 /// Pool counters (see [`stats`]).
@@ -121,6 +123,7 @@ pub fn set_max_buffer_bytes(bytes: usize) -> usize {
 }
 
 /// The size class (in blocks) serving a request of `blocks` blocks.
+#[doc(hidden)]
 pub fn size_class(blocks: usize) -> usize {
     if blocks < 8 {
         return blocks.max(1);
@@ -131,6 +134,7 @@ pub fn size_class(blocks: usize) -> usize {
 }
 
 /// A pooled, 64-byte aligned buffer. Returned to the pool on drop.
+#[doc(hidden)]
 pub struct Buffer {
     blocks: Vec<Block>,
 }
@@ -236,6 +240,7 @@ impl Drop for Buffer {
 }
 
 /// A pooled scratch of `len` doubles, zeroed, for sums that accumulate in f64.
+#[doc(hidden)]
 pub struct F64Scratch {
     buf: Buffer,
     len: usize,

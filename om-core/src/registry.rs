@@ -1,6 +1,6 @@
 //! The operator registry: every `#[op]` item submits one [`OpEntry`] through `inventory`;
 //! the test suite, `om gradcheck`, `om ops` and `docs/ops.md` all read [`entries`].
-//! Also the list of operator rows of spec section 5 ([`SPEC_ROWS`]) that the registry is
+//! Also the list of operator rows of spec section 5 (`SPEC_ROWS`) that the registry is
 //! checked against.
 
 use crate::error::Result;
@@ -24,7 +24,7 @@ pub struct OpEntry {
     /// Saved slots as declared (e.g. `a if b`).
     pub saved: &'static [&'static str],
     /// The generated public function's call signature, parameters in order
-    /// (`resize2d(x: &Tensor, out_h: usize, ..)`); see [`signature`] for operators whose
+    /// (`resize2d(x: &Tensor, out_h: usize, ..)`); see `signature` for operators whose
     /// public function is hand-written.
     pub signature: &'static str,
     /// The backward rule: the operator's documentation paragraph from the word `Backward` on
@@ -41,6 +41,7 @@ inventory::collect!(OpEntry);
 
 /// A hand-written public function that is an operator's entry point (`#[op_wrapper]`), for
 /// an operator whose generated wrapper is private.
+#[doc(hidden)]
 pub struct OpWrapper {
     /// The operator's name.
     pub op: &'static str,
@@ -55,6 +56,7 @@ inventory::collect!(OpWrapper);
 
 /// The call signature users call the operator by: its `#[op_wrapper]` function's, or the
 /// generated wrapper's.
+#[doc(hidden)]
 pub fn signature(entry: &OpEntry) -> &'static str {
     inventory::iter::<OpWrapper>.into_iter().find(|w| w.op == entry.name).map_or(entry.signature, |w| w.signature)
 }
@@ -175,6 +177,7 @@ pub fn entries() -> std::result::Result<Vec<&'static OpEntry>, Vec<&'static str>
 }
 
 /// The operator rows of spec section 5 and the operator names implementing each.
+#[doc(hidden)]
 pub const SPEC_ROWS: &[(&str, &[&str])] = &[
     ("Add, Sub", &["add", "sub"]),
     ("Mul", &["mul"]),
@@ -209,17 +212,20 @@ pub const SPEC_ROWS: &[(&str, &[&str])] = &[
 ];
 
 /// Every operator name the spec requires, in [`SPEC_ROWS`] order.
+#[doc(hidden)]
 pub fn spec_names() -> Vec<&'static str> {
     SPEC_ROWS.iter().flat_map(|(_, names)| names.iter().copied()).collect()
 }
 
 /// Spec operator names with no registered operator yet.
+#[doc(hidden)]
 pub fn missing_spec_names() -> Vec<&'static str> {
     let have: Vec<&str> = inventory::iter::<OpEntry>.into_iter().map(|e| e.name).collect();
     spec_names().into_iter().filter(|n| !have.contains(n)).collect()
 }
 
 /// The registry as the Markdown document kept in `docs/ops.md` (printed by `om ops`).
+#[doc(hidden)]
 pub fn markdown() -> String {
     let mut s = String::from(
         "# Operators\n\nGenerated from the registry by `om ops`; do not edit by hand (a test compares this file with the registry).\n\

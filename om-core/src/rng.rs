@@ -10,12 +10,13 @@
 //! that threads which have not drawn yet start from (by default PyTorch's initial seed,
 //! 67280421310721). An operator draws one [`next_seed`] per call on the calling thread and
 //! derives every element's value from that seed and the element's position
-//! ([`uniform_at`]), so the result does not depend on the kernel thread count.
+//! (`uniform_at`), so the result does not depend on the kernel thread count.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// SplitMix64 with Box-Muller normals.
+#[doc(hidden)]
 pub struct Rng {
     state: u64,
     spare: Option<f32>,
@@ -103,6 +104,7 @@ pub fn next_seed() -> u64 {
 
 /// A uniform value in `[0, 1)` (24 random bits, exactly representable) for element `i` of a
 /// call seeded with `seed`: a pure function of both, so any thread may compute any element.
+#[doc(hidden)]
 pub fn uniform_at(seed: u64, i: u64) -> f32 {
     let z = mix(seed ^ i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     (z >> 40) as f32 * (1.0 / (1u64 << 24) as f32)

@@ -4,7 +4,7 @@
 //! While a scope is open on a thread, every buffer that thread requests from the [`pool`]
 //! (an operator's output, a copying `contiguous`/`reshape`, a kernel scratch, the engine's
 //! temporaries) is counted in it, and so are the requests the kernels' helper threads make
-//! on its behalf inside [`for_each_chunk`](crate::kernels::parallel::for_each_chunk) (they adopt the
+//! on its behalf inside `for_each_chunk` (they adopt the
 //! caller's scope for the call). Every tensor handle created on the thread is remembered
 //! (weakly), so that [`ActivationScope::stats`] can report the ones still alive: the handles
 //! that keep a step's activations past the step. Leaf gradients written by `backward` are
@@ -21,7 +21,7 @@
 //! are inclusive, like a profiler's). The outermost scope's end tells the pool its peak,
 //! which sets the automatic cache limit ([`pool::set_cache_limit`]).
 //!
-//! Heap figures come from [`CountingAlloc`](crate::alloc_count::CountingAlloc) when the
+//! Heap figures come from `CountingAlloc` when the
 //! program installed it (the calling thread's allocations only); otherwise they are `None`.
 //!
 //! ```

@@ -204,6 +204,7 @@ impl Tensor {
     /// `numel` elements, initially holding unspecified values). Fails with
     /// [`Error::OutOfMemory`] when the buffer cannot be allocated (see
     /// [`crate::pool::max_buffer_bytes`]).
+    #[doc(hidden)]
     pub fn build_f32(shape: &[usize], fill: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<Tensor> {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
@@ -224,6 +225,7 @@ impl Tensor {
     /// assert_eq!((sum.to_vec(), diff.to_vec()), (vec![3.0, 5.0], vec![1.0, -1.0]));
     /// # Ok::<(), om_core::Error>(())
     /// ```
+    #[doc(hidden)]
     pub fn build_many_f32<const N: usize>(shapes: [&[usize]; N], fill: impl FnOnce([&mut [f32]; N]) -> Result<()>) -> Result<[Tensor; N]> {
         let mut counts = [0usize; N];
         for (n, shape) in counts.iter_mut().zip(shapes) {
@@ -248,6 +250,7 @@ impl Tensor {
     }
 
     /// Like [`Tensor::build_f32`] for an `i32` tensor.
+    #[doc(hidden)]
     pub fn build_i32(shape: &[usize], fill: impl FnOnce(&mut [i32]) -> Result<()>) -> Result<Tensor> {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
@@ -256,11 +259,29 @@ impl Tensor {
     }
 
     /// A tensor holding `data` in row-major order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// assert_eq!((t.shape(), t.to_vec()[5]), (&[2, 3][..], 6.0));
+    /// assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
         Tensor::from_slice(&data, shape)
     }
 
     /// A tensor holding a copy of `data` in row-major order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::from_slice(&[1.0, 2.0], &[2, 1])?.shape(), &[2, 1]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Tensor> {
         check_len("from_slice", data.len(), shape)?;
         Tensor::build_f32(shape, |out| {
@@ -270,6 +291,15 @@ impl Tensor {
     }
 
     /// An `i32` tensor holding `data` in row-major order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let ids = Tensor::from_vec_i32(vec![3, 0, 7], &[3])?;
+    /// assert_eq!(ids.to_vec_i32(), vec![3, 0, 7]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn from_vec_i32(data: Vec<i32>, shape: &[usize]) -> Result<Tensor> {
         check_len("from_vec_i32", data.len(), shape)?;
         Tensor::build_i32(shape, |out| {
@@ -304,11 +334,28 @@ impl Tensor {
     }
 
     /// A 0-d tensor holding `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let s = Tensor::scalar(2.5);
+    /// assert_eq!((s.shape(), s.item()?), (&[][..], 2.5));
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn scalar(v: f32) -> Tensor {
         Tensor::full(&[], v).unwrap_or_else(|_| unreachable!("a scalar shape never overflows"))
     }
 
     /// A tensor of `shape` filled with `v`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::full(&[2, 2], 3.0)?.to_vec(), vec![3.0; 4]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn full(shape: &[usize], v: f32) -> Result<Tensor> {
         Tensor::filled(shape, v).map_err(|e| e.with_op("full"))
     }
@@ -322,23 +369,327 @@ impl Tensor {
     }
 
     /// Zeros of `shape`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::zeros(&[2, 3])?.to_vec(), vec![0.0; 6]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn zeros(shape: &[usize]) -> Result<Tensor> {
         Tensor::filled(shape, 0.0).map_err(|e| e.with_op("zeros"))
     }
 
     /// Ones of `shape`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::ones(&[3])?.to_vec(), vec![1.0; 3]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn ones(shape: &[usize]) -> Result<Tensor> {
         Tensor::filled(shape, 1.0).map_err(|e| e.with_op("ones"))
     }
 
-    /// `0, 1, ..., n-1` as a 1-d `f32` tensor.
-    pub fn arange(n: usize) -> Result<Tensor> {
-        Tensor::build_f32(&[n], |out| {
+    /// `start, start + step, ...` up to `end` (excluded) as a 1-d `f32` tensor
+    /// (`torch.arange(start, end, step)`). As in PyTorch, the arguments are taken as `f64`
+    /// (any of `f32`, `f64`, `i32`, `u32`, ... converts), the length is
+    /// `ceil((end − start) / step)` computed in `f64`, and element `i` is
+    /// `start + step · i` computed in `f64` and rounded to `f32` (PyTorch's scalar loop; its
+    /// vectorised loop, which steps from the start of each vector, can differ in the last
+    /// bit).
+    ///
+    /// Fails with [`Error::Argument`] when `step` is zero, when `start` or `end` is not
+    /// finite, when `end` lies on the wrong side of `start` for the sign of `step`, or when
+    /// the length overflows. `start == end` gives an empty tensor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::arange(0.0, 1.0, 0.25)?.to_vec(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// assert_eq!(Tensor::arange(0, 5, 1)?.to_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+    /// assert_eq!(Tensor::arange(3.0, 0.0, -1.5)?.to_vec(), vec![3.0, 1.5]);
+    /// assert!(Tensor::arange(0.0, 1.0, 0.0).is_err());
+    /// assert!(Tensor::arange(0.0, 1.0, -0.5).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn arange(start: impl Into<f64>, end: impl Into<f64>, step: impl Into<f64>) -> Result<Tensor> {
+        const OP: &str = "arange";
+        let (start, end, step) = (start.into(), end.into(), step.into());
+        if step == 0.0 || step.is_nan() {
+            return Err(Error::argument(OP, format!("step must be nonzero, got {step}")));
+        }
+        if !(start.is_finite() && end.is_finite()) {
+            return Err(Error::argument(OP, format!("unsupported range: {start} -> {end}")));
+        }
+        if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
+            return Err(Error::argument(
+                OP,
+                format!("upper bound and larger bound inconsistent with step sign: {start} -> {end} by {step}"),
+            ));
+        }
+        let len = ((end - start) / step).ceil();
+        if len.is_nan() || len >= usize::MAX as f64 {
+            return Err(Error::argument(OP, format!("invalid size, possible overflow: {start} -> {end} by {step} gives {len} elements")));
+        }
+        Tensor::build_f32(&[len as usize], |out| {
+            out.iter_mut().enumerate().for_each(|(i, v)| *v = (start + step * i as f64) as f32);
+            Ok(())
+        })
+        .map_err(|e| e.with_op(OP))
+    }
+
+    /// `steps` values evenly spaced from `start` to `end`, both included, as a 1-d `f32`
+    /// tensor (`torch.linspace(start, end, steps)`). As PyTorch computes it for `float32`:
+    /// `start` and `end` are rounded to `f32`, `step = (end − start) / (steps − 1)` in `f32`,
+    /// and the values are filled from both ends — element `i` is `start + step · i` in the
+    /// first half (`i < steps / 2`) and `end − step · (steps − 1 − i)` in the second, so
+    /// the last element is exactly `end`. `steps = 1` gives `[start]`; `steps = 0` an empty
+    /// tensor (as in PyTorch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::linspace(0.0, 1.0, 5)?.to_vec(), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    /// assert_eq!(Tensor::linspace(2, -2, 3)?.to_vec(), vec![2.0, 0.0, -2.0]);
+    /// assert_eq!(Tensor::linspace(0.0, 1.0, 0)?.shape(), &[0]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn linspace(start: impl Into<f64>, end: impl Into<f64>, steps: usize) -> Result<Tensor> {
+        let (start, end) = (start.into() as f32, end.into() as f32);
+        let step = if steps > 1 { (end - start) / (steps - 1) as f32 } else { 0.0 };
+        let halfway = steps / 2;
+        Tensor::build_f32(&[steps], |out| {
             for (i, v) in out.iter_mut().enumerate() {
-                *v = i as f32;
+                *v = if i < halfway { start + step * i as f32 } else { end - step * (steps - 1 - i) as f32 };
+            }
+            if steps == 1 {
+                out[0] = start;
             }
             Ok(())
         })
+        .map_err(|e| e.with_op("linspace"))
+    }
+
+    /// The `n × n` identity matrix (`torch.eye(n)`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::eye(2)?.to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn eye(n: usize) -> Result<Tensor> {
+        Tensor::eye_rect(n, n).map_err(|e| e.with_op("eye"))
+    }
+
+    /// The `rows × cols` matrix with ones on the main diagonal and zeros elsewhere
+    /// (`torch.eye(n, m)`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// assert_eq!(Tensor::eye_rect(2, 3)?.to_vec(), vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn eye_rect(rows: usize, cols: usize) -> Result<Tensor> {
+        Tensor::build_f32(&[rows, cols], |out| {
+            out.fill(0.0);
+            out.iter_mut().step_by(cols + 1).take(rows.min(cols)).for_each(|v| *v = 1.0);
+            Ok(())
+        })
+        .map_err(|e| e.with_op("eye"))
+    }
+
+    /// A tensor of `like`'s shape and dtype filled with `v` (`torch.full_like`; an `i32`
+    /// tensor gets `v as i32`, truncated toward zero).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let x = Tensor::zeros(&[2, 3])?;
+    /// assert_eq!(Tensor::full_like(&x, 7.0)?.to_vec(), vec![7.0; 6]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn full_like(like: &Tensor, v: f32) -> Result<Tensor> {
+        Tensor::filled_like(like, v).map_err(|e| e.with_op("full_like"))
+    }
+
+    /// [`Tensor::full_like`] with errors naming no operator yet.
+    fn filled_like(like: &Tensor, v: f32) -> Result<Tensor> {
+        match like.dtype() {
+            DType::F32 => Tensor::filled(like.shape(), v),
+            DType::I32 => Tensor::build_i32(like.shape(), |out| {
+                out.fill(v as i32);
+                Ok(())
+            }),
+        }
+    }
+
+    /// Zeros of `like`'s shape and dtype (`torch.zeros_like`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let x = Tensor::randn(&[2, 3])?;
+    /// assert_eq!(Tensor::zeros_like(&x)?.to_vec(), vec![0.0; 6]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn zeros_like(like: &Tensor) -> Result<Tensor> {
+        Tensor::filled_like(like, 0.0).map_err(|e| e.with_op("zeros_like"))
+    }
+
+    /// Ones of `like`'s shape and dtype (`torch.ones_like`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let x = Tensor::zeros(&[3])?;
+    /// assert_eq!(Tensor::ones_like(&x)?.to_vec(), vec![1.0; 3]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn ones_like(like: &Tensor) -> Result<Tensor> {
+        Tensor::filled_like(like, 1.0).map_err(|e| e.with_op("ones_like"))
+    }
+
+    /// Standard normal values of `like`'s shape (`torch.randn_like`), drawn as
+    /// [`Tensor::randn`] draws. `like` must be `f32` (PyTorch has no normal integers either).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::{rng, Tensor};
+    /// let x = Tensor::zeros(&[2, 3])?;
+    /// rng::manual_seed(1);
+    /// let a = Tensor::randn_like(&x)?;
+    /// rng::manual_seed(1);
+    /// assert_eq!(a.to_vec(), Tensor::randn(&[2, 3])?.to_vec());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randn_like(like: &Tensor) -> Result<Tensor> {
+        like.expect_f32("randn_like", "like")?;
+        Tensor::randn(like.shape()).map_err(|e| e.with_op("randn_like"))
+    }
+
+    /// Uniform values in `[0, 1)` of `like`'s shape (`torch.rand_like`), drawn as
+    /// [`Tensor::rand`] draws. `like` must be `f32`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let u = Tensor::rand_like(&Tensor::zeros(&[100])?)?;
+    /// assert!(u.to_vec().iter().all(|v| (0.0..1.0).contains(v)));
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn rand_like(like: &Tensor) -> Result<Tensor> {
+        like.expect_f32("rand_like", "like")?;
+        Tensor::rand(like.shape()).map_err(|e| e.with_op("rand_like"))
+    }
+
+    /// Uniform random integers in `[low, high)` as an `i32` tensor of `shape`
+    /// (`torch.randint`; class targets for `nll_loss`/`cross_entropy` are `i32`), from a
+    /// generator seeded with one draw of the calling thread's default stream. Fails with
+    /// [`Error::Argument`] unless `low < high`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::{rng, DType, Tensor};
+    /// rng::manual_seed(0);
+    /// let y = Tensor::randint(0, 10, &[8])?;
+    /// assert_eq!(y.dtype(), DType::I32);
+    /// assert!(y.to_vec_i32().iter().all(|v| (0..10).contains(v)));
+    /// assert!(Tensor::randint(3, 3, &[1]).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randint(low: i32, high: i32, shape: &[usize]) -> Result<Tensor> {
+        if low >= high {
+            return Err(Error::argument(
+                "randint",
+                format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"),
+            ));
+        }
+        Tensor::randint_with_seed(low, high, shape, crate::rng::next_seed())
+    }
+
+    /// [`Tensor::randint`] from a fixed generator seeded with `seed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let a = Tensor::randint_with_seed(0, 5, &[6], 3)?;
+    /// assert_eq!(a.to_vec_i32(), Tensor::randint_with_seed(0, 5, &[6], 3)?.to_vec_i32());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randint_with_seed(low: i32, high: i32, shape: &[usize], seed: u64) -> Result<Tensor> {
+        if low >= high {
+            return Err(Error::argument(
+                "randint",
+                format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"),
+            ));
+        }
+        let span = (high as i64 - low as i64) as usize;
+        let mut rng = crate::rng::Rng::new(seed);
+        Tensor::build_i32(shape, |out| {
+            out.iter_mut().for_each(|v| *v = (low as i64 + rng.below(span) as i64) as i32);
+            Ok(())
+        })
+        .map_err(|e| e.with_op("randint"))
+    }
+
+    /// A random permutation of `0, 1, ..., n − 1` as a 1-d `i32` tensor
+    /// (`torch.randperm`), from a generator seeded with one draw of the calling thread's
+    /// default stream. Fails with [`Error::Argument`] when `n − 1` does not fit `i32`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let mut p = Tensor::randperm(5)?.to_vec_i32();
+    /// p.sort();
+    /// assert_eq!(p, vec![0, 1, 2, 3, 4]);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randperm(n: usize) -> Result<Tensor> {
+        Tensor::randperm_with_seed(n, crate::rng::next_seed())
+    }
+
+    /// [`Tensor::randperm`] from a fixed generator seeded with `seed` (a Fisher-Yates
+    /// shuffle).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let p = Tensor::randperm_with_seed(4, 3)?;
+    /// assert_eq!(p.to_vec_i32(), Tensor::randperm_with_seed(4, 3)?.to_vec_i32());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn randperm_with_seed(n: usize, seed: u64) -> Result<Tensor> {
+        if n > i32::MAX as usize + 1 {
+            return Err(Error::argument("randperm", format!("n = {n} has elements past i32::MAX (permutations are i32)")));
+        }
+        let mut rng = crate::rng::Rng::new(seed);
+        Tensor::build_i32(&[n], |out| {
+            out.iter_mut().enumerate().for_each(|(i, v)| *v = i as i32);
+            for i in (1..n).rev() {
+                out.swap(i, rng.below(i + 1));
+            }
+            Ok(())
+        })
+        .map_err(|e| e.with_op("randperm"))
     }
 
     /// Standard normal values from a generator seeded with one draw of the calling
@@ -360,12 +711,30 @@ impl Tensor {
 
     /// Uniform values in `[0, 1)` from a generator seeded with one draw of the calling
     /// thread's default stream (PyTorch's `torch.rand`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let u = Tensor::rand(&[100])?;
+    /// assert!(u.to_vec().iter().all(|v| (0.0..1.0).contains(v)));
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn rand(shape: &[usize]) -> Result<Tensor> {
         Tensor::rand_uniform(shape, 0.0, 1.0, crate::rng::next_seed()).map_err(|e| e.with_op("rand"))
     }
 
     /// Standard normal values from a fixed generator seeded with `seed` (SplitMix64 and
     /// Box-Muller in f64; reproducible wherever the platform's f64 `ln`/`sin`/`cos` agree).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let a = Tensor::randn_with_seed(&[3], 9)?;
+    /// assert_eq!(a.to_vec(), Tensor::randn_with_seed(&[3], 9)?.to_vec());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn randn_with_seed(shape: &[usize], seed: u64) -> Result<Tensor> {
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
@@ -376,6 +745,16 @@ impl Tensor {
     }
 
     /// Uniform values in `[lo, hi)` from a fixed generator seeded with `seed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let u = Tensor::rand_uniform(&[50], -1.0, 1.0, 4)?;
+    /// assert!(u.to_vec().iter().all(|v| (-1.0..1.0).contains(v)));
+    /// assert!(Tensor::rand_uniform(&[1], 1.0, 1.0, 4).is_err());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     pub fn rand_uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
             return Err(Error::argument("rand_uniform", format!("need finite lo < hi, got [{lo}, {hi})")));
@@ -437,6 +816,7 @@ impl Tensor {
     }
 
     /// Fails with [`Error::DType`] naming `op` and `arg` unless the tensor is `f32`.
+    #[doc(hidden)]
     pub fn expect_f32(&self, op: &'static str, arg: &'static str) -> Result<()> {
         if self.dtype() != DType::F32 {
             return Err(Error::DType { op, arg, expected: DType::F32, got: self.dtype() });
@@ -445,6 +825,7 @@ impl Tensor {
     }
 
     /// The storage's version counter (bumped by every in-place write).
+    #[doc(hidden)]
     pub fn version(&self) -> u64 {
         self.0.storage.version()
     }
@@ -456,9 +837,8 @@ impl Tensor {
 
     /// A new handle on the same storage with another layout (PyTorch's `as_strided`, with
     /// no autograd history, like [`Tensor::detach`]): element `i` of the view reads the
-    /// storage at `offset + Σ index_d · strides[d]`. `shape` and `strides` are a [`Dims`]
-    /// (no allocation up to [`layout::INLINE_RANK`] dimensions), a `Vec<usize>` or an
-    /// array.
+    /// storage at `offset + Σ index_d · strides[d]`. `shape` and `strides` are arrays,
+    /// `Vec<usize>`s or slices (no allocation up to 4 dimensions).
     ///
     /// Fails with [`Error::Shape`] when `shape` and `strides` differ in length, when the
     /// element count overflows, or when the last element the view reads lies past the end
@@ -467,7 +847,7 @@ impl Tensor {
     ///
     /// ```
     /// use om_core::Tensor;
-    /// let x = Tensor::arange(6)?;
+    /// let x = Tensor::arange(0, 6, 1)?;
     /// // The transpose of `x` seen as a 2x3 matrix.
     /// let t = x.as_strided([3, 2], [1, 3], 0)?;
     /// assert_eq!(t.to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
@@ -490,12 +870,14 @@ impl Tensor {
     /// # Panics
     /// If the gathered copy cannot be allocated (an expanded view far larger than memory);
     /// operators use [`Tensor::try_with_f32`].
+    #[doc(hidden)]
     pub fn with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
         self.try_with_f32(f).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Tensor::with_f32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
     /// instead of panicking when the gathered copy cannot be allocated.
+    #[doc(hidden)]
     pub fn try_with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         self.try_with(f)
     }
@@ -586,6 +968,7 @@ impl Tensor {
 
     /// [`Tensor::with_f32`] for an optional tensor (a bias, a mask): `f` gets `None` when
     /// the tensor is absent.
+    #[doc(hidden)]
     pub fn with_f32_opt<R>(t: Option<&Tensor>, f: impl FnOnce(Option<&[f32]>) -> R) -> R {
         match t {
             Some(t) => t.with_f32(|s| f(Some(s))),
@@ -598,18 +981,21 @@ impl Tensor {
     ///
     /// # Panics
     /// If the gathered copy cannot be allocated; operators use [`Tensor::try_with_i32`].
+    #[doc(hidden)]
     pub fn with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> R {
         self.try_with_i32(f).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Tensor::with_i32`], failing with [`Error::OutOfMemory`] (naming no operator yet)
     /// instead of panicking when the gathered copy cannot be allocated.
+    #[doc(hidden)]
     pub fn try_with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> Result<R> {
         self.try_with(f)
     }
 
     /// Runs `f` on the whole storage as `f32` (for kernels that walk strides themselves).
     /// Must only be called on `f32` tensors.
+    #[doc(hidden)]
     pub fn with_storage_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
         debug_assert_eq!(self.dtype(), DType::F32);
         let storage = self.0.storage.read();
@@ -639,12 +1025,14 @@ impl Tensor {
     ///
     /// # Panics
     /// If the copy cannot be allocated; operators use [`Tensor::try_to_contiguous`].
+    #[doc(hidden)]
     pub fn to_contiguous(&self) -> Tensor {
         self.try_to_contiguous().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Tensor::to_contiguous`], failing with [`Error::OutOfMemory`] (naming no operator
     /// yet) when the copy cannot be allocated (an expanded view far larger than memory).
+    #[doc(hidden)]
     pub fn try_to_contiguous(&self) -> Result<Tensor> {
         if self.dtype() == DType::F32 && self.is_contiguous() {
             return Ok(self.detach());
@@ -659,6 +1047,7 @@ impl Tensor {
 
     /// Runs `f` on the tensor's elements in row-major order for an in-place update.
     /// The tensor must be contiguous and `f32`.
+    #[doc(hidden)]
     pub fn update_f32(&self, op: &'static str, f: impl FnOnce(&mut [f32])) -> Result<()> {
         if self.dtype() != DType::F32 {
             return Err(Error::DType { op, arg: "self", expected: DType::F32, got: self.dtype() });

@@ -16,7 +16,7 @@ fn refusal(t: &Tensor, shape: &[usize], strides: &[usize], offset: usize) -> Str
 
 #[test]
 fn views_inside_the_storage_read_the_strided_elements() {
-    let x = Tensor::arange(12).unwrap();
+    let x = Tensor::arange(0, 12, 1).unwrap();
     // The last element exactly at the end of the storage.
     let v = x.as_strided([3, 2], [4, 1], 2).unwrap();
     assert_eq!(v.to_vec(), vec![2.0, 3.0, 6.0, 7.0, 10.0, 11.0]);
@@ -35,7 +35,7 @@ fn views_inside_the_storage_read_the_strided_elements() {
 
 #[test]
 fn a_view_with_no_elements_accepts_any_offset() {
-    let x = Tensor::arange(4).unwrap();
+    let x = Tensor::arange(0, 4, 1).unwrap();
     for offset in [0, 4, 1000, usize::MAX] {
         let v = x.as_strided([0, 3], [usize::MAX, usize::MAX], offset).unwrap();
         assert_eq!((v.shape(), v.numel()), (&[0, 3][..], 0));
@@ -45,7 +45,7 @@ fn a_view_with_no_elements_accepts_any_offset() {
 
 #[test]
 fn a_view_reading_past_the_end_is_refused() {
-    let x = Tensor::arange(12).unwrap();
+    let x = Tensor::arange(0, 12, 1).unwrap();
     let msg = refusal(&x, &[3, 2], &[4, 1], 3);
     assert!(msg.contains("storage element 12") && msg.contains("storage of 12 elements"), "{msg}");
     refusal(&x, &[13], &[1], 0);
@@ -58,7 +58,7 @@ fn a_view_reading_past_the_end_is_refused() {
 
 #[test]
 fn mismatched_lengths_are_refused() {
-    let x = Tensor::arange(12).unwrap();
+    let x = Tensor::arange(0, 12, 1).unwrap();
     let msg = refusal(&x, &[3, 4], &[4], 0);
     assert!(msg.contains("2 dimensions") && msg.contains("1"), "{msg}");
     refusal(&x, &[], &[1], 0);
@@ -66,7 +66,7 @@ fn mismatched_lengths_are_refused() {
 
 #[test]
 fn overflowing_bounds_are_refused_not_wrapped() {
-    let x = Tensor::arange(12).unwrap();
+    let x = Tensor::arange(0, 12, 1).unwrap();
     // The element count overflows.
     refusal(&x, &[usize::MAX, 2], &[0, 0], 0);
     // (size − 1)·stride overflows, and wrapping would land inside the storage.

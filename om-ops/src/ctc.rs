@@ -4,22 +4,11 @@
 //! every platform. Definitions, accuracy and the difference from PyTorch's gradient are in
 //! `docs/ctc.md`.
 
+use crate::Reduction;
 use om_core::kernels::math64;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::{op, op_wrapper};
-
-/// How per-element (per-sequence) losses are combined, for every loss of om-ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduction {
-    /// The losses themselves: one per element (per sequence, shape `[B]`, for `ctc_loss`).
-    None,
-    /// The sum of the losses, a scalar.
-    Sum,
-    /// The mean of the losses, a scalar; for `ctc_loss` each loss is first divided by
-    /// `max(1, target length)`, as in PyTorch.
-    Mean,
-}
 
 /// Sequence lengths: a slice of counts, or an `i32` tensor of shape `[B]`.
 #[derive(Clone, Copy, Debug)]
@@ -116,6 +105,20 @@ fn as_i32(v: usize, what: &str, b: usize) -> Result<i32> {
 /// The gradient is the true partial derivative with respect to `log_probs` (PyTorch's adds
 /// `exp(lp)·w` on every used frame; gradients through a `log_softmax` agree): see
 /// `docs/ctc.md`. Errors name `ctc_loss`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{ctc_loss, Reduction};
+/// // T = 3 frames, one sequence, 3 classes (blank 0), all equally likely.
+/// let log_probs = Tensor::full(&[3, 1, 3], (1.0f32 / 3.0).ln())?;
+/// let targets = Tensor::from_vec_i32(vec![1], &[1, 1])?;
+/// let loss = ctc_loss(&log_probs, &targets, &[3usize][..], &[1usize][..], 0, Reduction::Sum, false)?;
+/// // 6 of the 27 frame labellings collapse to [1] (__1, _1_, 1__, _11, 11_, 111).
+/// assert!((loss.item()? - (27.0f32 / 6.0).ln()).abs() < 1e-5);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op_wrapper(primitive::ctc_loss)]
 pub fn ctc_loss<'a, 'b>(
     log_probs: &Tensor,
@@ -461,7 +464,7 @@ mod primitive {
         }
 
         fn cases() -> Vec<Case> {
-            use crate::ctc::{ctc_loss as ctc, Reduction::*};
+            use crate::{ctc::ctc_loss as ctc, Reduction::*};
             let tg = |v: Vec<i32>, shape: &[usize]| Tensor::from_vec_i32(v, shape).unwrap();
             // Log-probabilities need not be normalised for the true partial derivative, so
             // the inputs are plain values in [-2.5, -0.2].

@@ -14,6 +14,8 @@ use om_macros::op;
 /// targets), with PyTorch's defaults: `Default` is `reduction = Mean`,
 /// `ignore_index = Some(-100)`, `label_smoothing = 0`.
 ///
+/// # Examples
+///
 /// ```
 /// use om_ops::{CrossEntropyOptions, Reduction};
 /// // F.cross_entropy(x, t, reduction="sum", label_smoothing=0.1)
@@ -146,6 +148,23 @@ fn with_weights<R>(weight: Option<&Tensor>, f: impl FnOnce(Option<&[f32]>) -> R)
 /// (0/0) and the sum 0. Targets must be in `0..C` unless ignored.
 /// Backward: `∂ℓ/∂logp[k] = −(1 − ε)·w[t]·[k = t] − (ε/C)·w[k]`, times `g` (per element for
 /// `None`, `g / Σ w[t]` for `Mean`).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{nll_loss, CrossEntropyOptions, Reduction};
+/// let logp = Tensor::from_vec(vec![-0.5, -1.0, -2.5, -3.0, -0.25, -1.5], &[2, 3])?;
+/// let targets = Tensor::from_vec_i32(vec![0, 2], &[2])?;
+/// // PyTorch's defaults: the mean of −logp[row, target] over the rows.
+/// assert_eq!(nll_loss(&logp, &targets, None, Default::default())?.item()?, 1.0);
+/// // Class weights: the weighted mean Σ w[t]·ℓ / Σ w[t] = (1·0.5 + 3·1.5) / 4.
+/// let w = Tensor::from_vec(vec![1.0, 1.0, 3.0], &[3])?;
+/// assert_eq!(nll_loss(&logp, &targets, Some(&w), Default::default())?.item()?, 1.25);
+/// let sum = CrossEntropyOptions { reduction: Reduction::Sum, ..Default::default() };
+/// assert_eq!(nll_loss(&logp, &targets, None, sum)?.item()?, 2.0);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op(saved = [targets, weight], attrs = [options: CrossEntropyOptions])]
 pub mod nll_loss {
     use super::*;
@@ -273,6 +292,8 @@ pub mod nll_loss {
 /// class axis; axis 0 for unbatched `[C]` logits) with the same class weights and
 /// [`CrossEntropyOptions`] (PyTorch's `F.cross_entropy` with class-index targets).
 /// Backward: through `log_softmax` and `nll_loss`.
+///
+/// # Examples
 ///
 /// ```
 /// use om_core::Tensor;

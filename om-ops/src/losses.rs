@@ -1,40 +1,130 @@
-//! Element-wise losses with one [`Reduction`] (`None`, `Sum`, `Mean`): the regression
-//! losses `mse_loss`, `l1_loss`, `smooth_l1_loss`, `huber_loss` (input and target broadcast
-//! together, as PyTorch does with a warning), the binary losses `binary_cross_entropy` and
-//! `binary_cross_entropy_with_logits` (input and target of one shape), and `kl_div`.
+//! Element-wise losses and the [`Reduction`] every loss of om-ops takes: the regression
+//! losses `mse_loss`, `l1_loss`, `smooth_l1_loss`, `huber_loss`, the binary losses
+//! `binary_cross_entropy` and `binary_cross_entropy_with_logits` (each with PyTorch's
+//! optional rescaling `weight`), and `kl_div` (with PyTorch's `'batchmean'` through
+//! [`KlDivReduction`]).
+//!
+//! Input and target must have the same shape: where PyTorch broadcasts a mismatched target
+//! with only a warning (an `[n]` target against an `[n, 1]` prediction silently becomes an
+//! `[n, n]` loss), these losses return [`Error::Shape`] naming both shapes. Broadcast on
+//! purpose with an explicit `expand`.
 //!
 //! Each is one primitive: forward maps the element pairs with a scalar closure (the same
 //! code on every path, so exact mode is bit-identical across paths and threads) and reduces
 //! with [`crate::sum()`] / [`crate::mean()`] (f64 in element order, rounded once). Backward is
 //! `g · ∂loss/∂x` per element, with `g/n` for a mean over `n` elements (the product taken
-//! in f64); a gradient of the broadcast shape is summed down to each input by the engine.
-//! Logarithms and exponentials use the fixed `om_core::kernels::math` functions.
-//!
-//! `Reduction::Mean` averages over every element (PyTorch's `'mean'`); PyTorch's
-//! `kl_div(reduction='batchmean')` is `Sum` divided by the batch size.
+//! in f64). Logarithms and exponentials use the fixed `om_core::kernels::math` functions.
 
-use crate::Reduction;
 use om_core::kernels::elementwise::{binary, unary};
 use om_core::kernels::math;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// Applies the reduction to the element-wise losses.
-fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
-    match reduction {
-        Reduction::None => Ok(loss),
-        Reduction::Sum => crate::sum(&loss, None, false),
-        Reduction::Mean => crate::mean(&loss, None, false),
+/// How a loss combines its per-element losses (per sequence for `ctc_loss`), PyTorch's
+/// `reduction` argument. `Default` is `Mean`, PyTorch's default.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{mse_loss, Reduction};
+/// let p = Tensor::from_vec(vec![1.0, 2.0, 4.0], &[3])?;
+/// let y = Tensor::from_vec(vec![1.0, 1.0, 1.0], &[3])?;
+/// assert_eq!(mse_loss(&p, &y, Reduction::None)?.to_vec(), vec![0.0, 1.0, 9.0]);
+/// assert_eq!(mse_loss(&p, &y, Reduction::Sum)?.item()?, 10.0);
+/// // PyTorch's default, the mean:
+/// assert_eq!(Reduction::default(), Reduction::Mean);
+/// assert!((mse_loss(&p, &y, Default::default())?.item()? - 10.0 / 3.0).abs() < 1e-6);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// The losses themselves, one per element (per sequence, shape `[B]`, for `ctc_loss`).
+    None,
+    /// The sum of the losses, a scalar.
+    Sum,
+    /// The mean of the losses, a scalar (PyTorch's default): the sum over the number of
+    /// elements; for `nll_loss`/`cross_entropy` with class weights the sum over the summed
+    /// weights, and for `ctc_loss` each loss first divided by `max(1, target length)`, as in
+    /// PyTorch.
+    #[default]
+    Mean,
+}
+
+/// How [`kl_div`](crate::kl_div()) combines its element-wise losses: the three
+/// [`Reduction`]s (any `Reduction` converts into this) plus PyTorch's `'batchmean'`, the
+/// sum divided by the batch size (the first dimension; 1 for a 0-d input), which is the
+/// mathematical KL divergence of each row averaged over the batch. `Default` is `Mean`,
+/// PyTorch's default (the mean over all elements, which PyTorch warns is not the KL
+/// divergence).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{kl_div, KlDivReduction, Reduction};
+/// // Two rows of log-probabilities against two target distributions.
+/// let x = Tensor::from_vec(vec![0.5f32.ln(), 0.5f32.ln(), 0.25f32.ln(), 0.75f32.ln()], &[2, 2])?;
+/// let t = Tensor::from_vec(vec![0.5, 0.5, 0.5, 0.5], &[2, 2])?;
+/// let sum = kl_div(&x, &t, Reduction::Sum, false)?.item()?;
+/// let batch_mean = kl_div(&x, &t, KlDivReduction::BatchMean, false)?.item()?;
+/// assert_eq!(batch_mean, sum / 2.0);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KlDivReduction {
+    /// The losses themselves, of the input's shape.
+    None,
+    /// The sum of the losses, a scalar.
+    Sum,
+    /// The mean over all elements, a scalar (PyTorch's default).
+    #[default]
+    Mean,
+    /// The sum divided by the batch size (the input's first dimension, or 1 for a 0-d
+    /// input), a scalar: PyTorch's `reduction='batchmean'`.
+    BatchMean,
+}
+
+impl From<Reduction> for KlDivReduction {
+    fn from(r: Reduction) -> Self {
+        match r {
+            Reduction::None => KlDivReduction::None,
+            Reduction::Sum => KlDivReduction::Sum,
+            Reduction::Mean => KlDivReduction::Mean,
+        }
     }
 }
 
-/// `g · deriv` per element, where `deriv` has the broadcast shape of the losses and `g` is
-/// the output gradient: of that shape (`None`) or a scalar (`Sum`, or `Mean` with the
-/// factor `1/n` over the `n` elements).
-fn chain(op: &'static str, deriv: &Tensor, g: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    let scale = match reduction {
-        Reduction::Mean => 1.0 / deriv.numel() as f64,
-        Reduction::None | Reduction::Sum => 1.0,
+/// The batch size of a loss of `shape` for [`KlDivReduction::BatchMean`]: the first
+/// dimension, or 1 for a 0-d loss.
+fn batch_size(shape: &[usize]) -> usize {
+    shape.first().copied().unwrap_or(1)
+}
+
+/// Applies the reduction to the element-wise losses. ([`KlDivReduction`] is a superset of
+/// [`Reduction`], so this and [`chain`] serve every loss of the file.)
+fn reduce(loss: Tensor, reduction: impl Into<KlDivReduction>) -> Result<Tensor> {
+    match reduction.into() {
+        KlDivReduction::None => Ok(loss),
+        KlDivReduction::Sum => crate::sum(&loss, None, false),
+        KlDivReduction::Mean => crate::mean(&loss, None, false),
+        KlDivReduction::BatchMean => {
+            // As PyTorch: the sum, then divided by the batch size in f32.
+            let batch = batch_size(loss.shape()) as f32;
+            let sum = crate::sum(&loss, None, false)?;
+            unary("kl_div", &sum, move |s| s / batch)
+        }
+    }
+}
+
+/// `g · deriv` per element, where `deriv` has the shape of the losses and `g` is the output
+/// gradient: of that shape (`None`) or a scalar (`Sum`, `Mean` with the factor `1/n` over
+/// the `n` elements, `BatchMean` with `1/batch`).
+fn chain(op: &'static str, deriv: &Tensor, g: &Tensor, reduction: impl Into<KlDivReduction>) -> Result<Tensor> {
+    let scale = match reduction.into() {
+        KlDivReduction::Mean => 1.0 / deriv.numel() as f64,
+        KlDivReduction::BatchMean => 1.0 / batch_size(deriv.shape()) as f64,
+        KlDivReduction::None | KlDivReduction::Sum => 1.0,
     };
     binary(op, deriv, g, move |d, g| (d as f64 * g as f64 * scale) as f32)
 }
@@ -58,18 +148,61 @@ fn difference_grads(
     Ok([needs[0].then_some(dx), dt])
 }
 
-/// Checks that `input` and `target` are `f32` and, for the binary losses, of one shape.
-fn check_pair(op: &'static str, input: &Tensor, target: &Tensor, same_shape: bool) -> Result<()> {
+/// Checks that `input` and `target` are `f32` tensors of one shape. PyTorch broadcasts a
+/// mismatched pair with a warning; here it is an error naming both shapes.
+fn check_pair(op: &'static str, input: &Tensor, target: &Tensor) -> Result<()> {
     input.expect_f32(op, "input")?;
     target.expect_f32(op, "target")?;
-    if same_shape && input.shape() != target.shape() {
-        return Err(Error::shape(op, &[input.shape(), target.shape()], "input and target must have the same shape"));
+    if input.shape() != target.shape() {
+        let msg =
+            "input and target must have the same shape (PyTorch broadcasts them with only a warning; expand one explicitly to broadcast)";
+        return Err(Error::shape(op, &[input.shape(), target.shape()], msg));
     }
     Ok(())
 }
 
+/// Whether a tensor of shape `from` broadcasts to `to` without enlarging it (every
+/// trailing dimension equal or 1, no more axes than `to`).
+fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
+}
+
+/// Checks an optional per-element tensor `name` of a binary loss (`weight`, `pos_weight`):
+/// `f32` and broadcastable to the input's shape.
+fn check_broadcast_arg(op: &'static str, name: &'static str, input: &Tensor, w: Option<&Tensor>) -> Result<()> {
+    let Some(w) = w else { return Ok(()) };
+    w.expect_f32(op, name)?;
+    if !broadcasts_to(w.shape(), input.shape()) {
+        return Err(Error::shape(op, &[input.shape(), w.shape()], format!("{name} must broadcast to the input's shape")));
+    }
+    Ok(())
+}
+
+/// Checks the optional rescaling `weight` of a binary loss: as [`check_broadcast_arg`], and
+/// not requiring a gradient (PyTorch has no derivative for it; refused here rather than
+/// silently left without one, as `nll_loss`'s class weights).
+fn check_weight(op: &'static str, input: &Tensor, weight: Option<&Tensor>) -> Result<()> {
+    check_broadcast_arg(op, "weight", input, weight)?;
+    if weight.is_some_and(Tensor::needs_grad) {
+        return Err(Error::argument(
+            op,
+            "the rescaling weight gets no gradient (PyTorch has no derivative for it); pass a tensor that does not require one, e.g. `weight.detach()`",
+        ));
+    }
+    Ok(())
+}
+
+/// `v · w` per element (the weight broadcast to `v`'s shape), or `v` itself without a
+/// weight.
+fn weighted(op: &'static str, v: Tensor, weight: Option<&Tensor>) -> Result<Tensor> {
+    match weight {
+        Some(w) => binary(op, &v, w, |v, w| v * w),
+        None => Ok(v),
+    }
+}
+
 /// The gradient-check cases of a regression loss `f(input, target, reduction)`: every
-/// reduction, a target broadcast along rows, a transposed and a strided input. `input` and
+/// reduction, a target expanded along rows, a transposed and a strided input. `input` and
 /// `target` build the checked values (kept away from the loss's kinks by the caller).
 fn pair_cases<F>(prefix: &str, f: F, input: fn(&[usize], u64) -> Tensor, target: fn(&[usize], u64) -> Tensor) -> Vec<Case>
 where
@@ -78,7 +211,7 @@ where
     vec![
         Case::new(format!("{prefix}mean"), vec![input(&[3, 4], 1), target(&[3, 4], 2)], move |x| f(&x[0], &x[1], Reduction::Mean)),
         Case::new(format!("{prefix}sum_broadcast_target"), vec![input(&[2, 3, 4], 3), target(&[4], 4)], move |x| {
-            f(&x[0], &x[1], Reduction::Sum)
+            f(&x[0], &crate::expand(&x[1], &[2, 3, 4])?, Reduction::Sum)
         }),
         Case::new(format!("{prefix}none_transposed"), vec![input(&[4, 3], 5), target(&[3, 4], 6)], move |x| {
             f(&crate::transpose(&x[0], 0, 1)?, &x[1], Reduction::None)
@@ -107,14 +240,33 @@ fn near_zero(shape: &[usize], seed: u64) -> Tensor {
 
 // ===== regression =====
 
-/// Mean squared error: `(x − t)²` per element, then the reduction. Backward:
-/// `∂/∂x = 2(x − t)·g`, `∂/∂t = −2(x − t)·g` (`g/n` for a mean).
+/// Mean squared error, PyTorch's `F.mse_loss`: `(x − t)²` per element of an input and a
+/// target of the same shape (an [`Error::Shape`] naming both shapes otherwise, where
+/// PyTorch broadcasts with a warning), then the [`Reduction`] (PyTorch's default `Mean`
+/// is `Default::default()`).
+///
+/// Backward: `∂/∂x = 2(x − t)·g`, `∂/∂t = −2(x − t)·g` (`g/n` for a mean).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{mse_loss, Reduction};
+/// let p = Tensor::from_vec(vec![0.5, 1.0, 2.0, 2.0], &[4, 1])?;
+/// let y = Tensor::from_vec(vec![1.0, 1.0, 1.0, 3.0], &[4, 1])?;
+/// assert_eq!(mse_loss(&p, &y, Default::default())?.item()?, 0.5625); // (0.25 + 0 + 1 + 1) / 4
+/// assert_eq!(mse_loss(&p, &y, Reduction::Sum)?.item()?, 2.25);
+/// // A target of another shape is an error, not a broadcast to [4, 4].
+/// let flat = Tensor::from_vec(vec![1.0, 1.0, 1.0, 3.0], &[4])?;
+/// assert!(mse_loss(&p, &flat, Default::default()).is_err());
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op(saved = [input, target], attrs = [reduction: Reduction])]
 pub mod mse_loss {
     use super::*;
 
     pub fn forward(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-        check_pair(NAME, input, target, false)?;
+        check_pair(NAME, input, target)?;
         reduce(binary(NAME, input, target, |x, t| (x - t) * (x - t))?, reduction)
     }
 
@@ -135,15 +287,29 @@ pub mod mse_loss {
     }
 }
 
-/// Mean absolute error: `|x − t|` per element, then the reduction. Backward:
-/// `∂/∂x = sign(x − t)·g`, `∂/∂t = −sign(x − t)·g`, with `sign(0) = 0` as in PyTorch (a
+/// Mean absolute error, PyTorch's `F.l1_loss`: `|x − t|` per element of an input and a
+/// target of the same shape (an [`Error::Shape`] otherwise), then the [`Reduction`].
+///
+/// Backward: `∂/∂x = sign(x − t)·g`, `∂/∂t = −sign(x − t)·g`, with `sign(0) = 0` as in PyTorch (a
 /// zero difference passes no gradient).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{l1_loss, Reduction};
+/// let p = Tensor::from_vec(vec![0.5, 1.0, 2.0, 4.0], &[2, 2])?;
+/// let y = Tensor::from_vec(vec![1.0, 1.0, 1.0, 1.0], &[2, 2])?;
+/// assert_eq!(l1_loss(&p, &y, Reduction::None)?.to_vec(), vec![0.5, 0.0, 1.0, 3.0]);
+/// assert_eq!(l1_loss(&p, &y, Default::default())?.item()?, 1.125);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op(saved = [input, target], attrs = [reduction: Reduction])]
 pub mod l1_loss {
     use super::*;
 
     pub fn forward(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-        check_pair(NAME, input, target, false)?;
+        check_pair(NAME, input, target)?;
         reduce(binary(NAME, input, target, |x, t| (x - t).abs())?, reduction)
     }
 
@@ -186,16 +352,31 @@ fn check_threshold(op: &'static str, name: &str, v: f32, zero_allowed: bool) -> 
     Ok(())
 }
 
-/// Smooth L1 loss with threshold `beta ≥ 0`: for `z = |x − t|`, `0.5·z²/beta` when
-/// `z < beta`, else `z − 0.5·beta`; `beta = 0` is the L1 loss (as in PyTorch). Backward:
-/// `∂/∂x = clamp((x − t)/beta, −1, 1)·g` (PyTorch's form: `−1` below `−beta`, `1` above
+/// Smooth L1 loss with threshold `beta ≥ 0`, PyTorch's `F.smooth_l1_loss` (whose default
+/// `beta` is 1): for `z = |x − t|` per element of an input and a target of the same shape
+/// (an [`Error::Shape`] otherwise), `0.5·z²/beta` when `z < beta`, else `z − 0.5·beta`;
+/// `beta = 0` is the L1 loss (as in PyTorch). Then the [`Reduction`].
+///
+/// Backward: `∂/∂x = clamp((x − t)/beta, −1, 1)·g` (PyTorch's form: `−1` below `−beta`, `1` above
 /// `beta`, `(x − t)/beta` between), `∂/∂t` its negative.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{smooth_l1_loss, Reduction};
+/// let p = Tensor::from_vec(vec![0.5, 3.0], &[2])?;
+/// let y = Tensor::from_vec(vec![0.0, 0.0], &[2])?;
+/// // 0.5·0.5²/1 on the quadratic branch, 3 − 0.5 on the linear one.
+/// assert_eq!(smooth_l1_loss(&p, &y, 1.0, Reduction::None)?.to_vec(), vec![0.125, 2.5]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op(saved = [input, target], attrs = [beta: f32, reduction: Reduction])]
 pub mod smooth_l1_loss {
     use super::*;
 
     pub fn forward(input: &Tensor, target: &Tensor, beta: f32, reduction: Reduction) -> Result<Tensor> {
-        check_pair(NAME, input, target, false)?;
+        check_pair(NAME, input, target)?;
         check_threshold(NAME, "beta", beta, true)?;
         if beta == 0.0 {
             return reduce(binary(NAME, input, target, |x, t| (x - t).abs())?, reduction);
@@ -244,15 +425,31 @@ pub mod smooth_l1_loss {
     }
 }
 
-/// Huber loss with threshold `delta > 0`: for `z = |x − t|`, `0.5·z²` when `z < delta`,
-/// else `delta·(z − 0.5·delta)`. Backward: `∂/∂x = clamp(x − t, −delta, delta)·g`,
+/// Huber loss with threshold `delta > 0`, PyTorch's `F.huber_loss` (whose default `delta`
+/// is 1): for `z = |x − t|` per element of an input and a target of the same shape (an
+/// [`Error::Shape`] otherwise), `0.5·z²` when `z < delta`, else `delta·(z − 0.5·delta)`.
+/// Then the [`Reduction`].
+///
+/// Backward: `∂/∂x = clamp(x − t, −delta, delta)·g`,
 /// `∂/∂t` its negative.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{huber_loss, Reduction};
+/// let p = Tensor::from_vec(vec![0.5, 3.0], &[2])?;
+/// let y = Tensor::from_vec(vec![0.0, 0.0], &[2])?;
+/// // 0.5·0.5² on the quadratic branch, 2·(3 − 0.5·2) on the linear one.
+/// assert_eq!(huber_loss(&p, &y, 2.0, Reduction::None)?.to_vec(), vec![0.125, 4.0]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 #[op(saved = [input, target], attrs = [delta: f32, reduction: Reduction])]
 pub mod huber_loss {
     use super::*;
 
     pub fn forward(input: &Tensor, target: &Tensor, delta: f32, reduction: Reduction) -> Result<Tensor> {
-        check_pair(NAME, input, target, false)?;
+        check_pair(NAME, input, target)?;
         check_threshold(NAME, "delta", delta, false)?;
         let loss = binary(NAME, input, target, move |x, t| {
             let z = (x - t).abs();
@@ -308,32 +505,57 @@ fn clamped_log(v: f32) -> f32 {
 }
 
 /// Binary cross-entropy of probabilities `x ∈ [0, 1]` (an error otherwise, as in PyTorch)
-/// against targets `t` of the same shape: `−(t·max(log x, −100) + (1 − t)·max(log(1 − x),
-/// −100))`, then the reduction. Backward (PyTorch's forms): `∂/∂x = (x − t) / max(x(1 − x),
-/// 1e−12)·g` (finite at `x = 0` and `1`), `∂/∂t = (log(1 − x) − log x)·g` (unclamped:
+/// against targets `t` of the same shape (an [`Error::Shape`] otherwise), PyTorch's
+/// `F.binary_cross_entropy(input, target, weight, reduction)`: per element
+/// `ℓ = −w·(t·max(log x, −100) + (1 − t)·max(log(1 − x), −100))`, then the [`Reduction`].
+/// The optional rescaling `weight` `w` broadcasts to the input's shape (e.g. one value per
+/// column); it gets no gradient (PyTorch has no derivative for it), so a `weight` that
+/// requires one is refused. Without it `w = 1`.
+///
+/// Backward (PyTorch's forms): `∂/∂x = w·(x − t) / max(x(1 − x),
+/// 1e−12)·g` (finite at `x = 0` and `1`), `∂/∂t = w·(log(1 − x) − log x)·g` (unclamped:
 /// `±inf` at `x = 0`, `1`).
-#[op(saved = [input, target], attrs = [reduction: Reduction])]
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{binary_cross_entropy, Reduction};
+/// let p = Tensor::from_vec(vec![0.9, 0.2, 0.6, 0.5], &[2, 2])?;
+/// let t = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0], &[2, 2])?;
+/// let loss = binary_cross_entropy(&p, &t, None, Default::default())?;
+/// let expected = -(0.9f32.ln() + 0.8f32.ln() + 0.6f32.ln() + 0.5f32.ln()) / 4.0;
+/// assert!((loss.item()? - expected).abs() < 1e-6);
+/// // One weight per column, broadcast over the rows.
+/// let w = Tensor::from_vec(vec![2.0, 0.0], &[2])?;
+/// let weighted = binary_cross_entropy(&p, &t, Some(&w), Reduction::Sum)?;
+/// assert!((weighted.item()? + 2.0 * (0.9f32.ln() + 0.6f32.ln())).abs() < 1e-6);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(saved = [input, target, weight], attrs = [reduction: Reduction])]
 pub mod binary_cross_entropy {
     use super::*;
 
-    pub fn forward(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-        check_pair(NAME, input, target, true)?;
+    pub fn forward(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, reduction: Reduction) -> Result<Tensor> {
+        check_pair(NAME, input, target)?;
+        check_weight(NAME, input, weight)?;
         let bad = input.try_with_f32(|xs| xs.iter().copied().find(|v| !(0.0..=1.0).contains(v)))?;
         if let Some(v) = bad {
             return Err(Error::argument(NAME, format!("every input must be a probability in [0, 1], found {v}")));
         }
         let loss = binary(NAME, input, target, |x, t| -(t * clamped_log(x) + (1.0 - t) * clamped_log(1.0 - x)))?;
-        reduce(loss, reduction)
+        reduce(weighted(NAME, loss, weight)?, reduction)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let w = r.weight().ok();
         if d.needs_input() {
             let deriv = binary(NAME, r.input(), r.target(), |x, t| (x - t) / ((1.0 - x) * x).max(1e-12))?;
-            d.input(chain(NAME, &deriv, g, r.reduction)?);
+            d.input(chain(NAME, &weighted(NAME, deriv, w)?, g, r.reduction)?);
         }
         if d.needs_target() {
             let deriv = unary(NAME, r.input(), |x| math::log(1.0 - x) - math::log(x))?;
-            d.target(chain(NAME, &deriv, g, r.reduction)?);
+            d.target(chain(NAME, &weighted(NAME, deriv, w)?, g, r.reduction)?);
         }
         Ok(())
     }
@@ -341,15 +563,28 @@ pub mod binary_cross_entropy {
     fn cases() -> Vec<Case> {
         let p = |shape: &[usize], seed| Case::input(shape, 0.1, 0.9, seed);
         let t = |shape: &[usize], seed| Case::input(shape, 0.0, 1.0, seed);
+        // Weights are constants (no gradient): positive and negative, broadcast or not; at
+        // most 1 in magnitude, since near x = 0.1 the curvature of log x already uses most of
+        // the finite-difference tolerance.
+        let w = |shape: &[usize], seed| Case::input(shape, -1.0, 1.0, seed).detach();
         let f = super::binary_cross_entropy;
         vec![
-            Case::new("mean", vec![p(&[3, 4], 1), t(&[3, 4], 2)], move |x| f(&x[0], &x[1], Reduction::Mean)),
-            Case::new("sum", vec![p(&[2, 3, 2], 3), t(&[2, 3, 2], 4)], move |x| f(&x[0], &x[1], Reduction::Sum)),
+            Case::new("mean", vec![p(&[3, 4], 1), t(&[3, 4], 2)], move |x| f(&x[0], &x[1], None, Reduction::Mean)),
+            Case::new("sum", vec![p(&[2, 3, 2], 3), t(&[2, 3, 2], 4)], move |x| f(&x[0], &x[1], None, Reduction::Sum)),
             Case::new("none_transposed", vec![p(&[4, 3], 5), t(&[3, 4], 6)], move |x| {
-                f(&crate::transpose(&x[0], 0, 1)?, &x[1], Reduction::None)
+                f(&crate::transpose(&x[0], 0, 1)?, &x[1], None, Reduction::None)
             }),
             Case::new("mean_strided", vec![p(&[3, 8], 7), t(&[3, 4], 8)], move |x| {
-                f(&crate::slice(&x[0], 1, 0, 8, 2)?, &x[1], Reduction::Mean)
+                f(&crate::slice(&x[0], 1, 0, 8, 2)?, &x[1], None, Reduction::Mean)
+            }),
+            Case::new("weight_per_column_sum", vec![p(&[3, 4], 9), t(&[3, 4], 10), w(&[4], 11)], move |x| {
+                f(&x[0], &x[1], Some(&x[2]), Reduction::Sum)
+            }),
+            Case::new("weight_full_none", vec![p(&[2, 3], 12), t(&[2, 3], 13), w(&[2, 3], 14)], move |x| {
+                f(&x[0], &x[1], Some(&x[2]), Reduction::None)
+            }),
+            Case::new("weight_per_row_mean_transposed", vec![p(&[4, 3], 15), t(&[3, 4], 16), w(&[3, 1], 17)], move |x| {
+                f(&crate::transpose(&x[0], 0, 1)?, &x[1], Some(&x[2]), Reduction::Mean)
             }),
         ]
     }
@@ -360,53 +595,80 @@ fn log_sigmoid(x: f32) -> f32 {
     x.min(0.0) - math::log(1.0 + math::exp(-x.abs()))
 }
 
-/// Binary cross-entropy of logits `x` against targets `t` of the same shape, in the stable
-/// form `(1 − t)·x − w·log σ(x)` with `w = (p − 1)·t + 1` for the optional positive-class
-/// weight `p` (broadcast to `t`'s shape, e.g. one per class; `w = 1` without it), then the
-/// reduction. Backward: `∂/∂x = (w·σ(x) − p·t)·g`, `∂/∂t = (−x − (p − 1)·log σ(x))·g`,
-/// `∂/∂p = −t·log σ(x)·g` (PyTorch refuses a `pos_weight` that requires a gradient; here it
+/// Binary cross-entropy of logits `x` against targets `t` of the same shape (an
+/// [`Error::Shape`] otherwise), PyTorch's
+/// `F.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)`: per
+/// element, in the stable form, `ℓ = r·((1 − t)·x − w·log σ(x))` with `w = (p − 1)·t + 1`,
+/// then the [`Reduction`]. Two optional tensors broadcast to the input's shape, in
+/// PyTorch's order: the rescaling `weight` `r` (no gradient, as in PyTorch, so a `weight`
+/// that requires one is refused; `r = 1` without it), then the positive-class weight
+/// `pos_weight` `p` (e.g. one per class; `p = 1` without it). Both are `Option<&Tensor>`:
+/// mind the order, `weight` scales the whole loss, `pos_weight` only the positive term.
+///
+/// Backward: `∂/∂x = r·(w·σ(x) − p·t)·g`, `∂/∂t = r·(−x − (p − 1)·log σ(x))·g`,
+/// `∂/∂p = −r·t·log σ(x)·g` (PyTorch refuses a `pos_weight` that requires a gradient; here it
 /// has this one).
-#[op(saved = [input, target, pos_weight], attrs = [reduction: Reduction])]
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{binary_cross_entropy_with_logits, sigmoid, Reduction};
+/// let x = Tensor::from_vec(vec![2.0, -1.0, 0.5, 0.0], &[2, 2])?;
+/// let t = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[2, 2])?;
+/// let logits = binary_cross_entropy_with_logits(&x, &t, None, None, Default::default())?;
+/// let probs = om_ops::binary_cross_entropy(&sigmoid(&x)?, &t, None, Default::default())?;
+/// assert!((logits.item()? - probs.item()?).abs() < 1e-6);
+/// // Positives of the second class count three times.
+/// let pos_weight = Tensor::from_vec(vec![1.0, 3.0], &[2])?;
+/// let y = binary_cross_entropy_with_logits(&x, &t, None, Some(&pos_weight), Reduction::None)?;
+/// assert_eq!(y.shape(), &[2, 2]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(saved = [input, target, weight, pos_weight], attrs = [reduction: Reduction])]
 pub mod binary_cross_entropy_with_logits {
     use super::*;
 
-    pub fn forward(input: &Tensor, target: &Tensor, pos_weight: Option<&Tensor>, reduction: Reduction) -> Result<Tensor> {
-        check_pair(NAME, input, target, true)?;
+    pub fn forward(
+        input: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        pos_weight: Option<&Tensor>,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        check_pair(NAME, input, target)?;
+        check_weight(NAME, input, weight)?;
+        check_broadcast_arg(NAME, "pos_weight", input, pos_weight)?;
         let loss = match pos_weight {
             None => binary(NAME, input, target, |x, t| (1.0 - t) * x - log_sigmoid(x))?,
             Some(p) => {
-                let w = weights(input, target, p)?;
+                let w = weights(p, target)?;
                 let a = binary(NAME, input, target, |x, t| (1.0 - t) * x)?;
                 let b = binary(NAME, &w, input, |w, x| w * log_sigmoid(x))?;
                 binary(NAME, &a, &b, |a, b| a - b)?
             }
         };
-        reduce(loss, reduction)
+        reduce(weighted(NAME, loss, weight)?, reduction)
     }
 
-    /// `w = (p − 1)·t + 1` of `t`'s shape, checking `p` broadcasts to it.
-    fn weights(input: &Tensor, target: &Tensor, p: &Tensor) -> Result<Tensor> {
-        p.expect_f32(NAME, "pos_weight")?;
-        let w = binary(NAME, p, target, |p, t| (p - 1.0) * t + 1.0)?;
-        if w.shape() != target.shape() {
-            return Err(Error::shape(NAME, &[input.shape(), p.shape()], "pos_weight must broadcast to the input's shape"));
-        }
-        Ok(w)
+    /// `w = (p − 1)·t + 1` of `t`'s shape (`p` broadcasts to it: checked by forward).
+    fn weights(p: &Tensor, target: &Tensor) -> Result<Tensor> {
+        binary(NAME, p, target, |p, t| (p - 1.0) * t + 1.0)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let (x, t) = (r.input(), r.target());
-        let p = r.pos_weight().ok();
+        let (rw, p) = (r.weight().ok(), r.pos_weight().ok());
         if d.needs_input() {
             let deriv = match p {
                 None => binary(NAME, x, t, |x, t| math::sigmoid(x) - t)?,
                 Some(p) => {
-                    let a = binary(NAME, &weights(x, t, p)?, x, |w, x| w * math::sigmoid(x))?;
+                    let a = binary(NAME, &weights(p, t)?, x, |w, x| w * math::sigmoid(x))?;
                     let pt = binary(NAME, p, t, |p, t| p * t)?;
                     binary(NAME, &a, &pt, |a, pt| a - pt)?
                 }
             };
-            d.input(chain(NAME, &deriv, g, r.reduction)?);
+            d.input(chain(NAME, &weighted(NAME, deriv, rw)?, g, r.reduction)?);
         }
         if d.needs_target() {
             let deriv = match p {
@@ -417,11 +679,11 @@ pub mod binary_cross_entropy_with_logits {
                     binary(NAME, x, &b, |x, b| -x - b)?
                 }
             };
-            d.target(chain(NAME, &deriv, g, r.reduction)?);
+            d.target(chain(NAME, &weighted(NAME, deriv, rw)?, g, r.reduction)?);
         }
         if d.needs_pos_weight() {
             let deriv = binary(NAME, t, x, |t, x| -t * log_sigmoid(x))?;
-            d.pos_weight(chain(NAME, &deriv, g, r.reduction)?);
+            d.pos_weight(chain(NAME, &weighted(NAME, deriv, rw)?, g, r.reduction)?);
         }
         Ok(())
     }
@@ -430,17 +692,28 @@ pub mod binary_cross_entropy_with_logits {
         let x = |shape: &[usize], seed| Case::input(shape, -3.0, 3.0, seed);
         let t = |shape: &[usize], seed| Case::input(shape, 0.0, 1.0, seed);
         let p = |shape: &[usize], seed| Case::input(shape, 0.5, 2.0, seed);
+        // Rescaling weights are constants (no gradient).
+        let w = |shape: &[usize], seed| Case::input(shape, -1.0, 2.0, seed).detach();
         let f = super::binary_cross_entropy_with_logits;
         vec![
-            Case::new("mean", vec![x(&[3, 4], 1), t(&[3, 4], 2)], move |v| f(&v[0], &v[1], None, Reduction::Mean)),
+            Case::new("mean", vec![x(&[3, 4], 1), t(&[3, 4], 2)], move |v| f(&v[0], &v[1], None, None, Reduction::Mean)),
             Case::new("sum_pos_weight_per_class", vec![x(&[3, 4], 3), t(&[3, 4], 4), p(&[4], 5)], move |v| {
-                f(&v[0], &v[1], Some(&v[2]), Reduction::Sum)
+                f(&v[0], &v[1], None, Some(&v[2]), Reduction::Sum)
             }),
             Case::new("none_transposed_pos_weight", vec![x(&[4, 3], 6), t(&[3, 4], 7), p(&[3, 4], 8)], move |v| {
-                f(&crate::transpose(&v[0], 0, 1)?, &v[1], Some(&v[2]), Reduction::None)
+                f(&crate::transpose(&v[0], 0, 1)?, &v[1], None, Some(&v[2]), Reduction::None)
             }),
             Case::new("mean_strided", vec![x(&[3, 8], 9), t(&[3, 4], 10), p(&[1], 11)], move |v| {
-                f(&crate::slice(&v[0], 1, 0, 8, 2)?, &v[1], Some(&v[2]), Reduction::Mean)
+                f(&crate::slice(&v[0], 1, 0, 8, 2)?, &v[1], None, Some(&v[2]), Reduction::Mean)
+            }),
+            Case::new("weight_per_column_sum", vec![x(&[3, 4], 12), t(&[3, 4], 13), w(&[4], 14)], move |v| {
+                f(&v[0], &v[1], Some(&v[2]), None, Reduction::Sum)
+            }),
+            Case::new("weight_and_pos_weight_none", vec![x(&[3, 4], 15), t(&[3, 4], 16), w(&[3, 1], 17), p(&[4], 18)], move |v| {
+                f(&v[0], &v[1], Some(&v[2]), Some(&v[3]), Reduction::None)
+            }),
+            Case::new("weight_and_pos_weight_mean_strided", vec![x(&[3, 8], 19), t(&[3, 4], 20), w(&[3, 4], 21), p(&[1], 22)], move |v| {
+                f(&crate::slice(&v[0], 1, 0, 8, 2)?, &v[1], Some(&v[2]), Some(&v[3]), Reduction::Mean)
             }),
         ]
     }
@@ -448,18 +721,38 @@ pub mod binary_cross_entropy_with_logits {
 
 // ===== divergence =====
 
-/// Kullback–Leibler divergence of log-probabilities `x` from a target `t` (broadcast
-/// together), PyTorch's pointwise form: `t·log t − t·x` (taken as `−t·x` where `t = 0`),
-/// or with `log_target` (`t` holds log-probabilities) `e^t·(t − x)`; then the reduction
-/// (`Mean` averages over all elements; PyTorch's `'batchmean'` is `Sum` / batch size).
+/// Kullback–Leibler divergence of log-probabilities `x` from a target `t` of the same shape
+/// (an [`Error::Shape`] otherwise), PyTorch's `F.kl_div(input, target, reduction,
+/// log_target)` in its pointwise form: `t·log t − t·x` (taken as `−t·x` where `t = 0`), or
+/// with `log_target` (`t` holds log-probabilities) `e^t·(t − x)`; then the reduction: any
+/// [`Reduction`] (`Mean` averages over all elements, PyTorch's default) or
+/// [`KlDivReduction::BatchMean`], the sum divided by the batch size (the first dimension),
+/// which is the KL divergence of each row averaged over the batch. (`reduction` is
+/// `impl Into<KlDivReduction>`, so PyTorch's default is spelled `KlDivReduction::default()`
+/// or `Reduction::Mean`; a bare `Default::default()` has no type to default to.)
+///
 /// Backward: `∂/∂x = −t·g` (`−e^t·g`); `∂/∂t = (log t + 1 − x)·g`, NaN where `t = 0` as
-/// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`.
-#[op(saved = [input, target], attrs = [reduction: Reduction, log_target: bool])]
+/// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`
+/// (`g/n` for a mean over `n` elements, `g/batch` for `BatchMean`).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{kl_div, log_softmax, KlDivReduction};
+/// let logits = Tensor::from_vec(vec![1.0, 2.0, 0.5, 0.0, 0.0, 3.0], &[2, 3])?;
+/// let target = Tensor::from_vec(vec![0.2, 0.7, 0.1, 0.3, 0.3, 0.4], &[2, 3])?;
+/// // KL(target ‖ softmax(logits)) per row, averaged over the 2 rows.
+/// let kl = kl_div(&log_softmax(&logits, 1)?, &target, KlDivReduction::BatchMean, false)?;
+/// assert!(kl.item()? > 0.0);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(saved = [input, target], attrs = [reduction: KlDivReduction, log_target: bool])]
 pub mod kl_div {
     use super::*;
 
-    pub fn forward(input: &Tensor, target: &Tensor, reduction: Reduction, log_target: bool) -> Result<Tensor> {
-        check_pair(NAME, input, target, false)?;
+    pub fn forward(input: &Tensor, target: &Tensor, reduction: impl Into<KlDivReduction>, log_target: bool) -> Result<Tensor> {
+        check_pair(NAME, input, target)?;
         let loss = if log_target {
             binary(NAME, input, target, |x, t| math::exp(t) * (t - x))?
         } else {
@@ -480,8 +773,7 @@ pub mod kl_div {
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let (x, t) = (r.input(), r.target());
         if d.needs_input() {
-            // Over both operands, so the gradient has the broadcast shape.
-            let deriv = if r.log_target { binary(NAME, x, t, |_, t| -math::exp(t))? } else { binary(NAME, x, t, |_, t| -t)? };
+            let deriv = if r.log_target { unary(NAME, t, |t| -math::exp(t))? } else { unary(NAME, t, |t| -t)? };
             d.input(chain(NAME, &deriv, g, r.reduction)?);
         }
         if d.needs_target() {
@@ -503,6 +795,14 @@ pub mod kl_div {
         let p = |shape: &[usize], seed| Case::input(shape, 0.3, 1.0, seed);
         let mut cases = pair_cases("", |x, t, red| super::kl_div(x, t, red, false), lp, p);
         cases.extend(pair_cases("log_target_", |x, t, red| super::kl_div(x, t, red, true), lp, lp));
+        let batch_mean = KlDivReduction::BatchMean;
+        cases.extend([
+            Case::new("batchmean", vec![lp(&[3, 4], 9), p(&[3, 4], 10)], move |x| super::kl_div(&x[0], &x[1], batch_mean, false)),
+            Case::new("log_target_batchmean_transposed", vec![lp(&[4, 3], 11), lp(&[3, 4], 12)], move |x| {
+                super::kl_div(&crate::transpose(&x[0], 0, 1)?, &x[1], batch_mean, true)
+            }),
+            Case::new("batchmean_0d", vec![lp(&[], 13), p(&[], 14)], move |x| super::kl_div(&x[0], &x[1], batch_mean, false)),
+        ]);
         cases
     }
 }
@@ -519,12 +819,16 @@ mod tests {
     }
 
     /// Checks `f(x, t, reduction)` against the oracle set `prefix` for every reduction:
-    /// the value and the gradients of `x` and `t`.
+    /// the value and the gradients of `x` and `t`. A `t` of another shape than `x` (the
+    /// `*_bc` sets, broadcast by PyTorch) is expanded to `x`'s shape explicitly: the losses
+    /// refuse mismatched shapes, and the expansion's gradient sums back to `t`'s shape.
     fn check(o: &Oracle, prefix: &str, f: impl Fn(&Tensor, &Tensor, Reduction) -> Result<Tensor>) {
         let (x, t) = (o.get(&format!("{prefix}_x")), o.get(&format!("{prefix}_t")));
         for (red, reduction) in REDUCTIONS {
             let name = format!("{prefix}_{red}");
-            let y = f(&x, &t, reduction).unwrap();
+            let shape: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+            let te = if t.shape() == x.shape() { t.clone() } else { crate::expand(&t, &shape).unwrap() };
+            let y = f(&x, &te, reduction).unwrap();
             assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
             o.check_grads(&name, &y, &[("x", &x), ("t", &t)]);
         }
@@ -560,14 +864,14 @@ mod tests {
     fn binary_losses_match_pytorch() {
         let o = load();
         both_modes(|| {
-            check(&o, "bce", crate::binary_cross_entropy);
-            check(&o, "bcel", |x, t, r| crate::binary_cross_entropy_with_logits(x, t, None, r));
+            check(&o, "bce", |x, t, r| crate::binary_cross_entropy(x, t, None, r));
+            check(&o, "bcel", |x, t, r| crate::binary_cross_entropy_with_logits(x, t, None, None, r));
             let pw = o.get("bcelpw_pw").detach();
-            check(&o, "bcelpw", |x, t, r| crate::binary_cross_entropy_with_logits(x, t, Some(&pw), r));
+            check(&o, "bcelpw", |x, t, r| crate::binary_cross_entropy_with_logits(x, t, None, Some(&pw), r));
             // Inputs exactly 0 and 1: the log clamped at −100 and the input gradient divided
             // by max(x(1 − x), 1e−12), as PyTorch.
             let (x, t) = (o.get("bce_edge_x"), o.get("bce_edge_t").detach());
-            let y = crate::binary_cross_entropy(&x, &t, Reduction::None).unwrap();
+            let y = crate::binary_cross_entropy(&x, &t, None, Reduction::None).unwrap();
             assert_close("bce_edge_y", &y, &o.get("bce_edge_y"));
             o.check_grads("bce_edge", &y, &[("x", &x)]);
         });
@@ -600,13 +904,13 @@ mod tests {
     fn bad_arguments_are_errors_naming_the_op() {
         let x = Tensor::from_vec(vec![0.5, 1.5], &[2]).unwrap();
         let t = Tensor::from_vec(vec![0.0, 1.0], &[2]).unwrap();
-        let e = crate::binary_cross_entropy(&x, &t, Reduction::Mean).unwrap_err().to_string();
+        let e = crate::binary_cross_entropy(&x, &t, None, Reduction::Mean).unwrap_err().to_string();
         assert!(e.contains("binary_cross_entropy") && e.contains("1.5"), "{e}");
         let t3 = Tensor::from_vec(vec![0.0, 1.0, 0.0], &[3]).unwrap();
-        let e = crate::binary_cross_entropy_with_logits(&x, &t3, None, Reduction::Mean).unwrap_err().to_string();
+        let e = crate::binary_cross_entropy_with_logits(&x, &t3, None, None, Reduction::Mean).unwrap_err().to_string();
         assert!(e.contains("binary_cross_entropy_with_logits"), "{e}");
         let pw = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3, 1]).unwrap();
-        let e = crate::binary_cross_entropy_with_logits(&x, &t, Some(&pw), Reduction::Mean).unwrap_err().to_string();
+        let e = crate::binary_cross_entropy_with_logits(&x, &t, None, Some(&pw), Reduction::Mean).unwrap_err().to_string();
         assert!(e.contains("pos_weight"), "{e}");
         let e = crate::smooth_l1_loss(&x, &t, -1.0, Reduction::Mean).unwrap_err().to_string();
         assert!(e.contains("smooth_l1_loss") && e.contains("beta"), "{e}");
@@ -614,5 +918,198 @@ mod tests {
         assert!(e.contains("huber_loss") && e.contains("delta"), "{e}");
         let e = crate::mse_loss(&x, &t3, Reduction::Mean).unwrap_err().to_string();
         assert!(e.contains("mse_loss"), "{e}");
+    }
+
+    /// The values of `w` broadcast to `shape`, row-major.
+    fn broadcast_values(w: &Tensor, shape: &[usize]) -> Vec<f32> {
+        let shape: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+        crate::expand(w, &shape).unwrap().to_vec()
+    }
+
+    /// `(x, t)` for a binary loss: probabilities (or logits) and soft targets, `[3, 4]`, as leaves.
+    fn binary_pair(lo: f32, hi: f32, seed: u64) -> (Tensor, Tensor) {
+        let x = Tensor::rand_uniform(&[3, 4], lo, hi, seed).unwrap().requires_grad().unwrap();
+        let t = Tensor::rand_uniform(&[3, 4], 0.0, 1.0, seed + 1).unwrap().requires_grad().unwrap();
+        (x, t)
+    }
+
+    /// A binary loss `f(x, t, weight, reduction)` with the rescaling weight, checked from
+    /// the definition `ℓ_w = w·ℓ` for weights of several broadcast shapes: the unreduced
+    /// losses are the weight times the unweighted ones bit for bit; `Sum` and `Mean` are
+    /// the sum and mean of those (within one rounding of the f64 sum); the gradients of
+    /// the input and target under `Sum` are the weight times the unweighted ones, bit for
+    /// bit.
+    fn check_weighted(name: &str, f: impl Fn(&Tensor, &Tensor, Option<&Tensor>, Reduction) -> Result<Tensor>, x: &Tensor, t: &Tensor) {
+        let weights = [
+            Tensor::from_vec(vec![0.5, 2.0, -1.0, 0.0], &[4]).unwrap(),
+            Tensor::rand_uniform(&[3, 4], -1.0, 3.0, 7).unwrap(),
+            Tensor::from_vec(vec![3.0, 0.25, 1.5], &[3, 1]).unwrap(),
+            Tensor::scalar(1.75),
+            Tensor::from_vec(vec![0.125], &[1]).unwrap(),
+        ];
+        let plain = f(x, t, None, Reduction::None).unwrap().to_vec();
+        x.clear_grad();
+        t.clear_grad();
+        f(x, t, None, Reduction::Sum).unwrap().backward().unwrap();
+        let (gx, gt) = (x.grad().unwrap().to_vec(), t.grad().unwrap().to_vec());
+        for w in &weights {
+            let wv = broadcast_values(w, x.shape());
+            let none = f(x, t, Some(w), Reduction::None).unwrap();
+            assert_eq!(none.shape(), x.shape());
+            let want: Vec<f32> = plain.iter().zip(&wv).map(|(l, w)| l * w).collect();
+            assert_eq!(none.to_vec(), want, "{name}: weight {:?}, none", w.shape());
+            let exact: f64 = want.iter().map(|&v| v as f64).sum();
+            let sum = f(x, t, Some(w), Reduction::Sum).unwrap().item().unwrap();
+            assert!((sum as f64 - exact).abs() <= f32::EPSILON as f64 * exact.abs(), "{name}: sum {sum} vs {exact}");
+            let n = want.len() as f64;
+            let mean = f(x, t, Some(w), Reduction::Mean).unwrap().item().unwrap();
+            assert!((mean as f64 - exact / n).abs() <= f32::EPSILON as f64 * (exact / n).abs(), "{name}: mean {mean} vs {}", exact / n);
+            x.clear_grad();
+            t.clear_grad();
+            f(x, t, Some(w), Reduction::Sum).unwrap().backward().unwrap();
+            let scaled = |g: &[f32]| g.iter().zip(&wv).map(|(g, w)| g * w).collect::<Vec<f32>>();
+            assert_eq!(x.grad().unwrap().to_vec(), scaled(&gx), "{name}: weight {:?}, input gradient", w.shape());
+            assert_eq!(t.grad().unwrap().to_vec(), scaled(&gt), "{name}: weight {:?}, target gradient", w.shape());
+        }
+    }
+
+    #[test]
+    fn weighted_binary_losses_are_the_weight_times_the_loss() {
+        both_modes(|| {
+            let (x, t) = binary_pair(0.05, 0.95, 1);
+            check_weighted("binary_cross_entropy", crate::binary_cross_entropy, &x, &t);
+            let (x, t) = binary_pair(-4.0, 4.0, 3);
+            check_weighted("bce_with_logits", |x, t, w, r| crate::binary_cross_entropy_with_logits(x, t, w, None, r), &x, &t);
+            // With pos_weight too (a leaf requiring a gradient, whose gradient is scaled as well).
+            let pw = Tensor::from_vec(vec![0.5, 1.0, 2.0, 3.0], &[4]).unwrap().requires_grad().unwrap();
+            check_weighted(
+                "bce_with_logits_pos_weight",
+                |x, t, w, r| crate::binary_cross_entropy_with_logits(x, t, w, Some(&pw), r),
+                &x,
+                &t,
+            );
+            // pos_weight's gradient from the definition: ∂(Σℓ)/∂p_j = Σ_i r_i·(−t_ij·log σ(x_ij))
+            // for a rescaling weight r_i per row (evaluated in f64).
+            let r = Tensor::from_vec(vec![3.0, 0.25, 1.5], &[3, 1]).unwrap();
+            pw.clear_grad();
+            crate::binary_cross_entropy_with_logits(&x, &t, Some(&r), Some(&pw), Reduction::Sum).unwrap().backward().unwrap();
+            let (xv, tv, rv) = (x.to_vec(), t.to_vec(), r.to_vec());
+            for (j, &got) in pw.grad().unwrap().to_vec().iter().enumerate() {
+                let want: f64 = (0..3)
+                    .map(|i| {
+                        let (xi, ti) = (xv[i * 4 + j] as f64, tv[i * 4 + j] as f64);
+                        rv[i] as f64 * ti * (1.0 + (-xi).exp()).ln()
+                    })
+                    .sum();
+                assert!((got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "pos_weight gradient {j}: {got} vs {want}");
+            }
+        });
+    }
+
+    #[test]
+    fn kl_div_batchmean_is_the_sum_over_the_batch_size() {
+        both_modes(|| {
+            for log_target in [false, true] {
+                let x = crate::log_softmax(&Tensor::randn_with_seed(&[4, 5], 11).unwrap(), 1).unwrap().detach().requires_grad().unwrap();
+                let t = crate::softmax(&Tensor::randn_with_seed(&[4, 5], 12).unwrap(), 1).unwrap();
+                let t = if log_target { crate::log(&t).unwrap() } else { t };
+                let sum = crate::kl_div(&x, &t, Reduction::Sum, log_target).unwrap().item().unwrap();
+                let y = crate::kl_div(&x, &t, KlDivReduction::BatchMean, log_target).unwrap();
+                assert!(y.shape().is_empty());
+                // PyTorch's definition: the sum, divided by the batch size.
+                assert_eq!(y.item().unwrap(), sum / 4.0);
+                y.backward().unwrap();
+                // ∂/∂x = −t/4 (−e^t/4 with log_target), from the definition, in f64.
+                let tv = t.to_vec();
+                for (g, &t) in x.grad().unwrap().to_vec().iter().zip(&tv) {
+                    let p = if log_target { (t as f64).exp() } else { t as f64 };
+                    let want = -p / 4.0;
+                    assert!((*g as f64 - want).abs() <= 4.0 * f32::EPSILON as f64 * want.abs(), "{g} vs {want}");
+                }
+            }
+            // A 0-d input: the batch size is 1, so batch mean and sum agree.
+            let (x, t) = (Tensor::scalar(-0.5), Tensor::scalar(0.25));
+            let bm = crate::kl_div(&x, &t, KlDivReduction::BatchMean, false).unwrap().item().unwrap();
+            assert_eq!(bm, crate::kl_div(&x, &t, Reduction::Sum, false).unwrap().item().unwrap());
+            // An empty batch: 0 / 0, NaN, as in PyTorch.
+            let e = Tensor::zeros(&[0, 3]).unwrap();
+            assert!(crate::kl_div(&e, &e, KlDivReduction::BatchMean, false).unwrap().item().unwrap().is_nan());
+        });
+    }
+
+    #[test]
+    fn reductions_default_to_pytorchs_mean() {
+        assert_eq!(Reduction::default(), Reduction::Mean);
+        assert_eq!(KlDivReduction::default(), KlDivReduction::Mean);
+        for (r, k) in
+            [(Reduction::None, KlDivReduction::None), (Reduction::Sum, KlDivReduction::Sum), (Reduction::Mean, KlDivReduction::Mean)]
+        {
+            assert_eq!(KlDivReduction::from(r), k);
+        }
+    }
+
+    #[test]
+    fn bad_weights_are_errors_naming_the_op() {
+        let x = Tensor::rand_uniform(&[3, 4], 0.1, 0.9, 1).unwrap();
+        let t = Tensor::rand_uniform(&[3, 4], 0.0, 1.0, 2).unwrap();
+        let bce = |w: &Tensor| crate::binary_cross_entropy(&x, &t, Some(w), Reduction::Mean);
+        let bcel = |w: &Tensor| crate::binary_cross_entropy_with_logits(&x, &t, Some(w), None, Reduction::Mean);
+        for (op, f) in [("binary_cross_entropy", &bce as &dyn Fn(&Tensor) -> Result<Tensor>), ("binary_cross_entropy_with_logits", &bcel)] {
+            // A weight that does not broadcast to the input, or would enlarge it.
+            for shape in [&[5][..], &[3, 3], &[2, 3, 4], &[4, 1]] {
+                let w = Tensor::ones(shape).unwrap();
+                match f(&w) {
+                    Err(Error::Shape { op: o, shapes, msg }) => {
+                        assert_eq!(o, op);
+                        assert_eq!(shapes, vec![vec![3, 4], shape.to_vec()]);
+                        assert!(msg.contains("weight"), "{msg}");
+                    }
+                    other => panic!("{op}: weight {shape:?} gave {other:?}"),
+                }
+            }
+            // A weight that requires a gradient: PyTorch has no derivative for it.
+            let w = Tensor::ones(&[4]).unwrap().requires_grad().unwrap();
+            let e = f(&w).unwrap_err();
+            assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{e}");
+            assert!(e.to_string().contains("weight"), "{e}");
+            // Not f32.
+            let w = Tensor::from_vec_i32(vec![1; 4], &[4]).unwrap();
+            assert!(matches!(f(&w).unwrap_err(), Error::DType { op: o, arg: "weight", .. } if o == op));
+        }
+    }
+
+    fn load_options() -> Oracle {
+        Oracle::load_file("loss_options", "tools/oracle_loss_options.py")
+    }
+
+    #[test]
+    fn weighted_binary_losses_match_pytorch() {
+        let o = load_options();
+        both_modes(|| {
+            for name in ["col", "row", "full"] {
+                let w = o.get(&format!("bcew_{name}_w")).detach();
+                check(&o, &format!("bcew_{name}"), |x, t, r| crate::binary_cross_entropy(x, t, Some(&w), r));
+            }
+            for name in ["col", "row"] {
+                let w = o.get(&format!("bcelw_{name}_w")).detach();
+                check(&o, &format!("bcelw_{name}"), |x, t, r| crate::binary_cross_entropy_with_logits(x, t, Some(&w), None, r));
+            }
+            let (w, pw) = (o.get("bcelwpw_w").detach(), o.get("bcelwpw_pw").detach());
+            check(&o, "bcelwpw", |x, t, r| crate::binary_cross_entropy_with_logits(x, t, Some(&w), Some(&pw), r));
+        });
+    }
+
+    #[test]
+    fn kl_div_batchmean_matches_pytorch() {
+        let o = load_options();
+        both_modes(|| {
+            for name in ["kl", "kllog", "kl3", "0d"] {
+                let key = format!("bm_{name}");
+                let (x, t) = (o.get(&format!("{key}_x")), o.get(&format!("{key}_t")));
+                let y = crate::kl_div(&x, &t, KlDivReduction::BatchMean, name == "kllog").unwrap();
+                assert_close(&format!("{key}_y"), &y, &o.get(&format!("{key}_y")));
+                o.check_grads(&key, &y, &[("x", &x), ("t", &t)]);
+            }
+        });
     }
 }

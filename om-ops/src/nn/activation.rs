@@ -57,23 +57,69 @@ activation!(
     /// `x·σ(x)` (`torch.nn.SiLU`).
     SiLU => crate::silu
 );
-activation!(
-    /// Softmax over the last axis (`torch.nn.Softmax(dim=-1)`).
-    Softmax => softmax_last
-);
-activation!(
-    /// Log-softmax over the last axis (`torch.nn.LogSoftmax(dim=-1)`).
-    LogSoftmax => log_softmax_last
-);
-
-/// [`crate::softmax`] over the last axis.
-fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    crate::softmax(x, -1)
+/// Softmax along one axis (`torch.nn.Softmax(dim)`): [`crate::softmax()`] of the input,
+/// values along `axis` in `(0, 1]` summing to 1. A negative axis counts from the end.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Forward, Softmax};
+/// use om_ops::Tensor;
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+/// let y = Softmax::new(0).forward(&x)?;
+/// let col = y.to_vec();
+/// assert!((col[0] + col[2] - 1.0).abs() < 1e-6 && (col[1] + col[3] - 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Module, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Softmax {
+    /// The axis the values are normalised along.
+    pub axis: isize,
 }
 
-/// [`crate::log_softmax`] over the last axis.
-fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
-    crate::log_softmax(x, -1)
+impl Softmax {
+    /// Softmax along `axis` (PyTorch's `dim`; `-1` is the last axis).
+    pub fn new(axis: isize) -> Softmax {
+        Softmax { axis }
+    }
+}
+
+impl Forward for Softmax {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::softmax(x, self.axis)
+    }
+}
+
+/// Log-softmax along one axis (`torch.nn.LogSoftmax(dim)`): [`crate::log_softmax()`] of the
+/// input. A negative axis counts from the end.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Forward, LogSoftmax};
+/// use om_ops::Tensor;
+/// let x = Tensor::from_vec(vec![0.0, 0.0], &[1, 2])?;
+/// let y = LogSoftmax::new(-1).forward(&x)?;
+/// assert_eq!(y.to_vec(), vec![-std::f32::consts::LN_2; 2]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Module, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogSoftmax {
+    /// The axis the values are normalised along.
+    pub axis: isize,
+}
+
+impl LogSoftmax {
+    /// Log-softmax along `axis` (PyTorch's `dim`; `-1` is the last axis).
+    pub fn new(axis: isize) -> LogSoftmax {
+        LogSoftmax { axis }
+    }
+}
+
+impl Forward for LogSoftmax {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::log_softmax(x, self.axis)
+    }
 }
 
 /// Gaussian error linear unit (`torch.nn.GELU`): the exact erf form by default,
@@ -122,13 +168,14 @@ mod tests {
     #[test]
     fn activations_apply_their_operator_and_have_no_parameters() -> Result<()> {
         let x = Tensor::from_vec(vec![-2.0, -0.5, 0.0, 1.5], &[4])?;
-        let cases: [(&dyn Forward, Tensor); 9] = [
+        let cases: [(&dyn Forward, Tensor); 10] = [
             (&ReLU, crate::relu(&x)?),
             (&Tanh, crate::tanh(&x)?),
             (&Sigmoid, crate::sigmoid(&x)?),
             (&SiLU, crate::silu(&x)?),
-            (&Softmax, crate::softmax(&x, -1)?),
-            (&LogSoftmax, crate::log_softmax(&x, -1)?),
+            (&Softmax::new(-1), crate::softmax(&x, -1)?),
+            (&LogSoftmax::new(-1), crate::log_softmax(&x, -1)?),
+            (&Softmax::new(0), crate::softmax(&x, 0)?),
             (&GELU::default(), crate::gelu(&x, GeluForm::Erf)?),
             (&LeakyReLU::default(), crate::leaky_relu(&x, 0.01)?),
             (&ELU::default(), crate::elu(&x, 1.0)?),
@@ -137,6 +184,11 @@ mod tests {
             assert_eq!(m.forward(&x)?.to_vec(), want.to_vec());
             assert!(m.parameters().is_empty() && m.buffers().is_empty());
         }
+        // Another axis of a matrix, and an axis it does not have.
+        let m = Tensor::from_vec(vec![1.0, -1.0, 0.5, 2.0, 0.0, 3.0], &[2, 3])?;
+        assert_eq!(Softmax::new(0).forward(&m)?.to_vec(), crate::softmax(&m, 0)?.to_vec());
+        assert_eq!(LogSoftmax::new(-2).forward(&m)?.to_vec(), crate::log_softmax(&m, 0)?.to_vec());
+        assert!(Softmax::new(2).forward(&m).is_err());
         Ok(())
     }
 }

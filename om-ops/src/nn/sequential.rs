@@ -65,14 +65,34 @@ impl Forward for Sequential {
     }
 }
 
-/// Joins the axes `start_dim..=end_dim` into one (`torch.nn.Flatten`, by default every
-/// axis but the first: `[N, C, H, W]` → `[N, C·H·W]`). Negative axes count from the end.
+/// Joins the axes `start_dim..=end_dim` into one (`torch.nn.Flatten`). The default,
+/// PyTorch's `start_dim=1, end_dim=-1`, joins every axis but the first: `[N, C, H, W]` →
+/// `[N, C·H·W]`. Negative axes count from the end.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Flatten, Forward};
+/// use om_ops::Tensor;
+/// let x = Tensor::zeros(&[2, 3, 4, 5])?;
+/// assert_eq!(Flatten::default().forward(&x)?.shape(), &[2, 60]);
+/// assert_eq!(Flatten::new(0, 1).forward(&x)?.shape(), &[6, 4, 5]);
+/// assert_eq!(Flatten::new(-2, -1).forward(&x)?.shape(), &[2, 3, 20]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flatten {
     /// The first axis joined.
     pub start_dim: isize,
     /// The last axis joined.
     pub end_dim: isize,
+}
+
+impl Flatten {
+    /// Joins the axes `start_dim..=end_dim` (both included; negative counts from the end).
+    pub fn new(start_dim: isize, end_dim: isize) -> Flatten {
+        Flatten { start_dim, end_dim }
+    }
 }
 
 impl Default for Flatten {
@@ -154,9 +174,9 @@ mod tests {
     fn flatten_joins_the_chosen_axes() -> Result<()> {
         let x = Tensor::zeros(&[2, 3, 4, 5])?;
         assert_eq!(Flatten::default().forward(&x)?.shape(), &[2, 60]);
-        assert_eq!(Flatten { start_dim: 0, end_dim: 1 }.forward(&x)?.shape(), &[6, 4, 5]);
-        assert_eq!(Flatten { start_dim: -2, end_dim: -1 }.forward(&x)?.shape(), &[2, 3, 20]);
-        let err = Flatten { start_dim: 2, end_dim: 1 }.forward(&x).unwrap_err().to_string();
+        assert_eq!(Flatten::new(0, 1).forward(&x)?.shape(), &[6, 4, 5]);
+        assert_eq!(Flatten::new(-2, -1).forward(&x)?.shape(), &[2, 3, 20]);
+        let err = Flatten::new(2, 1).forward(&x).unwrap_err().to_string();
         assert!(err.contains("Flatten") && err.contains("start_dim 2"), "{err}");
         assert!(Flatten::default().forward(&Tensor::zeros(&[])?).is_err());
         assert_eq!(Identity.forward(&x)?.shape(), x.shape());
