@@ -17,94 +17,56 @@
 //! ```
 
 mod arith_ops;
-#[doc(hidden)]
-pub mod conv;
-#[doc(hidden)]
-pub mod ctc;
-#[doc(hidden)]
-pub mod elementwise;
+mod conv;
+mod ctc;
+mod elementwise;
 mod fallible;
 mod image;
-#[doc(hidden)]
-pub mod indexing;
-#[doc(hidden)]
-pub mod linalg;
-#[doc(hidden)]
-pub mod lookup;
-#[doc(hidden)]
-pub mod loss;
-#[doc(hidden)]
-pub mod losses;
-#[doc(hidden)]
-pub mod math;
+mod indexing;
+mod linalg;
+mod lookup;
+mod loss;
+mod losses;
+mod math;
 #[doc(hidden)]
 pub mod methods;
 #[doc(hidden)]
 pub mod models;
 pub mod nn;
-#[doc(hidden)]
-pub mod norm;
+mod norm;
 pub mod optim;
-#[doc(hidden)]
-pub mod pooling;
-#[doc(hidden)]
-pub mod probability;
-#[doc(hidden)]
-pub mod random;
-#[doc(hidden)]
-pub mod recurrent;
-#[doc(hidden)]
-pub mod reduce;
-#[doc(hidden)]
-pub mod reductions;
-#[doc(hidden)]
-pub mod resize;
-#[doc(hidden)]
-pub mod transformer;
-#[doc(hidden)]
-pub mod views;
+mod pooling;
+mod probability;
+mod random;
+mod recurrent;
+mod reduce;
+mod reductions;
+mod resize;
+mod transformer;
+mod views;
 
 #[cfg(test)]
 mod oracle;
 
 // Every family's operators (and their argument types) at the crate root.
-#[doc(inline)]
 pub use conv::*;
-#[doc(inline)]
 pub use ctc::*;
-#[doc(inline)]
 pub use elementwise::*;
-#[doc(inline)]
 pub use indexing::*;
-#[doc(inline)]
 pub use linalg::*;
-#[doc(inline)]
 pub use lookup::*;
-#[doc(inline)]
 pub use loss::*;
-#[doc(inline)]
 pub use losses::*;
-#[doc(inline)]
 pub use math::*;
-#[doc(inline)]
 pub use norm::*;
-#[doc(inline)]
 pub use pooling::*;
-#[doc(inline)]
 pub use probability::*;
-#[doc(inline)]
 pub use random::*;
-#[doc(inline)]
 pub use recurrent::*;
-#[doc(inline)]
 pub use reduce::*;
-#[doc(inline)]
 pub use reductions::*;
-#[doc(inline)]
 pub use resize::*;
-#[doc(inline)]
 pub use transformer::*;
-#[doc(inline)]
 pub use views::*;
 
 pub use om_core::{Error, Result, Tensor};
