@@ -122,7 +122,7 @@ fn conv2d_invalid_arguments() {
     let w = t(&[6, 2, 3, 3]);
     let b = t(&[6]);
     let conv = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, s: [usize; 2], p: [usize; 4], d: [usize; 2], g: usize| {
-        ops::conv2d(x, w, b, s, p, d, g)
+        ops::conv2d(x, w, b, ops::Conv2dOptions::default().stride(s).padding(p).dilation(d).groups(g))
     };
     assert!(conv(&x, &w, Some(&b), [1, 1], [1, 1, 1, 1], [1, 1], 2).is_ok());
     // An unbatched image [C, H, W] gives an unbatched result, as in PyTorch.
@@ -171,39 +171,39 @@ fn conv2d_invalid_arguments() {
 #[test]
 fn pooling_invalid_arguments() {
     let x = t(&[1, 2, 5, 5]);
-    assert!(ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [1, 1], false).is_ok());
-    assert!(ops::avg_pool2d(&x, [3, 3], [1, 1], [1, 1], false, true).is_ok());
+    assert!(ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1)).is_ok());
+    assert!(ops::avg_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1)).is_ok());
     // ceil_mode: 5 → ceil((5 + 2 − 2)/3) + 1 = 3 windows, but the last would start past the
     // input and its left padding (6 ≥ 5 + 1), so 2, as PyTorch computes it.
-    assert_eq!(ops::max_pool2d(&x, [2, 2], [3, 3], [1, 1], [1, 1], true).unwrap().shape(), &[1, 2, 2, 2]);
-    assert_eq!(ops::avg_pool2d(&x, [2, 2], [2, 2], [0, 0], true, false).unwrap().shape(), &[1, 2, 3, 3]);
+    assert_eq!(ops::max_pool2d(&x, ops::Pool2d::new(2).stride(3).padding(1).ceil_mode(true)).unwrap().shape(), &[1, 2, 2, 2]);
+    assert_eq!(ops::avg_pool2d(&x, ops::Pool2d::new(2).ceil_mode(true).count_include_pad(false)).unwrap().shape(), &[1, 2, 3, 3]);
     // Unbatched [C, H, W] images give unbatched results.
-    assert_eq!(ops::max_pool2d(&t(&[2, 5, 5]), [2, 2], [2, 2], [0, 0], [1, 1], true).unwrap().shape(), &[2, 3, 3]);
+    assert_eq!(ops::max_pool2d(&t(&[2, 5, 5]), ops::Pool2d::new(2).ceil_mode(true)).unwrap().shape(), &[2, 3, 3]);
     assert_eq!(ops::global_avg_pool2d(&t(&[2, 5, 4])).unwrap().shape(), &[2, 1, 1]);
     let argument_errors = [
-        ("max zero kernel", ops::max_pool2d(&x, [0, 3], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max zero stride", ops::max_pool2d(&x, [3, 3], [1, 0], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max zero dilation", ops::max_pool2d(&x, [3, 3], [1, 1], [0, 0], [0, 1], false), "max_pool2d"),
-        ("max padding above half the kernel", ops::max_pool2d(&x, [3, 3], [1, 1], [2, 0], [1, 1], false), "max_pool2d"),
-        ("avg zero kernel", ops::avg_pool2d(&x, [3, 0], [1, 1], [0, 0], false, true), "avg_pool2d"),
-        ("avg zero stride", ops::avg_pool2d(&x, [3, 3], [0, 1], [0, 0], false, false), "avg_pool2d"),
-        ("avg padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], false, true), "avg_pool2d"),
-        ("avg ceil padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], true, true), "avg_pool2d"),
+        ("max zero kernel", ops::max_pool2d(&x, ops::Pool2d::new([0, 3]).stride(1)), "max_pool2d"),
+        ("max zero stride", ops::max_pool2d(&x, ops::Pool2d::new(3).stride([1, 0])), "max_pool2d"),
+        ("max zero dilation", ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).dilation([0, 1])), "max_pool2d"),
+        ("max padding above half the kernel", ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding([2, 0])), "max_pool2d"),
+        ("avg zero kernel", ops::avg_pool2d(&x, ops::Pool2d::new([3, 0]).stride(1)), "avg_pool2d"),
+        ("avg zero stride", ops::avg_pool2d(&x, ops::Pool2d::new(3).stride([0, 1]).count_include_pad(false)), "avg_pool2d"),
+        ("avg padding above half the kernel", ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2])), "avg_pool2d"),
+        ("avg ceil padding above half the kernel", ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2]).ceil_mode(true)), "avg_pool2d"),
     ];
     for (what, r, op) in argument_errors {
         let e = r.unwrap_err();
         assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{what}: {e}");
     }
     let shape_errors = [
-        ("max rank", ops::max_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max rank 5", ops::max_pool2d(&t(&[1, 1, 2, 5, 5]), [2, 2], [1, 1], [0, 0], [1, 1], true), "max_pool2d"),
-        ("max ceil window larger than the input", ops::max_pool2d(&x, [3, 6], [2, 2], [0, 0], [1, 1], true), "max_pool2d"),
-        ("max unbatched empty image", ops::max_pool2d(&t(&[2, 0, 5]), [1, 1], [1, 1], [0, 0], [1, 1], true), "max_pool2d"),
-        ("max window larger than the input", ops::max_pool2d(&x, [3, 6], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max dilated window larger than the input", ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [4, 1], false), "max_pool2d"),
-        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], false, true), "avg_pool2d"),
-        ("avg ceil window larger than the input", ops::avg_pool2d(&t(&[2, 2, 7]), [3, 3], [2, 2], [0, 0], true, false), "avg_pool2d"),
-        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), [3, 3], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        ("max rank", ops::max_pool2d(&t(&[5, 5]), ops::Pool2d::new(2).stride(1)), "max_pool2d"),
+        ("max rank 5", ops::max_pool2d(&t(&[1, 1, 2, 5, 5]), ops::Pool2d::new(2).stride(1).ceil_mode(true)), "max_pool2d"),
+        ("max ceil window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new([3, 6]).stride(2).ceil_mode(true)), "max_pool2d"),
+        ("max unbatched empty image", ops::max_pool2d(&t(&[2, 0, 5]), ops::Pool2d::new(1).ceil_mode(true)), "max_pool2d"),
+        ("max window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new([3, 6]).stride(1)), "max_pool2d"),
+        ("max dilated window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1).dilation([4, 1])), "max_pool2d"),
+        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), ops::Pool2d::new(2).stride(1)), "avg_pool2d"),
+        ("avg ceil window larger than the input", ops::avg_pool2d(&t(&[2, 2, 7]), ops::Pool2d::new(3).stride(2).ceil_mode(true).count_include_pad(false)), "avg_pool2d"),
+        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), ops::Pool2d::new(3).stride(1)), "avg_pool2d"),
         ("global rank", ops::global_avg_pool2d(&t(&[3, 4])), "global_avg_pool2d"),
         ("global unbatched empty plane", ops::global_avg_pool2d(&t(&[3, 0, 4])), "global_avg_pool2d"),
         ("global empty plane", ops::global_avg_pool2d(&t(&[2, 3, 0, 4])), "global_avg_pool2d"),
@@ -214,8 +214,8 @@ fn pooling_invalid_arguments() {
     }
     let ids = Tensor::from_vec_i32(vec![1; 50], &[1, 2, 5, 5]).unwrap();
     for (r, op) in [
-        (ops::max_pool2d(&ids, [2, 2], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        (ops::avg_pool2d(&ids, [2, 2], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        (ops::max_pool2d(&ids, ops::Pool2d::new(2).stride(1)), "max_pool2d"),
+        (ops::avg_pool2d(&ids, ops::Pool2d::new(2).stride(1)), "avg_pool2d"),
         (ops::global_avg_pool2d(&ids), "global_avg_pool2d"),
     ] {
         let e = r.unwrap_err();
@@ -476,7 +476,7 @@ fn conv_transpose2d_invalid_arguments() {
         d: [usize; 2],
         g: usize,
     ) -> om_core::Result<Tensor> {
-        ops::conv_transpose2d(x, w, b, s, p, op, d, g)
+        ops::conv_transpose2d(x, w, b, ops::ConvTranspose2dOptions::default().stride(s).padding(p).output_padding(op).dilation(d).groups(g))
     }
     let y = ct(&x, &w, Some(&b), [2, 2], [1, 1], [1, 1], [1, 1], 2).unwrap();
     assert_eq!(y.shape(), &[2, 6, 6, 6]);

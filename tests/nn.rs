@@ -2,7 +2,7 @@
 //! formulas evaluated here, and weights files (round trip and every kind of mismatch).
 
 use om_core::{io, Result, Tensor};
-use om_ops::nn::{self, BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module};
+use om_ops::nn::{self, BatchNorm2d, Conv2d, ConvTranspose2d, ConvTranspose2dOptions, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module};
 use om_ops::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, RnnConfig};
 
@@ -149,7 +149,7 @@ fn initialisation_follows_pytorch_and_the_seed() -> Result<()> {
     let bound = 1.0 / 75f32.sqrt();
     assert!(conv.weight.to_vec().iter().all(|v| v.abs() <= bound));
 
-    let up = ConvTranspose2d::with_options(4, 6, [2, 2], Conv2dOptions { stride: [2, 2], ..Default::default() })?;
+    let up = ConvTranspose2d::with_options(4, 6, 2, ConvTranspose2dOptions::default().stride(2))?;
     assert_eq!(up.weight.shape(), &[4, 6, 2, 2]);
     let bound = 1.0 / 24f32.sqrt();
     assert!(up.weight.to_vec().iter().all(|v| v.abs() <= bound));

@@ -355,7 +355,7 @@ pub mod resize2d_scale {
 mod tests {
     use super::*;
     use crate::conv::tests::{assert_bit_identical, case_names, output_and_gradient_bits, params, spatial_oracle as oracle};
-    use crate::conv_transpose2d;
+    use crate::{conv_transpose2d, ConvTranspose2dOptions};
     use crate::oracle::{assert_close, both_modes};
 
     #[test]
@@ -448,7 +448,7 @@ mod tests {
         let x = Tensor::randn_with_seed(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
         let w = Tensor::randn_with_seed(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
         let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
-        let y = conv_transpose2d(&x, &w, Some(&b), [2, 1], [1, 0], [1, 1], [1, 2], 2).unwrap();
+        let y = conv_transpose2d(&x, &w, Some(&b), ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation([1, 2]).groups(2)).unwrap();
         let y = resize2d(&y, 9, 13, ResizeMode::Bilinear, false).unwrap();
         let y = resize2d(&y, 11, 7, ResizeMode::Nearest, false).unwrap();
         let y = resize2d(&y, 6, 8, ResizeMode::Bilinear, true).unwrap();
