@@ -84,16 +84,47 @@ impl Pool2d {
         Pool2d { count_include_pad, ..self }
     }
 
-    /// The window as `(kernel, stride, padding, dilation)`, each checked for negative
-    /// values (the geometry checks the rest).
-    fn get(&self, op: &'static str) -> Result<[[usize; 2]; 4]> {
+    /// The window as `[kernel, stride, padding, dilation]`, checked as operator `op` reads
+    /// it (`kind`: which pooling): no negative values, kernel, stride and dilation at least
+    /// 1, padding at most half the kernel (PyTorch's rule), no dilation for an average and
+    /// no `count_include_pad(false)` for a max.
+    pub(crate) fn checked(&self, op: &'static str, kind: PoolKind) -> Result<[[usize; 2]; 4]> {
         let kernel = self.kernel.get(op, "kernel size")?;
         let stride = match self.stride {
             Some(s) => s.get(op, "stride")?,
             None => kernel,
         };
-        Ok([kernel, stride, self.padding.get(op, "padding")?, self.dilation.get(op, "dilation")?])
+        let (padding, dilation) = (self.padding.get(op, "padding")?, self.dilation.get(op, "dilation")?);
+        if kernel.contains(&0) {
+            return Err(Error::argument(op, format!("kernel size must be at least 1, got {kernel:?}")));
+        }
+        if stride.contains(&0) {
+            return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
+        }
+        if dilation.contains(&0) {
+            return Err(Error::argument(op, format!("dilation must be at least 1, got {dilation:?}")));
+        }
+        if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
+            return Err(Error::argument(op, format!("padding {padding:?} must be at most half the kernel size {kernel:?} (as in PyTorch)")));
+        }
+        match kind {
+            PoolKind::Max if !self.count_include_pad => {
+                return Err(Error::argument(op, "count_include_pad applies to avg_pool2d only; max_pool2d has no divisor"));
+            }
+            PoolKind::Avg if dilation != [1, 1] => {
+                return Err(Error::argument(op, format!("avg_pool2d has no dilation (as in PyTorch), got {dilation:?}")));
+            }
+            _ => {}
+        }
+        Ok([kernel, stride, padding, dilation])
     }
+}
+
+/// Which pooling reads a [`Pool2d`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PoolKind {
+    Max,
+    Avg,
 }
 
 macro_rules! pool_from {
@@ -118,24 +149,13 @@ fn out_len(len: usize, k: usize, s: usize, p: usize, d: usize, ceil_mode: bool) 
     Some(if ceil_mode && (out - 1) * s >= len + p { out - 1 } else { out })
 }
 
-/// Validates a pooling `options` over `x` and returns its geometry and the image dimensions.
-fn geometry(op: &'static str, x: &[usize], options: &Pool2d) -> Result<(Geometry, Images)> {
-    let [kernel, stride, padding, dilation] = options.get(op)?;
-    let ceil_mode = options.ceil_mode;
+/// Validates a pooling (`kind`) with `options` over `x` and returns its geometry and the
+/// image dimensions.
+fn geometry(op: &'static str, kind: PoolKind, x: &[usize], options: &Pool2d) -> Result<(Geometry, Images)> {
     let im = Images::of(op, x, &[x])?;
+    let [kernel, stride, padding, dilation] = options.checked(op, kind)?;
+    let ceil_mode = options.ceil_mode;
     let (h, w) = (im.h, im.w);
-    if kernel.contains(&0) {
-        return Err(Error::argument(op, format!("kernel size must be at least 1, got {kernel:?}")));
-    }
-    if stride.contains(&0) {
-        return Err(Error::argument(op, format!("stride must be at least 1, got {stride:?}")));
-    }
-    if dilation.contains(&0) {
-        return Err(Error::argument(op, format!("dilation must be at least 1, got {dilation:?}")));
-    }
-    if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
-        return Err(Error::argument(op, format!("padding {padding:?} must be at most half the kernel size {kernel:?} (as in PyTorch)")));
-    }
     if h == 0 || w == 0 {
         // PyTorch too allows only the batch and channel dims to be empty.
         return Err(Error::shape(op, &[x], format!("the input image must be at least 1×1, got {h}×{w}")));
@@ -195,10 +215,7 @@ pub mod max_pool2d {
     pub fn forward(x: &Tensor, options: impl Into<Pool2d>) -> Result<(Tensor, Owned)> {
         let options: Pool2d = options.into();
         x.expect_f32(NAME, "x")?;
-        if !options.count_include_pad {
-            return Err(Error::argument(NAME, "count_include_pad applies to avg_pool2d only; max_pool2d has no divisor"));
-        }
-        let (geo, im) = geometry(NAME, x.shape(), &options)?;
+        let (geo, im) = geometry(NAME, PoolKind::Max, x.shape(), &options)?;
         if i32::try_from(geo.h * geo.w).is_err() {
             return Err(Error::argument(NAME, format!("an image of {}×{} is too large for i32 indices", geo.h, geo.w)));
         }
@@ -225,7 +242,7 @@ pub mod max_pool2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
-        let (geo, _) = geometry(NAME, shape, &r.options)?;
+        let (geo, _) = geometry(NAME, PoolKind::Max, shape, &r.options)?;
         let settings = Compute::settings();
         let dx = g.try_with_f32(|gs| {
             r.idx().try_with_i32(|idx| {
@@ -306,8 +323,7 @@ pub mod avg_pool2d {
     pub fn forward(x: &Tensor, options: impl Into<Pool2d>) -> Result<Tensor> {
         let options: Pool2d = options.into();
         x.expect_f32(NAME, "x")?;
-        check_no_dilation(&options)?;
-        let (geo, im) = geometry(NAME, x.shape(), &options)?;
+        let (geo, im) = geometry(NAME, PoolKind::Avg, x.shape(), &options)?;
         let out_shape = im.shape(im.c, [geo.oh, geo.ow]);
         let settings = Compute::settings();
         x.try_with_f32(|xs| {
@@ -318,14 +334,6 @@ pub mod avg_pool2d {
         })?
     }
 
-    /// `avg_pool2d` has no dilation (PyTorch's neither).
-    fn check_no_dilation(options: &Pool2d) -> Result<()> {
-        match options.dilation.get(NAME, "dilation")? {
-            [1, 1] => Ok(()),
-            d => Err(Error::argument(NAME, format!("avg_pool2d has no dilation (as in PyTorch), got {d:?}"))),
-        }
-    }
-
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         gradients(r, g, d).map_err(|e| e.with_op(NAME))
     }
@@ -333,7 +341,7 @@ pub mod avg_pool2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let shape = &r.input_shapes[0];
-        let (geo, _) = geometry(NAME, shape, &r.options)?;
+        let (geo, _) = geometry(NAME, PoolKind::Avg, shape, &r.options)?;
         let settings = Compute::settings();
         let dx = g.try_with_f32(|gs| {
             Tensor::build_f32(shape, |dx| {

@@ -28,6 +28,7 @@ mod activation;
 mod attention;
 mod dropout;
 mod layers;
+mod pooling;
 mod recurrent;
 mod sequential;
 mod weights;
@@ -42,6 +43,7 @@ pub use om_core::module::{Forward, Module, Tensors};
 /// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one
 /// `use om_ops::nn::Module` brings both).
 pub use om_macros::Module;
+pub use pooling::{AvgPool2d, MaxPool2d};
 pub use recurrent::{Gru, Lstm};
 pub use sequential::{Flatten, Identity, Sequential};
 pub use weights::{load, save, state};
