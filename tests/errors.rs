@@ -527,43 +527,43 @@ fn conv_transpose2d_invalid_arguments() {
 fn resize2d_invalid_arguments() {
     use ops::ResizeMode::{Bilinear, Nearest, NearestExact};
     let x = t(&[1, 2, 4, 5]);
-    assert!(ops::resize2d(&x, 3, 7, Bilinear, true).is_ok());
-    assert_eq!(ops::resize2d(&x, 3, 7, Nearest, false).unwrap().shape(), &[1, 2, 3, 7]);
+    assert!(ops::resize2d(&x, ops::Interpolate::size([3, 7]).mode(Bilinear).align_corners(true)).is_ok());
+    assert_eq!(ops::resize2d(&x, [3, 7]).unwrap().shape(), &[1, 2, 3, 7]);
     let op = "resize2d";
-    assert_eq!(ops::resize2d(&t(&[2, 4, 5]), 3, 7, NearestExact, false).unwrap().shape(), &[2, 3, 7], "unbatched");
-    expect_err(ops::resize2d(&t(&[4, 5]), 3, 3, Nearest, false), op, "Shape");
-    expect_err(ops::resize2d(&t(&[2, 0, 5]), 3, 3, Nearest, false), op, "Shape");
-    expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), 3, 3, Bilinear, false), op, "Shape");
-    expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), 3, 3, Bilinear, false), op, "Shape");
-    expect_err(ops::resize2d(&x, 0, 3, Nearest, false), op, "Argument");
-    expect_err(ops::resize2d(&x, 3, 0, Bilinear, true), op, "Argument");
+    assert_eq!(ops::resize2d(&t(&[2, 4, 5]), ops::Interpolate::size([3, 7]).mode(NearestExact)).unwrap().shape(), &[2, 3, 7], "unbatched");
+    expect_err(ops::resize2d(&t(&[4, 5]), 3), op, "Shape");
+    expect_err(ops::resize2d(&t(&[2, 0, 5]), 3), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), ops::Interpolate::size(3).mode(Bilinear)), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), ops::Interpolate::size(3).mode(Bilinear)), op, "Shape");
+    expect_err(ops::resize2d(&x, [0, 3]), op, "Argument");
+    expect_err(ops::resize2d(&x, ops::Interpolate::size([3, 0]).mode(Bilinear).align_corners(true)), op, "Argument");
     for mode in [Nearest, NearestExact] {
-        let msg = expect_err(ops::resize2d(&x, 3, 3, mode, true), op, "Argument");
+        let msg = expect_err(ops::resize2d(&x, ops::Interpolate::size(3).mode(mode).align_corners(true)), op, "Argument");
         assert!(msg.contains("align_corners"), "{msg}");
     }
-    let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3, 3, Nearest, false).unwrap_err();
+    let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3).unwrap_err();
     assert!(matches!(e, Error::DType { op: "resize2d", arg: "x", .. }), "{e}");
 }
 
 #[test]
 fn resize2d_scale_invalid_arguments() {
-    use ops::ResizeMode::{Bilinear, Nearest, NearestExact};
+    use ops::ResizeMode::{Bilinear, NearestExact};
     let x = t(&[1, 2, 4, 5]);
     // floor(4·1.5) × floor(5·0.5) = 6×2; unbatched gives an unbatched result.
-    assert_eq!(ops::resize2d_scale(&x, [1.5, 0.5], Bilinear, true, false).unwrap().shape(), &[1, 2, 6, 2]);
-    assert_eq!(ops::resize2d_scale(&t(&[2, 4, 5]), [0.5, 2.0], NearestExact, false, true).unwrap().shape(), &[2, 2, 10]);
+    assert_eq!(ops::resize2d_scale(&x, ops::Interpolate::scale_factor([1.5, 0.5]).mode(Bilinear).align_corners(true)).unwrap().shape(), &[1, 2, 6, 2]);
+    assert_eq!(ops::resize2d_scale(&t(&[2, 4, 5]), ops::Interpolate::scale_factor([0.5, 2.0]).mode(NearestExact).recompute_scale_factor(true)).unwrap().shape(), &[2, 2, 10]);
     let op = "resize2d_scale";
     for bad in [[0.0, 1.0], [1.0, -2.0], [f64::NAN, 1.0], [1.0, f64::INFINITY]] {
-        let msg = expect_err(ops::resize2d_scale(&x, bad, Nearest, false, false), op, "Argument");
+        let msg = expect_err(ops::resize2d_scale(&x, bad), op, "Argument");
         assert!(msg.contains("positive and finite"), "{msg}");
     }
     // floor(4·0.2) = 0 rows.
-    let msg = expect_err(ops::resize2d_scale(&x, [0.2, 1.0], Bilinear, false, false), op, "Argument");
+    let msg = expect_err(ops::resize2d_scale(&x, ops::Interpolate::scale_factor([0.2, 1.0]).mode(Bilinear)), op, "Argument");
     assert!(msg.contains("0×5"), "{msg}");
-    expect_err(ops::resize2d_scale(&x, [1e300, 1.0], Nearest, false, false), op, "Argument");
-    expect_err(ops::resize2d_scale(&x, [2.0, 2.0], NearestExact, true, false), op, "Argument");
-    expect_err(ops::resize2d_scale(&t(&[4, 5]), [2.0, 2.0], Nearest, false, false), op, "Shape");
-    expect_err(ops::resize2d_scale(&t(&[1, 2, 0, 5]), [2.0, 2.0], Nearest, false, false), op, "Shape");
-    let e = ops::resize2d_scale(&ids(vec![1; 40], &[1, 2, 4, 5]), [2.0, 2.0], Nearest, false, false).unwrap_err();
+    expect_err(ops::resize2d_scale(&x, [1e300, 1.0]), op, "Argument");
+    expect_err(ops::resize2d_scale(&x, ops::Interpolate::scale_factor([2.0, 2.0]).mode(NearestExact).align_corners(true)), op, "Argument");
+    expect_err(ops::resize2d_scale(&t(&[4, 5]), [2.0, 2.0]), op, "Shape");
+    expect_err(ops::resize2d_scale(&t(&[1, 2, 0, 5]), [2.0, 2.0]), op, "Shape");
+    let e = ops::resize2d_scale(&ids(vec![1; 40], &[1, 2, 4, 5]), [2.0, 2.0]).unwrap_err();
     assert!(matches!(e, Error::DType { op: "resize2d_scale", arg: "x", .. }), "{e}");
 }

@@ -204,9 +204,9 @@ impl Model {
         let h = ops::relu(&ops::conv2d(self.leaf("x.z"), self.p("conv_w"), Some(self.p("conv_b")), ops::Conv2dOptions::default().padding(1))?)?;
         let h = ops::relu(&ops::conv_transpose2d(&h, self.p("up1_w"), Some(self.p("up1_b")), ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2))?)?;
         let h = ops::conv_transpose2d(&h, self.p("up2_w"), Some(self.p("up2_b")), ops::ConvTranspose2dOptions::default())?;
-        let h = ops::resize2d(&h, 7, 9, ops::ResizeMode::Nearest, false)?;
-        let h = ops::resize2d(&h, 13, 10, ops::ResizeMode::Bilinear, false)?;
-        let h = ops::resize2d(&h, 6, 8, ops::ResizeMode::Bilinear, true)?;
+        let h = ops::resize2d(&h, [7, 9])?;
+        let h = ops::resize2d(&h, ops::Interpolate::size([13, 10]).mode(ops::ResizeMode::Bilinear))?;
+        let h = ops::resize2d(&h, ops::Interpolate::size([6, 8]).mode(ops::ResizeMode::Bilinear).align_corners(true))?;
         let a = ops::sum(&ops::mul(&h, self.stored("c.r"))?, None, false)?;
         ops::add(&a, &ops::sum(&ops::mul(&h, &h)?, None, false)?)
     }
