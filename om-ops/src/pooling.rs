@@ -27,8 +27,9 @@ use om_macros::op;
 /// // F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
 /// let p = Pool2d::new(3).stride(2).padding(1).ceil_mode(true);
 /// assert_eq!(max_pool2d(&x, p)?.shape(), &[8, 1, 5, 5]);
-/// assert_eq!(Pool2d::from(2), Pool2d::new(2).stride(2));
-/// assert_eq!(Pool2d::from([2, 1]), Pool2d::new([2, 1]).stride([2, 1]));
+/// // The short form: stride = kernel.
+/// assert_eq!(max_pool2d(&x, 2)?.to_vec(), max_pool2d(&x, Pool2d::new(2).stride(2))?.to_vec());
+/// assert_eq!(max_pool2d(&x, [2, 1])?.shape(), &[8, 1, 4, 8]);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
