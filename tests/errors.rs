@@ -567,3 +567,58 @@ fn resize2d_scale_invalid_arguments() {
     let e = ops::resize2d_scale(&ids(vec![1; 40], &[1, 2, 4, 5]), [2.0, 2.0]).unwrap_err();
     assert!(matches!(e, Error::DType { op: "resize2d_scale", arg: "x", .. }), "{e}");
 }
+
+/// The options values (`Pool2d`, `Conv2dOptions`, `ConvTranspose2dOptions`, `Interpolate`)
+/// and the layers built from them refuse what PyTorch refuses, naming the operator or layer.
+#[test]
+fn options_invalid_arguments() {
+    use ops::nn::{AvgPool2d, Conv2d, MaxPool2d};
+    use ops::{Conv2dOptions, ConvTranspose2dOptions, Interpolate, Pool2d};
+    let x = t(&[1, 2, 6, 6]);
+    // The short forms and PyTorch's defaults.
+    assert_eq!(ops::max_pool2d(&x, 2).unwrap().shape(), &[1, 2, 3, 3]);
+    assert_eq!(ops::avg_pool2d(&x, [3, 2]).unwrap().shape(), &[1, 2, 2, 3]);
+    assert_eq!(ops::interpolate(&x, 3).unwrap().shape(), &[1, 2, 3, 3]);
+    assert_eq!(ops::interpolate(&x, 0.5).unwrap().shape(), &[1, 2, 3, 3]);
+    let msg = expect_err(ops::max_pool2d(&x, -1), "max_pool2d", "Argument");
+    assert!(msg.contains("kernel size must not be negative"), "{msg}");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(2).stride(-2)), "max_pool2d", "Argument");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(3).padding([1, -1])), "max_pool2d", "Argument");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(0)), "max_pool2d", "Argument");
+    let msg = expect_err(ops::max_pool2d(&x, Pool2d::new(2).count_include_pad(false)), "max_pool2d", "Argument");
+    assert!(msg.contains("count_include_pad"), "{msg}");
+    let msg = expect_err(ops::avg_pool2d(&x, Pool2d::new(2).dilation(2)), "avg_pool2d", "Argument");
+    assert!(msg.contains("dilation"), "{msg}");
+    expect_err(ops::avg_pool2d(&x, Pool2d::new(2).padding(2)), "avg_pool2d", "Argument");
+    // The layers check their options when built.
+    for (r, op) in [
+        (MaxPool2d::new(0).map(|_| ()), "MaxPool2d"),
+        (MaxPool2d::new(Pool2d::new(2).padding(2)).map(|_| ()), "MaxPool2d"),
+        (MaxPool2d::new(Pool2d::new(2).count_include_pad(false)).map(|_| ()), "MaxPool2d"),
+        (AvgPool2d::new(Pool2d::new(2).stride(0)).map(|_| ()), "AvgPool2d"),
+        (AvgPool2d::new(Pool2d::new(2).dilation(2)).map(|_| ()), "AvgPool2d"),
+        (Conv2d::new(2, 4, -3).map(|_| ()), "Conv2d"),
+        (Conv2d::with_options(2, 4, 3, Conv2dOptions::default().groups(3)).map(|_| ()), "Conv2d"),
+    ] {
+        let e = r.expect_err(op);
+        assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{op}: {e}");
+    }
+    // Convolutions.
+    let w = t(&[4, 2, 3, 3]);
+    expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(-1)), "conv2d", "Argument");
+    expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().stride([1, -1])), "conv2d", "Argument");
+    expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().dilation(0)), "conv2d", "Argument");
+    let wt = t(&[2, 3, 3, 3]);
+    expect_err(ops::conv_transpose2d(&x, &wt, None, ConvTranspose2dOptions::default().output_padding(-1)), "conv_transpose2d", "Argument");
+    expect_err(ops::conv_transpose2d(&x, &wt, None, ConvTranspose2dOptions::default().output_padding(1)), "conv_transpose2d", "Argument");
+    // Resizing: each primitive takes its own target; a size takes no recompute_scale_factor.
+    let msg = expect_err(ops::resize2d(&x, 2.0), "resize2d", "Argument");
+    assert!(msg.contains("resize2d_scale"), "{msg}");
+    let msg = expect_err(ops::resize2d_scale(&x, [3, 3]), "resize2d_scale", "Argument");
+    assert!(msg.contains("resize2d"), "{msg}");
+    expect_err(ops::interpolate(&x, Interpolate::size(3).recompute_scale_factor(true)), "resize2d", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::size([3, -1])), "resize2d", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::scale_factor(-2.0)), "resize2d_scale", "Argument");
+    // clamp needs a bound.
+    expect_err(ops::clamp(&x, None, None), "clamp", "Argument");
+}
