@@ -84,7 +84,9 @@ fn families() -> Vec<Family> {
         Family::new(&["conv_transpose2d"], vec![leaf(&[2, 3, 4, 4], 4), leaf(&[3, 2, 3, 3], 5), leaf(&[2], 6)], |x| {
             ops::conv_transpose2d(&x[0], &x[1], Some(&x[2]), ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1))
         }),
-        Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| ops::resize2d(&x[0], ops::Interpolate::size([9, 7]).mode(ResizeMode::Bilinear))),
+        Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| {
+            ops::resize2d(&x[0], ops::Interpolate::size([9, 7]).mode(ResizeMode::Bilinear))
+        }),
         Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], ops::Pool2d::new(2).stride(1))),
         Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], ops::Pool2d::new(3).stride(1).padding(1))),
         Family::new(&["batch_norm2d"], vec![leaf(&[4, 3, 5, 5], 10), leaf(&[3], 11), leaf(&[3], 12)], |x| {

@@ -188,7 +188,11 @@ fn pooling_invalid_arguments() {
         ("avg zero kernel", ops::avg_pool2d(&x, ops::Pool2d::new([3, 0]).stride(1)), "avg_pool2d"),
         ("avg zero stride", ops::avg_pool2d(&x, ops::Pool2d::new(3).stride([0, 1]).count_include_pad(false)), "avg_pool2d"),
         ("avg padding above half the kernel", ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2])), "avg_pool2d"),
-        ("avg ceil padding above half the kernel", ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2]).ceil_mode(true)), "avg_pool2d"),
+        (
+            "avg ceil padding above half the kernel",
+            ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2]).ceil_mode(true)),
+            "avg_pool2d",
+        ),
     ];
     for (what, r, op) in argument_errors {
         let e = r.unwrap_err();
@@ -200,9 +204,17 @@ fn pooling_invalid_arguments() {
         ("max ceil window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new([3, 6]).stride(2).ceil_mode(true)), "max_pool2d"),
         ("max unbatched empty image", ops::max_pool2d(&t(&[2, 0, 5]), ops::Pool2d::new(1).ceil_mode(true)), "max_pool2d"),
         ("max window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new([3, 6]).stride(1)), "max_pool2d"),
-        ("max dilated window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1).dilation([4, 1])), "max_pool2d"),
+        (
+            "max dilated window larger than the input",
+            ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1).dilation([4, 1])),
+            "max_pool2d",
+        ),
         ("avg rank", ops::avg_pool2d(&t(&[5, 5]), ops::Pool2d::new(2).stride(1)), "avg_pool2d"),
-        ("avg ceil window larger than the input", ops::avg_pool2d(&t(&[2, 2, 7]), ops::Pool2d::new(3).stride(2).ceil_mode(true).count_include_pad(false)), "avg_pool2d"),
+        (
+            "avg ceil window larger than the input",
+            ops::avg_pool2d(&t(&[2, 2, 7]), ops::Pool2d::new(3).stride(2).ceil_mode(true).count_include_pad(false)),
+            "avg_pool2d",
+        ),
         ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), ops::Pool2d::new(3).stride(1)), "avg_pool2d"),
         ("global rank", ops::global_avg_pool2d(&t(&[3, 4])), "global_avg_pool2d"),
         ("global unbatched empty plane", ops::global_avg_pool2d(&t(&[3, 0, 4])), "global_avg_pool2d"),
@@ -550,8 +562,16 @@ fn resize2d_scale_invalid_arguments() {
     use ops::ResizeMode::{Bilinear, NearestExact};
     let x = t(&[1, 2, 4, 5]);
     // floor(4·1.5) × floor(5·0.5) = 6×2; unbatched gives an unbatched result.
-    assert_eq!(ops::resize2d_scale(&x, ops::Interpolate::scale_factor([1.5, 0.5]).mode(Bilinear).align_corners(true)).unwrap().shape(), &[1, 2, 6, 2]);
-    assert_eq!(ops::resize2d_scale(&t(&[2, 4, 5]), ops::Interpolate::scale_factor([0.5, 2.0]).mode(NearestExact).recompute_scale_factor(true)).unwrap().shape(), &[2, 2, 10]);
+    assert_eq!(
+        ops::resize2d_scale(&x, ops::Interpolate::scale_factor([1.5, 0.5]).mode(Bilinear).align_corners(true)).unwrap().shape(),
+        &[1, 2, 6, 2]
+    );
+    assert_eq!(
+        ops::resize2d_scale(&t(&[2, 4, 5]), ops::Interpolate::scale_factor([0.5, 2.0]).mode(NearestExact).recompute_scale_factor(true))
+            .unwrap()
+            .shape(),
+        &[2, 2, 10]
+    );
     let op = "resize2d_scale";
     for bad in [[0.0, 1.0], [1.0, -2.0], [f64::NAN, 1.0], [1.0, f64::INFINITY]] {
         let msg = expect_err(ops::resize2d_scale(&x, bad), op, "Argument");

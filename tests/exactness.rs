@@ -57,9 +57,19 @@ fn step() -> Result<u64> {
     let tw1 = leaf(&[4, 3, 3, 3], 11, 0.3);
     let tb1 = leaf(&[6], 12, 0.1);
     let tw2 = leaf(&[6, 8, 2, 2], 13, 0.3);
-    let u = ops::relu(&ops::conv_transpose2d(&img, &tw1, Some(&tb1), ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2))?)?; // [2, 6, 24, 24]
+    let u = ops::relu(&ops::conv_transpose2d(
+        &img,
+        &tw1,
+        Some(&tb1),
+        ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2),
+    )?)?; // [2, 6, 24, 24]
     let u = ops::resize2d(&u, ops::Interpolate::size([17, 13]).mode(ops::ResizeMode::Bilinear))?;
-    let u = ops::conv_transpose2d(&u, &tw2, None, ops::ConvTranspose2dOptions::default().stride([1, 2]).padding([0, 1]).output_padding([0, 1]).dilation([2, 1]))?;
+    let u = ops::conv_transpose2d(
+        &u,
+        &tw2,
+        None,
+        ops::ConvTranspose2dOptions::default().stride([1, 2]).padding([0, 1]).output_padding([0, 1]).dilation([2, 1]),
+    )?;
     let u = ops::resize2d(&u, [11, 29])?;
     let u = ops::resize2d(&u, ops::Interpolate::size([7, 9]).mode(ops::ResizeMode::Bilinear).align_corners(true))?;
     let f = ops::add(&f, &ops::global_avg_pool2d(&u)?)?;

@@ -2,7 +2,9 @@
 //! formulas evaluated here, and weights files (round trip and every kind of mismatch).
 
 use om_core::{io, Result, Tensor};
-use om_ops::nn::{self, BatchNorm2d, Conv2d, ConvTranspose2d, ConvTranspose2dOptions, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module};
+use om_ops::nn::{
+    self, BatchNorm2d, Conv2d, ConvTranspose2d, ConvTranspose2dOptions, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module,
+};
 use om_ops::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, RnnConfig};
 

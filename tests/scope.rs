@@ -27,7 +27,10 @@ struct Net {
 
 impl Net {
     fn new() -> Result<Net> {
-        Ok(Net { conv: Conv2d::with_seed(2, 8, [3, 3], Conv2dOptions::default().padding(1), 1)?, x: Tensor::randn_with_seed(&[4, 2, 12, 12], 5)? })
+        Ok(Net {
+            conv: Conv2d::with_seed(2, 8, [3, 3], Conv2dOptions::default().padding(1), 1)?,
+            x: Tensor::randn_with_seed(&[4, 2, 12, 12], 5)?,
+        })
     }
 
     /// Forward to the activation after the relu, and the loss.

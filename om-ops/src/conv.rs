@@ -520,7 +520,14 @@ pub mod conv2d {
                     Case::input(&[2, 3, 2, 2], -1.0, 1.0, 13),
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
-                |x| super::conv2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, &x[1], Some(&x[2]), Conv2dOptions::default().stride([1, 2]).padding([0, 1, 1, 0])),
+                |x| {
+                    super::conv2d(
+                        &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                        &x[1],
+                        Some(&x[2]),
+                        Conv2dOptions::default().stride([1, 2]).padding([0, 1, 1, 0]),
+                    )
+                },
             ),
             Case::new(
                 "transposed_weight",
@@ -530,7 +537,14 @@ pub mod conv2d {
             Case::new(
                 "unbatched_groups_stride",
                 vec![Case::input(&[4, 5, 6], -1.0, 1.0, 17), Case::input(&[6, 2, 3, 2], -1.0, 1.0, 18), Case::input(&[6], -1.0, 1.0, 19)],
-                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), Conv2dOptions::default().stride([2, 1]).padding([1, 0, 1, 1]).dilation([1, 2]).groups(2)),
+                |x| {
+                    super::conv2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        Conv2dOptions::default().stride([2, 1]).padding([1, 0, 1, 1]).dilation([1, 2]).groups(2),
+                    )
+                },
             ),
             Case::new(
                 "unbatched_permuted_input",
@@ -682,17 +696,38 @@ pub mod conv_transpose2d {
             Case::new(
                 "stride2_output_padding",
                 vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 4), Case::input(&[2, 3, 3, 3], -1.0, 1.0, 5), Case::input(&[3], -1.0, 1.0, 6)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1)),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1),
+                    )
+                },
             ),
             Case::new(
                 "groups_dilation_no_bias",
                 vec![Case::input(&[1, 4, 3, 3], -1.0, 1.0, 7), Case::input(&[4, 2, 2, 3], -1.0, 1.0, 8)],
-                |x| super::conv_transpose2d(&x[0], &x[1], None, ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation(2).groups(2)),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        None,
+                        ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation(2).groups(2),
+                    )
+                },
             ),
             Case::new(
                 "depthwise_stride2_asymmetric",
                 vec![Case::input(&[2, 3, 3, 2], -1.0, 1.0, 9), Case::input(&[3, 1, 2, 3], -1.0, 1.0, 10), Case::input(&[3], -1.0, 1.0, 11)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), ConvTranspose2dOptions::default().stride([2, 3]).padding([0, 1]).output_padding([1, 2]).groups(3)),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        ConvTranspose2dOptions::default().stride([2, 3]).padding([0, 1]).output_padding([1, 2]).groups(3),
+                    )
+                },
             ),
             Case::new(
                 "nhwc_permuted_strided_input",
@@ -709,12 +744,26 @@ pub mod conv_transpose2d {
             Case::new(
                 "transposed_weight",
                 vec![Case::input(&[1, 2, 3, 3], -1.0, 1.0, 15), Case::input(&[3, 2, 2, 2], -1.0, 1.0, 16)],
-                |x| super::conv_transpose2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, ConvTranspose2dOptions::default().stride([1, 2]).padding([0, 1]).output_padding([0, 1])),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &crate::transpose(&x[1], 0, 1)?,
+                        None,
+                        ConvTranspose2dOptions::default().stride([1, 2]).padding([0, 1]).output_padding([0, 1]),
+                    )
+                },
             ),
             Case::new(
                 "unbatched_groups_stride2",
                 vec![Case::input(&[4, 3, 2], -1.0, 1.0, 17), Case::input(&[4, 1, 3, 2], -1.0, 1.0, 18), Case::input(&[2], -1.0, 1.0, 19)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), ConvTranspose2dOptions::default().stride(2).padding([1, 0]).output_padding(1).groups(2)),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        ConvTranspose2dOptions::default().stride(2).padding([1, 0]).output_padding(1).groups(2),
+                    )
+                },
             ),
         ]
     }
@@ -746,7 +795,12 @@ pub(crate) mod tests {
         for name in data.keys().filter_map(|k| k.strip_suffix(".params")).filter(|k| k.starts_with("conv")) {
             let p: Vec<usize> = data[&format!("{name}.params")].to_vec_i32().iter().map(|&v| v as usize).collect();
             let bias = data.get(&format!("{name}.bias"));
-            let y = conv2d(&data[&format!("{name}.x")], &data[&format!("{name}.w")], bias, Conv2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3], p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8]))
+            let y = conv2d(
+                &data[&format!("{name}.x")],
+                &data[&format!("{name}.w")],
+                bias,
+                Conv2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3], p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8]),
+            )
             .unwrap();
             out.push((name.to_string(), y));
         }
@@ -794,7 +848,18 @@ pub(crate) mod tests {
                 let p = params(&o, name);
                 let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
                 let bias = o.names().any(|k| k == format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
-                let y = conv_transpose2d(&x, &w, bias.as_ref(), ConvTranspose2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3]]).output_padding([p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8])).unwrap();
+                let y = conv_transpose2d(
+                    &x,
+                    &w,
+                    bias.as_ref(),
+                    ConvTranspose2dOptions::default()
+                        .stride([p[0], p[1]])
+                        .padding([p[2], p[3]])
+                        .output_padding([p[4], p[5]])
+                        .dilation([p[6], p[7]])
+                        .groups(p[8]),
+                )
+                .unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 let mut inputs = vec![("x", &x), ("w", &w)];
                 if let Some(b) = &bias {
@@ -815,7 +880,13 @@ pub(crate) mod tests {
                 let p = params(&o, name);
                 let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
                 let bias = o.has(&format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
-                let y = conv2d(&x, &w, bias.as_ref(), Conv2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3], p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8])).unwrap();
+                let y = conv2d(
+                    &x,
+                    &w,
+                    bias.as_ref(),
+                    Conv2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3], p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8]),
+                )
+                .unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 let mut inputs = vec![("x", &x), ("w", &w)];
                 if let Some(b) = &bias {
@@ -874,7 +945,13 @@ pub(crate) mod tests {
         let w = Tensor::randn_with_seed(&[6, 2, 3, 3], 6).unwrap().requires_grad().unwrap();
         let wt = Tensor::randn_with_seed(&[6, 2, 2, 3], 7).unwrap().requires_grad().unwrap();
         let y = conv2d(&x, &w, None, Conv2dOptions::default().stride([2, 1]).padding([1, 2, 0, 1]).dilation([1, 2]).groups(2)).unwrap();
-        let y = conv_transpose2d(&y, &wt, None, ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding([1, 0]).groups(2)).unwrap();
+        let y = conv_transpose2d(
+            &y,
+            &wt,
+            None,
+            ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding([1, 0]).groups(2),
+        )
+        .unwrap();
         output_and_gradient_bits(&y, &[&x, &w, &wt])
     }
 

@@ -106,7 +106,10 @@ impl Pool2d {
             return Err(Error::argument(op, format!("dilation must be at least 1, got {dilation:?}")));
         }
         if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
-            return Err(Error::argument(op, format!("padding {padding:?} must be at most half the kernel size {kernel:?} (as in PyTorch)")));
+            return Err(Error::argument(
+                op,
+                format!("padding {padding:?} must be at most half the kernel size {kernel:?} (as in PyTorch)"),
+            ));
         }
         match kind {
             PoolKind::Max if !self.count_include_pad => {
@@ -364,7 +367,10 @@ pub mod avg_pool2d {
                 super::avg_pool2d(&x[0], Pool2d::new([2, 3]).stride([3, 1]).padding(1).count_include_pad(cip))
             }));
             c.push(Case::new(format!("nhwc_permuted_input_{tag}"), vec![Case::input(&[1, 5, 6, 2], -1.0, 1.0, 3)], move |x| {
-                super::avg_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, Pool2d::new([3, 2]).stride([1, 2]).padding(1).count_include_pad(cip))
+                super::avg_pool2d(
+                    &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                    Pool2d::new([3, 2]).stride([1, 2]).padding(1).count_include_pad(cip),
+                )
             }));
             c.push(Case::new(format!("ceil_k3_s2_pad1_{tag}"), vec![Case::input(&[1, 2, 8, 7], -1.0, 1.0, 4)], move |x| {
                 super::avg_pool2d(&x[0], Pool2d::new(3).stride(2).padding(1).ceil_mode(true).count_include_pad(cip))
@@ -437,13 +443,17 @@ mod tests {
                 let want = &data[&format!("{name}.y")];
                 let p = pool_params(&data, name);
                 let y = if name.starts_with("maxpool") {
-                    let y = max_pool2d(x, Pool2d::new([p[0], p[1]]).stride([p[2], p[3]]).padding([p[4], p[5]]).dilation([p[6], p[7]])).unwrap();
+                    let y =
+                        max_pool2d(x, Pool2d::new([p[0], p[1]]).stride([p[2], p[3]]).padding([p[4], p[5]]).dilation([p[6], p[7]])).unwrap();
                     // The saved indices equal PyTorch's `return_indices`.
-                    let rec = max_pool2d::forward(x, Pool2d::new([p[0], p[1]]).stride([p[2], p[3]]).padding([p[4], p[5]]).dilation([p[6], p[7]])).unwrap();
+                    let rec =
+                        max_pool2d::forward(x, Pool2d::new([p[0], p[1]]).stride([p[2], p[3]]).padding([p[4], p[5]]).dilation([p[6], p[7]]))
+                            .unwrap();
                     assert_eq!(rec.1.idx.to_vec_i32(), data[&format!("{name}.idx")].to_vec_i32(), "{name}: indices");
                     y
                 } else if name.starts_with("avgpool") {
-                    avg_pool2d(x, Pool2d::new([p[0], p[1]]).stride([p[2], p[3]]).padding([p[4], p[5]]).count_include_pad(p[6] != 0)).unwrap()
+                    avg_pool2d(x, Pool2d::new([p[0], p[1]]).stride([p[2], p[3]]).padding([p[4], p[5]]).count_include_pad(p[6] != 0))
+                        .unwrap()
                 } else if name.starts_with("gap") {
                     global_avg_pool2d(x).unwrap()
                 } else {

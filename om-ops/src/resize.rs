@@ -499,13 +499,19 @@ pub mod resize2d_scale {
                 super::resize2d_scale(&x[0], Interpolate::scale_factor([2.5, 1.7]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_up_recomputed"), vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 2)], move |x| {
-                super::resize2d_scale(&x[0], Interpolate::scale_factor([2.5, 1.7]).mode(mode).align_corners(align).recompute_scale_factor(true))
+                super::resize2d_scale(
+                    &x[0],
+                    Interpolate::scale_factor([2.5, 1.7]).mode(mode).align_corners(align).recompute_scale_factor(true),
+                )
             }));
             c.push(Case::new(format!("{tag}_down_unbatched"), vec![Case::input(&[2, 7, 9], -1.0, 1.0, 3)], move |x| {
                 super::resize2d_scale(&x[0], Interpolate::scale_factor([0.6, 0.45]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_same_size_other_scale_permuted"), vec![Case::input(&[1, 6, 5, 2], -1.0, 1.0, 4)], move |x| {
-                super::resize2d_scale(&crate::permute(&x[0], &[0, 3, 1, 2])?, Interpolate::scale_factor([1.1, 2.0]).mode(mode).align_corners(align))
+                super::resize2d_scale(
+                    &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                    Interpolate::scale_factor([1.1, 2.0]).mode(mode).align_corners(align),
+                )
             }));
         }
         c
@@ -557,8 +563,8 @@ pub mod interpolate {
 mod tests {
     use super::*;
     use crate::conv::tests::{assert_bit_identical, case_names, output_and_gradient_bits, params, spatial_oracle as oracle};
-    use crate::{conv_transpose2d, ConvTranspose2dOptions};
     use crate::oracle::{assert_close, both_modes};
+    use crate::{conv_transpose2d, ConvTranspose2dOptions};
 
     #[test]
     fn resize2d_matches_pytorch() {
@@ -591,7 +597,11 @@ mod tests {
                 let p = params(&o, name);
                 let scale = [p[3] as f64 / p[4] as f64, p[5] as f64 / p[6] as f64];
                 let x = o.get(&format!("{name}_x"));
-                let y = resize2d_scale(&x, Interpolate::scale_factor(scale).mode(oracle_mode(p[0])).align_corners(p[1] != 0).recompute_scale_factor(p[2] != 0)).unwrap();
+                let y = resize2d_scale(
+                    &x,
+                    Interpolate::scale_factor(scale).mode(oracle_mode(p[0])).align_corners(p[1] != 0).recompute_scale_factor(p[2] != 0),
+                )
+                .unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 o.check_grads(name, &y, &[("x", &x)]);
             }
@@ -650,7 +660,13 @@ mod tests {
         let x = Tensor::randn_with_seed(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
         let w = Tensor::randn_with_seed(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
         let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
-        let y = conv_transpose2d(&x, &w, Some(&b), ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation([1, 2]).groups(2)).unwrap();
+        let y = conv_transpose2d(
+            &x,
+            &w,
+            Some(&b),
+            ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation([1, 2]).groups(2),
+        )
+        .unwrap();
         let y = resize2d(&y, Interpolate::size([9, 13]).mode(ResizeMode::Bilinear)).unwrap();
         let y = resize2d(&y, [11, 7]).unwrap();
         let y = resize2d(&y, Interpolate::size([6, 8]).mode(ResizeMode::Bilinear).align_corners(true)).unwrap();
@@ -668,7 +684,11 @@ mod tests {
         let y = resize2d_scale(&x, Interpolate::scale_factor([1.7, 2.5]).mode(ResizeMode::Bilinear)).unwrap();
         let y = resize2d_scale(&y, Interpolate::scale_factor([0.6, 0.45]).mode(ResizeMode::NearestExact)).unwrap();
         let y = resize2d(&y, Interpolate::size([7, 9]).mode(ResizeMode::NearestExact)).unwrap();
-        let y = resize2d_scale(&y, Interpolate::scale_factor([1.3, 1.1]).mode(ResizeMode::Bilinear).align_corners(true).recompute_scale_factor(true)).unwrap();
+        let y = resize2d_scale(
+            &y,
+            Interpolate::scale_factor([1.3, 1.1]).mode(ResizeMode::Bilinear).align_corners(true).recompute_scale_factor(true),
+        )
+        .unwrap();
         output_and_gradient_bits(&y, &[&x])
     }
 

@@ -138,7 +138,12 @@ impl Model {
         let h = ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), ops::Conv2dOptions::default().padding(1))?;
         let h = ops::batch_norm2d(&h, Some(self.p("bn_gamma")), Some(self.p("bn_beta")), None, None, true, 0.1, 1e-5)?;
         let h = ops::max_pool2d(&ops::relu(&h)?, 2)?;
-        let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), ops::Conv2dOptions::default().padding(2).dilation(2).groups(4))?)?;
+        let h = ops::relu(&ops::conv2d(
+            &h,
+            self.p("conv2_w"),
+            Some(self.p("conv2_b")),
+            ops::Conv2dOptions::default().padding(2).dilation(2).groups(4),
+        )?)?;
         let h = ops::avg_pool2d(&h, ops::Pool2d::new(2).stride(1))?;
         let h = ops::global_avg_pool2d(&h)?; // [N, C, 1, 1]
         let h = ops::reshape(&h, &[h.shape()[0] as isize, h.shape()[1] as isize])?;
@@ -201,8 +206,14 @@ impl Model {
     /// conv → ReLU → transposed conv (stride 2, output padding, groups) → ReLU → transposed
     /// conv → nearest, bilinear, bilinear-align-corners resizes; `sum(y·r) + sum(y²)`.
     fn decoder(&self) -> Result<Tensor> {
-        let h = ops::relu(&ops::conv2d(self.leaf("x.z"), self.p("conv_w"), Some(self.p("conv_b")), ops::Conv2dOptions::default().padding(1))?)?;
-        let h = ops::relu(&ops::conv_transpose2d(&h, self.p("up1_w"), Some(self.p("up1_b")), ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2))?)?;
+        let h =
+            ops::relu(&ops::conv2d(self.leaf("x.z"), self.p("conv_w"), Some(self.p("conv_b")), ops::Conv2dOptions::default().padding(1))?)?;
+        let h = ops::relu(&ops::conv_transpose2d(
+            &h,
+            self.p("up1_w"),
+            Some(self.p("up1_b")),
+            ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2),
+        )?)?;
         let h = ops::conv_transpose2d(&h, self.p("up2_w"), Some(self.p("up2_b")), ops::ConvTranspose2dOptions::default())?;
         let h = ops::resize2d(&h, [7, 9])?;
         let h = ops::resize2d(&h, ops::Interpolate::size([13, 10]).mode(ops::ResizeMode::Bilinear))?;

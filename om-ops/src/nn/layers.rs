@@ -112,7 +112,13 @@ impl Conv2d {
     /// A convolution with explicit options and a bias, drawn from its own generator seeded
     /// with `seed` (the weight first, so [`without_bias`](Self::without_bias) leaves it as
     /// PyTorch's `bias=False` draws it).
-    pub fn with_seed(in_channels: usize, out_channels: usize, kernel: impl Into<Pair>, options: Conv2dOptions, seed: u64) -> Result<Conv2d> {
+    pub fn with_seed(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: impl Into<Pair>,
+        options: Conv2dOptions,
+        seed: u64,
+    ) -> Result<Conv2d> {
         let kernel = kernel_size("Conv2d", kernel)?;
         let g = options.groups_count();
         check_groups("Conv2d", in_channels, out_channels, g)?;

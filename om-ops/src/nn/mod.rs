@@ -33,12 +33,12 @@ mod recurrent;
 mod sequential;
 mod weights;
 
+/// The options of [`Conv2d`] and [`ConvTranspose2d`] are those of the operators.
+pub use crate::conv::{Conv2dOptions, ConvTranspose2dOptions};
 pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, ELU, GELU};
 pub use attention::MultiheadAttention;
 pub use dropout::Dropout;
 pub use layers::{BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, LayerNorm, Linear};
-/// The options of [`Conv2d`] and [`ConvTranspose2d`] are those of the operators.
-pub use crate::conv::{Conv2dOptions, ConvTranspose2dOptions};
 pub use om_core::module::{Forward, Module, Tensors};
 /// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one
 /// `use om_ops::nn::Module` brings both).
