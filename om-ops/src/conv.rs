@@ -190,6 +190,7 @@ impl Conv2dOptions {
     }
 
     /// The options as `(stride, padding, dilation, groups)`, checked for negative values.
+    #[allow(clippy::type_complexity)]
     fn get(&self, op: &'static str) -> Result<([usize; 2], [usize; 4], [usize; 2], usize)> {
         Ok((self.stride.get(op, "stride")?, self.padding.get(op)?, self.dilation.get(op, "dilation")?, self.groups))
     }
