@@ -628,6 +628,10 @@ fn options_invalid_arguments() {
     expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(-1)), "conv2d", "Argument");
     expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().stride([1, -1])), "conv2d", "Argument");
     expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().dilation(0)), "conv2d", "Argument");
+    assert_eq!(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(ops::Padding2d::same())).unwrap().shape(), &[1, 4, 6, 6]);
+    let msg =
+        expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(ops::Padding2d::same()).stride(2)), "conv2d", "Argument");
+    assert!(msg.contains("'same'"), "{msg}");
     let wt = t(&[2, 3, 3, 3]);
     expect_err(ops::conv_transpose2d(&x, &wt, None, ConvTranspose2dOptions::default().output_padding(-1)), "conv_transpose2d", "Argument");
     expect_err(ops::conv_transpose2d(&x, &wt, None, ConvTranspose2dOptions::default().output_padding(1)), "conv_transpose2d", "Argument");

@@ -56,34 +56,72 @@ impl std::fmt::Debug for Pair {
 
 /// Zeros added around an image (top, left, bottom, right), as PyTorch's `padding` of
 /// `conv2d`: `1` on every side, `[h, w]` rows on top and bottom and columns on left and
-/// right, or `[top, left, bottom, right]` (what `F.pad` then `conv2d` does). Integer
-/// literals convert (`i32` or `usize`); a negative value is an `Error::Argument` when the
-/// operator reads it.
+/// right, `[top, left, bottom, right]` (what `F.pad` then `conv2d` does), or
+/// [`Padding2d::same`] (PyTorch's `padding='same'`). Integer literals convert (`i32` or
+/// `usize`); a negative value is an `Error::Argument` when the operator reads it.
 ///
 /// ```
-/// use om_ops::Padding2d;
-/// assert_eq!(Padding2d::from(1).get("conv2d")?, [1, 1, 1, 1]);
-/// assert_eq!(Padding2d::from([1, 2]).get("conv2d")?, [1, 2, 1, 2]);
-/// assert_eq!(Padding2d::from([1, 0, 2, 1]).get("conv2d")?, [1, 0, 2, 1]);
+/// use om_ops::{conv2d, Conv2dOptions, Padding2d, Tensor};
+/// let x = Tensor::randn(&[1, 1, 6, 6])?;
+/// let w = Tensor::randn(&[1, 1, 3, 4])?;
+/// let pad = |p: Padding2d| conv2d(&x, &w, None, Conv2dOptions::default().padding(p)).map(|y| y.shape().to_vec());
+/// assert_eq!(pad(1.into())?, [1, 1, 6, 5]);
+/// assert_eq!(pad([1, 2].into())?, [1, 1, 6, 7]);
+/// assert_eq!(pad([1, 0, 2, 1].into())?, [1, 1, 7, 4]);
+/// assert_eq!(pad(Padding2d::same())?, [1, 1, 6, 6]); // (left 1, right 2 for the width-4 kernel)
+/// assert!(pad((-1).into()).is_err());
 /// # Ok::<(), om_ops::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Padding2d([i64; 4]);
+pub struct Padding2d(Sides);
+
+/// What a [`Padding2d`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Sides {
+    /// (top, left, bottom, right), checked for negative values when read.
+    Given([i64; 4]),
+    /// PyTorch's `'same'`.
+    Same,
+}
 
 impl Padding2d {
-    /// The padding as `[top, left, bottom, right]`; an `Error::Argument` naming `op` if a
-    /// value is negative.
-    pub fn get(self, op: &'static str) -> Result<[usize; 4]> {
-        if self.0.iter().any(|&v| v < 0) {
-            return Err(Error::argument(op, format!("padding must not be negative, got {:?}", self.0)));
+    /// PyTorch's `padding='same'`: the output has the input's size (stride 1 only); each
+    /// axis gets `d·(k − 1)` zeros in all, half (rounded down) before and the rest after,
+    /// as PyTorch splits an odd total.
+    pub const fn same() -> Padding2d {
+        Padding2d(Sides::Same)
+    }
+
+    /// PyTorch's `padding='valid'`: no padding (the default).
+    pub const fn valid() -> Padding2d {
+        Padding2d(Sides::Given([0; 4]))
+    }
+
+    /// The padding as `[top, left, bottom, right]` for a `kernel` with `dilation` and
+    /// `stride`; an `Error::Argument` naming `op` for a negative value, or for `'same'`
+    /// with a stride other than 1 (as PyTorch).
+    fn resolve(self, op: &'static str, kernel: [usize; 2], dilation: [usize; 2], stride: [usize; 2]) -> Result<[usize; 4]> {
+        match self.0 {
+            Sides::Given(p) if p.iter().any(|&v| v < 0) => Err(Error::argument(op, format!("padding must not be negative, got {p:?}"))),
+            Sides::Given(p) => Ok(p.map(|v| v as usize)),
+            Sides::Same if stride != [1, 1] => Err(Error::argument(
+                op,
+                format!("padding 'same' is not supported for strided convolutions (as in PyTorch), got stride {stride:?}"),
+            )),
+            Sides::Same => {
+                let total = [dilation[0] * (kernel[0] - 1), dilation[1] * (kernel[1] - 1)];
+                Ok([total[0] / 2, total[1] / 2, total[0] - total[0] / 2, total[1] - total[1] / 2])
+            }
         }
-        Ok(self.0.map(|v| v as usize))
     }
 }
 
 impl std::fmt::Debug for Padding2d {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", self.0)
+        match self.0 {
+            Sides::Given(p) => write!(f, "{p:?}"),
+            Sides::Same => write!(f, "same"),
+        }
     }
 }
 
@@ -106,22 +144,22 @@ macro_rules! spatial_from_int {
         }
         impl From<$t> for Padding2d {
             fn from(v: $t) -> Padding2d {
-                Padding2d([v as i64; 4])
+                Padding2d(Sides::Given([v as i64; 4]))
             }
         }
         impl From<[$t; 2]> for Padding2d {
             fn from([h, w]: [$t; 2]) -> Padding2d {
-                Padding2d([h as i64, w as i64, h as i64, w as i64])
+                Padding2d(Sides::Given([h as i64, w as i64, h as i64, w as i64]))
             }
         }
         impl From<($t, $t)> for Padding2d {
             fn from((h, w): ($t, $t)) -> Padding2d {
-                Padding2d([h as i64, w as i64, h as i64, w as i64])
+                Padding2d(Sides::Given([h as i64, w as i64, h as i64, w as i64]))
             }
         }
         impl From<[$t; 4]> for Padding2d {
             fn from(p: [$t; 4]) -> Padding2d {
-                Padding2d(p.map(|v| v as i64))
+                Padding2d(Sides::Given(p.map(|v| v as i64)))
             }
         }
     )*};
@@ -130,7 +168,7 @@ spatial_from_int!(i32, usize);
 
 impl From<Pair> for Padding2d {
     fn from(Pair([h, w]): Pair) -> Padding2d {
-        Padding2d([h, w, h, w])
+        Padding2d(Sides::Given([h, w, h, w]))
     }
 }
 
@@ -158,7 +196,7 @@ pub struct Conv2dOptions {
 
 impl Default for Conv2dOptions {
     fn default() -> Self {
-        Conv2dOptions { stride: Pair::new(1, 1), padding: Padding2d([0; 4]), dilation: Pair::new(1, 1), groups: 1 }
+        Conv2dOptions { stride: Pair::new(1, 1), padding: Padding2d::valid(), dilation: Pair::new(1, 1), groups: 1 }
     }
 }
 
@@ -168,8 +206,8 @@ impl Conv2dOptions {
         Conv2dOptions { stride: stride.into(), ..self }
     }
 
-    /// Zeros around the input: an int, (rows, columns) on both sides, or (top, left,
-    /// bottom, right). Default 0.
+    /// Zeros around the input: an int, (rows, columns) on both sides, (top, left, bottom,
+    /// right), or [`Padding2d::same`]. Default 0.
     pub fn padding(self, padding: impl Into<Padding2d>) -> Self {
         Conv2dOptions { padding: padding.into(), ..self }
     }
@@ -189,10 +227,10 @@ impl Conv2dOptions {
         self.groups
     }
 
-    /// The options as `(stride, padding, dilation, groups)`, checked for negative values.
-    #[allow(clippy::type_complexity)]
-    fn get(&self, op: &'static str) -> Result<([usize; 2], [usize; 4], [usize; 2], usize)> {
-        Ok((self.stride.get(op, "stride")?, self.padding.get(op)?, self.dilation.get(op, "dilation")?, self.groups))
+    /// The options as `(stride, padding, dilation, groups)`, stride and dilation checked for
+    /// negative values (the padding is resolved with the kernel size, in [`geometry`]).
+    fn get(&self, op: &'static str) -> Result<([usize; 2], Padding2d, [usize; 2], usize)> {
+        Ok((self.stride.get(op, "stride")?, self.padding, self.dilation.get(op, "dilation")?, self.groups))
     }
 }
 
@@ -318,7 +356,7 @@ pub(crate) fn geometry(
     w: &[usize],
     bias: Option<&[usize]>,
     stride: [usize; 2],
-    padding: [usize; 4],
+    padding: Padding2d,
     dilation: [usize; 2],
     groups: usize,
 ) -> Result<(ConvGeom, Images)> {
@@ -346,6 +384,7 @@ pub(crate) fn geometry(
             return Err(Error::shape(op, &shapes, format!("`bias` must have shape [{o}], got {b:?}")));
         }
     }
+    let padding = padding.resolve(op, [kh, kw], dilation, stride)?;
     let [pt, pl, pb, pr] = padding;
     let (eh, ew) = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1);
     let (ph, pw) = (h + pt + pb, wd + pl + pr);
@@ -546,6 +585,12 @@ pub mod conv2d {
                         Conv2dOptions::default().stride([2, 1]).padding([1, 0, 1, 1]).dilation([1, 2]).groups(2),
                     )
                 },
+            ),
+            // PyTorch's padding='same' with an even kernel width: 1 column left, 2 right.
+            Case::new(
+                "same_padding_even_kernel",
+                vec![Case::input(&[1, 2, 5, 6], -1.0, 1.0, 22), Case::input(&[3, 2, 3, 4], -1.0, 1.0, 23)],
+                |x| super::conv2d(&x[0], &x[1], None, Conv2dOptions::default().padding(Padding2d::same()).dilation([2, 1])),
             ),
             Case::new(
                 "unbatched_permuted_input",
