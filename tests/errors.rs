@@ -610,6 +610,8 @@ fn options_invalid_arguments() {
     let msg = expect_err(ops::avg_pool2d(&x, Pool2d::new(2).dilation(2)), "avg_pool2d", "Argument");
     assert!(msg.contains("dilation"), "{msg}");
     expect_err(ops::avg_pool2d(&x, Pool2d::new(2).padding(2)), "avg_pool2d", "Argument");
+    expect_err(ops::avg_pool2d(&x, Pool2d::new(2).divisor_override(0)), "avg_pool2d", "Argument");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(2).divisor_override(3)), "max_pool2d", "Argument");
     // The layers check their options when built.
     for (r, op) in [
         (MaxPool2d::new(0).map(|_| ()), "MaxPool2d"),

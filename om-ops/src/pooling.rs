@@ -8,18 +8,19 @@
 use crate::conv::Pair;
 use crate::image::Images;
 use om_core::compute::Compute;
-use om_core::kernels::pooling::{self as kernel, Pool2d as Geometry};
+use om_core::kernels::pooling::{self as kernel, Divisor, Pool2d as Geometry};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// PyTorch's arguments of `F.max_pool2d` and `F.avg_pool2d`, with PyTorch's defaults:
 /// `Pool2d::new(k)` is a `k` window (an int or (kH, kW)) with stride `k`, padding 0,
-/// dilation 1, `ceil_mode` off and `count_include_pad` on; the builders change one knob
+/// dilation 1, `ceil_mode` off, `count_include_pad` on and no `divisor_override`; the builders change one knob
 /// each (an int or a pair). An int or a pair converts to it (`max_pool2d(&x, 2)`), so the
 /// short form reads as PyTorch's. Every value is checked where the operator reads it: a
 /// kernel, stride or dilation of 0, negative values, and padding above half the kernel
 /// (PyTorch's rule) are `Error::Argument`s; `avg_pool2d` refuses a dilation other than 1
-/// (PyTorch's has none) and `max_pool2d` a `count_include_pad(false)` (it has no divisor).
+/// (PyTorch's has none) and `max_pool2d` the divisor knobs (`count_include_pad(false)`,
+/// `divisor_override`).
 ///
 /// ```
 /// use om_ops::{max_pool2d, Pool2d, Tensor};
@@ -40,6 +41,7 @@ pub struct Pool2d {
     dilation: Pair,
     ceil_mode: bool,
     count_include_pad: bool,
+    divisor_override: Option<usize>,
 }
 
 impl Pool2d {
@@ -53,6 +55,7 @@ impl Pool2d {
             dilation: Pair::new(1, 1),
             ceil_mode: false,
             count_include_pad: true,
+            divisor_override: None,
         }
     }
 
@@ -85,6 +88,21 @@ impl Pool2d {
         Pool2d { count_include_pad, ..self }
     }
 
+    /// `avg_pool2d` divides every window's sum by `divisor` (at least 1) instead of its
+    /// size (PyTorch's `divisor_override`). Default: none.
+    pub fn divisor_override(self, divisor: usize) -> Pool2d {
+        Pool2d { divisor_override: Some(divisor), ..self }
+    }
+
+    /// What `avg_pool2d` divides a window's sum by.
+    fn divisor(&self) -> Divisor {
+        match (self.divisor_override, self.count_include_pad) {
+            (Some(d), _) => Divisor::Override(d),
+            (None, true) => Divisor::IncludePad,
+            (None, false) => Divisor::ExcludePad,
+        }
+    }
+
     /// The window as `[kernel, stride, padding, dilation]`, checked as operator `op` reads
     /// it (`kind`: which pooling): no negative values, kernel, stride and dilation at least
     /// 1, padding at most half the kernel (PyTorch's rule), no dilation for an average and
@@ -112,8 +130,14 @@ impl Pool2d {
             ));
         }
         match kind {
-            PoolKind::Max if !self.count_include_pad => {
-                return Err(Error::argument(op, "count_include_pad applies to avg_pool2d only; max_pool2d has no divisor"));
+            PoolKind::Max if !self.count_include_pad || self.divisor_override.is_some() => {
+                return Err(Error::argument(
+                    op,
+                    "count_include_pad and divisor_override apply to avg_pool2d only; max_pool2d has no divisor",
+                ));
+            }
+            PoolKind::Avg if self.divisor_override == Some(0) => {
+                return Err(Error::argument(op, "divisor_override must not be zero (as in PyTorch)"));
             }
             PoolKind::Avg if dilation != [1, 1] => {
                 return Err(Error::argument(op, format!("avg_pool2d has no dilation (as in PyTorch), got {dilation:?}")));
@@ -296,14 +320,14 @@ pub mod max_pool2d {
 }
 
 /// Average over each window of `x` `[N, C, H, W]` (or unbatched `[C, H, W]`), PyTorch's
-/// `F.avg_pool2d`: the window, stride, padding (zeros), `ceil_mode` and
-/// `count_include_pad` are a [`Pool2d`] (dilation must be 1), or just the kernel size
+/// `F.avg_pool2d`: the window, stride, padding (zeros), `ceil_mode`, `count_include_pad`
+/// and `divisor_override` are a [`Pool2d`] (dilation must be 1), or just the kernel size
 /// (stride = kernel). `ceil_mode` rounds the output size up (the last window must start
-/// inside the input or its left padding); the divisor is the window's area inside the
-/// padded input when `count_include_pad` (the kernel area, less where a `ceil_mode` window
-/// reaches past the padding), else the number of in-bounds elements; sums in f64 in window
-/// scan order. Backward: each output's `g/count` added to every in-bounds element of its
-/// window.
+/// inside the input or its left padding); the divisor is the override if given, else the
+/// window's area inside the padded input when `count_include_pad` (the kernel area, less
+/// where a `ceil_mode` window reaches past the padding), else the number of in-bounds
+/// elements; sums in f64 in window scan order. Backward: each output's `g/count` added to
+/// every in-bounds element of its window.
 ///
 /// # Examples
 ///
@@ -317,6 +341,9 @@ pub mod max_pool2d {
 /// // With the padding counted, a corner window holds 4 ones in 9 places.
 /// let corner = avg_pool2d(&x, Pool2d::new(3).stride(2).padding(1))?.to_vec()[0];
 /// assert!((corner - 4.0 / 9.0).abs() < 1e-6);
+/// // F.avg_pool2d(x, 2, divisor_override=3): four ones over 3.
+/// let y = avg_pool2d(&x, Pool2d::new(2).divisor_override(3))?.to_vec();
+/// assert!((y[0] - 4.0 / 3.0).abs() < 1e-6);
 /// assert!(avg_pool2d(&x, Pool2d::new(2).dilation(2)).is_err()); // no dilation in PyTorch
 /// # Ok::<(), om_ops::Error>(())
 /// ```
@@ -332,7 +359,7 @@ pub mod avg_pool2d {
         let settings = Compute::settings();
         x.try_with_f32(|xs| {
             Tensor::build_f32(&out_shape, |y| {
-                kernel::avg_pool2d(settings, &geo, options.count_include_pad, xs, y);
+                kernel::avg_pool2d(settings, &geo, options.divisor(), xs, y);
                 Ok(())
             })
         })?
@@ -349,7 +376,7 @@ pub mod avg_pool2d {
         let settings = Compute::settings();
         let dx = g.try_with_f32(|gs| {
             Tensor::build_f32(shape, |dx| {
-                kernel::avg_pool2d_backward(settings, &geo, r.options.count_include_pad, gs, dx);
+                kernel::avg_pool2d_backward(settings, &geo, r.options.divisor(), gs, dx);
                 Ok(())
             })
         })??;
@@ -385,6 +412,13 @@ pub mod avg_pool2d {
                 super::avg_pool2d(&x[0], Pool2d::new(2).padding(1).ceil_mode(true).count_include_pad(cip))
             }));
         }
+        // divisor_override, on the dedicated 2×2 shape and on a padded ceil_mode window.
+        c.push(Case::new("divisor_override_k2", vec![Case::input(&[1, 2, 6, 4], -1.0, 1.0, 9)], |x| {
+            super::avg_pool2d(&x[0], Pool2d::new(2).divisor_override(3))
+        }));
+        c.push(Case::new("divisor_override_ceil_k3_s2_pad1", vec![Case::input(&[1, 2, 7, 6], -1.0, 1.0, 10)], |x| {
+            super::avg_pool2d(&x[0], Pool2d::new(3).stride(2).padding(1).ceil_mode(true).divisor_override(5))
+        }));
         // The short form: an int pair is the kernel size, with stride = kernel.
         c.push(Case::new("short_form_k2x3", vec![Case::input(&[2, 2, 6, 7], -1.0, 1.0, 8)], |x| super::avg_pool2d(&x[0], [2, 3])));
         c
