@@ -80,14 +80,16 @@ fn families() -> Vec<Family> {
     let ctc_targets = Tensor::from_vec_i32(vec![1, 2, 2, 3, 1, 3], &[2, 3]).unwrap();
     vec![
         Family::new(&["conv2d"], vec![leaf(&[2, 3, 6, 6], 1), leaf(&[4, 3, 3, 3], 2), leaf(&[4], 3)], |x| {
-            ops::conv2d(&x[0], &x[1], Some(&x[2]), [1, 1], [1, 1, 1, 1], [1, 1], 1)
+            ops::conv2d(&x[0], &x[1], Some(&x[2]), ops::Conv2dOptions::default().padding(1))
         }),
         Family::new(&["conv_transpose2d"], vec![leaf(&[2, 3, 4, 4], 4), leaf(&[3, 2, 3, 3], 5), leaf(&[2], 6)], |x| {
-            ops::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1)
+            ops::conv_transpose2d(&x[0], &x[1], Some(&x[2]), ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1))
         }),
-        Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| ops::resize2d(&x[0], 9, 7, ResizeMode::Bilinear, false)),
-        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], [2, 2], [1, 1], [0, 0], [1, 1], false)),
-        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], [3, 3], [1, 1], [1, 1], false, true)),
+        Family::new(&["resize2d"], vec![leaf(&[1, 2, 4, 4], 7)], |x| {
+            ops::resize2d(&x[0], ops::Interpolate::size([9, 7]).mode(ResizeMode::Bilinear))
+        }),
+        Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], ops::Pool2d::new(2).stride(1))),
+        Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], ops::Pool2d::new(3).stride(1).padding(1))),
         Family::new(&["batch_norm2d"], vec![leaf(&[4, 3, 5, 5], 10), leaf(&[3], 11), leaf(&[3], 12)], |x| {
             ops::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
         }),
@@ -163,9 +165,9 @@ fn scratch_refused_inside_parallel_chunks_is_an_error_after_the_loop() {
     // scratch of every chunk (an image's unfolding, a block's attention weights) does not.
     let (x, w) = (leaf(&[2, 16, 6, 6], 50), leaf(&[1, 16, 3, 3], 51));
     let (q, k, v) = (leaf(&[1, 2, 2, 2], 52), leaf(&[1, 2, 64, 2], 53), leaf(&[1, 2, 64, 1], 54));
-    let conv = || ops::conv2d(&x, &w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1);
+    let conv = || ops::conv2d(&x, &w, None, ops::Conv2dOptions::default().padding(1));
     // Only the weight's gradient: its chunks (bands of the unfolding) ask for the scratch.
-    let conv_dw = || ops::conv2d(&x.detach(), &w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1);
+    let conv_dw = || ops::conv2d(&x.detach(), &w, None, ops::Conv2dOptions::default().padding(1));
     let attention = || ops::attention(&q, &k, &v, None, 0.5);
     for threads in [1, 2] {
         let settings = Settings { threads, ..Compute::settings() };

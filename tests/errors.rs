@@ -122,7 +122,7 @@ fn conv2d_invalid_arguments() {
     let w = t(&[6, 2, 3, 3]);
     let b = t(&[6]);
     let conv = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, s: [usize; 2], p: [usize; 4], d: [usize; 2], g: usize| {
-        ops::conv2d(x, w, b, s, p, d, g)
+        ops::conv2d(x, w, b, ops::Conv2dOptions::default().stride(s).padding(p).dilation(d).groups(g))
     };
     assert!(conv(&x, &w, Some(&b), [1, 1], [1, 1, 1, 1], [1, 1], 2).is_ok());
     // An unbatched image [C, H, W] gives an unbatched result, as in PyTorch.
@@ -171,39 +171,51 @@ fn conv2d_invalid_arguments() {
 #[test]
 fn pooling_invalid_arguments() {
     let x = t(&[1, 2, 5, 5]);
-    assert!(ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [1, 1], false).is_ok());
-    assert!(ops::avg_pool2d(&x, [3, 3], [1, 1], [1, 1], false, true).is_ok());
+    assert!(ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1)).is_ok());
+    assert!(ops::avg_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1)).is_ok());
     // ceil_mode: 5 → ceil((5 + 2 − 2)/3) + 1 = 3 windows, but the last would start past the
     // input and its left padding (6 ≥ 5 + 1), so 2, as PyTorch computes it.
-    assert_eq!(ops::max_pool2d(&x, [2, 2], [3, 3], [1, 1], [1, 1], true).unwrap().shape(), &[1, 2, 2, 2]);
-    assert_eq!(ops::avg_pool2d(&x, [2, 2], [2, 2], [0, 0], true, false).unwrap().shape(), &[1, 2, 3, 3]);
+    assert_eq!(ops::max_pool2d(&x, ops::Pool2d::new(2).stride(3).padding(1).ceil_mode(true)).unwrap().shape(), &[1, 2, 2, 2]);
+    assert_eq!(ops::avg_pool2d(&x, ops::Pool2d::new(2).ceil_mode(true).count_include_pad(false)).unwrap().shape(), &[1, 2, 3, 3]);
     // Unbatched [C, H, W] images give unbatched results.
-    assert_eq!(ops::max_pool2d(&t(&[2, 5, 5]), [2, 2], [2, 2], [0, 0], [1, 1], true).unwrap().shape(), &[2, 3, 3]);
+    assert_eq!(ops::max_pool2d(&t(&[2, 5, 5]), ops::Pool2d::new(2).ceil_mode(true)).unwrap().shape(), &[2, 3, 3]);
     assert_eq!(ops::global_avg_pool2d(&t(&[2, 5, 4])).unwrap().shape(), &[2, 1, 1]);
     let argument_errors = [
-        ("max zero kernel", ops::max_pool2d(&x, [0, 3], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max zero stride", ops::max_pool2d(&x, [3, 3], [1, 0], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max zero dilation", ops::max_pool2d(&x, [3, 3], [1, 1], [0, 0], [0, 1], false), "max_pool2d"),
-        ("max padding above half the kernel", ops::max_pool2d(&x, [3, 3], [1, 1], [2, 0], [1, 1], false), "max_pool2d"),
-        ("avg zero kernel", ops::avg_pool2d(&x, [3, 0], [1, 1], [0, 0], false, true), "avg_pool2d"),
-        ("avg zero stride", ops::avg_pool2d(&x, [3, 3], [0, 1], [0, 0], false, false), "avg_pool2d"),
-        ("avg padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], false, true), "avg_pool2d"),
-        ("avg ceil padding above half the kernel", ops::avg_pool2d(&x, [2, 2], [1, 1], [0, 2], true, true), "avg_pool2d"),
+        ("max zero kernel", ops::max_pool2d(&x, ops::Pool2d::new([0, 3]).stride(1)), "max_pool2d"),
+        ("max zero stride", ops::max_pool2d(&x, ops::Pool2d::new(3).stride([1, 0])), "max_pool2d"),
+        ("max zero dilation", ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).dilation([0, 1])), "max_pool2d"),
+        ("max padding above half the kernel", ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding([2, 0])), "max_pool2d"),
+        ("avg zero kernel", ops::avg_pool2d(&x, ops::Pool2d::new([3, 0]).stride(1)), "avg_pool2d"),
+        ("avg zero stride", ops::avg_pool2d(&x, ops::Pool2d::new(3).stride([0, 1]).count_include_pad(false)), "avg_pool2d"),
+        ("avg padding above half the kernel", ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2])), "avg_pool2d"),
+        (
+            "avg ceil padding above half the kernel",
+            ops::avg_pool2d(&x, ops::Pool2d::new(2).stride(1).padding([0, 2]).ceil_mode(true)),
+            "avg_pool2d",
+        ),
     ];
     for (what, r, op) in argument_errors {
         let e = r.unwrap_err();
         assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{what}: {e}");
     }
     let shape_errors = [
-        ("max rank", ops::max_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max rank 5", ops::max_pool2d(&t(&[1, 1, 2, 5, 5]), [2, 2], [1, 1], [0, 0], [1, 1], true), "max_pool2d"),
-        ("max ceil window larger than the input", ops::max_pool2d(&x, [3, 6], [2, 2], [0, 0], [1, 1], true), "max_pool2d"),
-        ("max unbatched empty image", ops::max_pool2d(&t(&[2, 0, 5]), [1, 1], [1, 1], [0, 0], [1, 1], true), "max_pool2d"),
-        ("max window larger than the input", ops::max_pool2d(&x, [3, 6], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        ("max dilated window larger than the input", ops::max_pool2d(&x, [3, 3], [1, 1], [1, 1], [4, 1], false), "max_pool2d"),
-        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), [2, 2], [1, 1], [0, 0], false, true), "avg_pool2d"),
-        ("avg ceil window larger than the input", ops::avg_pool2d(&t(&[2, 2, 7]), [3, 3], [2, 2], [0, 0], true, false), "avg_pool2d"),
-        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), [3, 3], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        ("max rank", ops::max_pool2d(&t(&[5, 5]), ops::Pool2d::new(2).stride(1)), "max_pool2d"),
+        ("max rank 5", ops::max_pool2d(&t(&[1, 1, 2, 5, 5]), ops::Pool2d::new(2).stride(1).ceil_mode(true)), "max_pool2d"),
+        ("max ceil window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new([3, 6]).stride(2).ceil_mode(true)), "max_pool2d"),
+        ("max unbatched empty image", ops::max_pool2d(&t(&[2, 0, 5]), ops::Pool2d::new(1).ceil_mode(true)), "max_pool2d"),
+        ("max window larger than the input", ops::max_pool2d(&x, ops::Pool2d::new([3, 6]).stride(1)), "max_pool2d"),
+        (
+            "max dilated window larger than the input",
+            ops::max_pool2d(&x, ops::Pool2d::new(3).stride(1).padding(1).dilation([4, 1])),
+            "max_pool2d",
+        ),
+        ("avg rank", ops::avg_pool2d(&t(&[5, 5]), ops::Pool2d::new(2).stride(1)), "avg_pool2d"),
+        (
+            "avg ceil window larger than the input",
+            ops::avg_pool2d(&t(&[2, 2, 7]), ops::Pool2d::new(3).stride(2).ceil_mode(true).count_include_pad(false)),
+            "avg_pool2d",
+        ),
+        ("avg window larger than the input", ops::avg_pool2d(&t(&[1, 1, 2, 7]), ops::Pool2d::new(3).stride(1)), "avg_pool2d"),
         ("global rank", ops::global_avg_pool2d(&t(&[3, 4])), "global_avg_pool2d"),
         ("global unbatched empty plane", ops::global_avg_pool2d(&t(&[3, 0, 4])), "global_avg_pool2d"),
         ("global empty plane", ops::global_avg_pool2d(&t(&[2, 3, 0, 4])), "global_avg_pool2d"),
@@ -214,8 +226,8 @@ fn pooling_invalid_arguments() {
     }
     let ids = Tensor::from_vec_i32(vec![1; 50], &[1, 2, 5, 5]).unwrap();
     for (r, op) in [
-        (ops::max_pool2d(&ids, [2, 2], [1, 1], [0, 0], [1, 1], false), "max_pool2d"),
-        (ops::avg_pool2d(&ids, [2, 2], [1, 1], [0, 0], false, true), "avg_pool2d"),
+        (ops::max_pool2d(&ids, ops::Pool2d::new(2).stride(1)), "max_pool2d"),
+        (ops::avg_pool2d(&ids, ops::Pool2d::new(2).stride(1)), "avg_pool2d"),
         (ops::global_avg_pool2d(&ids), "global_avg_pool2d"),
     ] {
         let e = r.unwrap_err();
@@ -476,7 +488,7 @@ fn conv_transpose2d_invalid_arguments() {
         d: [usize; 2],
         g: usize,
     ) -> om_core::Result<Tensor> {
-        ops::conv_transpose2d(x, w, b, s, p, op, d, g)
+        ops::conv_transpose2d(x, w, b, ops::ConvTranspose2dOptions::default().stride(s).padding(p).output_padding(op).dilation(d).groups(g))
     }
     let y = ct(&x, &w, Some(&b), [2, 2], [1, 1], [1, 1], [1, 1], 2).unwrap();
     assert_eq!(y.shape(), &[2, 6, 6, 6]);
@@ -527,43 +539,112 @@ fn conv_transpose2d_invalid_arguments() {
 fn resize2d_invalid_arguments() {
     use ops::ResizeMode::{Bilinear, Nearest, NearestExact};
     let x = t(&[1, 2, 4, 5]);
-    assert!(ops::resize2d(&x, 3, 7, Bilinear, true).is_ok());
-    assert_eq!(ops::resize2d(&x, 3, 7, Nearest, false).unwrap().shape(), &[1, 2, 3, 7]);
+    assert!(ops::resize2d(&x, ops::Interpolate::size([3, 7]).mode(Bilinear).align_corners(true)).is_ok());
+    assert_eq!(ops::resize2d(&x, [3, 7]).unwrap().shape(), &[1, 2, 3, 7]);
     let op = "resize2d";
-    assert_eq!(ops::resize2d(&t(&[2, 4, 5]), 3, 7, NearestExact, false).unwrap().shape(), &[2, 3, 7], "unbatched");
-    expect_err(ops::resize2d(&t(&[4, 5]), 3, 3, Nearest, false), op, "Shape");
-    expect_err(ops::resize2d(&t(&[2, 0, 5]), 3, 3, Nearest, false), op, "Shape");
-    expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), 3, 3, Bilinear, false), op, "Shape");
-    expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), 3, 3, Bilinear, false), op, "Shape");
-    expect_err(ops::resize2d(&x, 0, 3, Nearest, false), op, "Argument");
-    expect_err(ops::resize2d(&x, 3, 0, Bilinear, true), op, "Argument");
+    assert_eq!(ops::resize2d(&t(&[2, 4, 5]), ops::Interpolate::size([3, 7]).mode(NearestExact)).unwrap().shape(), &[2, 3, 7], "unbatched");
+    expect_err(ops::resize2d(&t(&[4, 5]), 3), op, "Shape");
+    expect_err(ops::resize2d(&t(&[2, 0, 5]), 3), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 1, 2, 4, 5]), ops::Interpolate::size(3).mode(Bilinear)), op, "Shape");
+    expect_err(ops::resize2d(&t(&[1, 2, 0, 5]), ops::Interpolate::size(3).mode(Bilinear)), op, "Shape");
+    expect_err(ops::resize2d(&x, [0, 3]), op, "Argument");
+    expect_err(ops::resize2d(&x, ops::Interpolate::size([3, 0]).mode(Bilinear).align_corners(true)), op, "Argument");
     for mode in [Nearest, NearestExact] {
-        let msg = expect_err(ops::resize2d(&x, 3, 3, mode, true), op, "Argument");
+        let msg = expect_err(ops::resize2d(&x, ops::Interpolate::size(3).mode(mode).align_corners(true)), op, "Argument");
         assert!(msg.contains("align_corners"), "{msg}");
     }
-    let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3, 3, Nearest, false).unwrap_err();
+    let e = ops::resize2d(&ids(vec![1; 40], &[1, 2, 4, 5]), 3).unwrap_err();
     assert!(matches!(e, Error::DType { op: "resize2d", arg: "x", .. }), "{e}");
 }
 
 #[test]
 fn resize2d_scale_invalid_arguments() {
-    use ops::ResizeMode::{Bilinear, Nearest, NearestExact};
+    use ops::ResizeMode::{Bilinear, NearestExact};
     let x = t(&[1, 2, 4, 5]);
     // floor(4·1.5) × floor(5·0.5) = 6×2; unbatched gives an unbatched result.
-    assert_eq!(ops::resize2d_scale(&x, [1.5, 0.5], Bilinear, true, false).unwrap().shape(), &[1, 2, 6, 2]);
-    assert_eq!(ops::resize2d_scale(&t(&[2, 4, 5]), [0.5, 2.0], NearestExact, false, true).unwrap().shape(), &[2, 2, 10]);
+    assert_eq!(
+        ops::resize2d_scale(&x, ops::Interpolate::scale_factor([1.5, 0.5]).mode(Bilinear).align_corners(true)).unwrap().shape(),
+        &[1, 2, 6, 2]
+    );
+    assert_eq!(
+        ops::resize2d_scale(&t(&[2, 4, 5]), ops::Interpolate::scale_factor([0.5, 2.0]).mode(NearestExact).recompute_scale_factor(true))
+            .unwrap()
+            .shape(),
+        &[2, 2, 10]
+    );
     let op = "resize2d_scale";
     for bad in [[0.0, 1.0], [1.0, -2.0], [f64::NAN, 1.0], [1.0, f64::INFINITY]] {
-        let msg = expect_err(ops::resize2d_scale(&x, bad, Nearest, false, false), op, "Argument");
+        let msg = expect_err(ops::resize2d_scale(&x, bad), op, "Argument");
         assert!(msg.contains("positive and finite"), "{msg}");
     }
     // floor(4·0.2) = 0 rows.
-    let msg = expect_err(ops::resize2d_scale(&x, [0.2, 1.0], Bilinear, false, false), op, "Argument");
+    let msg = expect_err(ops::resize2d_scale(&x, ops::Interpolate::scale_factor([0.2, 1.0]).mode(Bilinear)), op, "Argument");
     assert!(msg.contains("0×5"), "{msg}");
-    expect_err(ops::resize2d_scale(&x, [1e300, 1.0], Nearest, false, false), op, "Argument");
-    expect_err(ops::resize2d_scale(&x, [2.0, 2.0], NearestExact, true, false), op, "Argument");
-    expect_err(ops::resize2d_scale(&t(&[4, 5]), [2.0, 2.0], Nearest, false, false), op, "Shape");
-    expect_err(ops::resize2d_scale(&t(&[1, 2, 0, 5]), [2.0, 2.0], Nearest, false, false), op, "Shape");
-    let e = ops::resize2d_scale(&ids(vec![1; 40], &[1, 2, 4, 5]), [2.0, 2.0], Nearest, false, false).unwrap_err();
+    expect_err(ops::resize2d_scale(&x, [1e300, 1.0]), op, "Argument");
+    expect_err(ops::resize2d_scale(&x, ops::Interpolate::scale_factor([2.0, 2.0]).mode(NearestExact).align_corners(true)), op, "Argument");
+    expect_err(ops::resize2d_scale(&t(&[4, 5]), [2.0, 2.0]), op, "Shape");
+    expect_err(ops::resize2d_scale(&t(&[1, 2, 0, 5]), [2.0, 2.0]), op, "Shape");
+    let e = ops::resize2d_scale(&ids(vec![1; 40], &[1, 2, 4, 5]), [2.0, 2.0]).unwrap_err();
     assert!(matches!(e, Error::DType { op: "resize2d_scale", arg: "x", .. }), "{e}");
+}
+
+/// The options values (`Pool2d`, `Conv2dOptions`, `ConvTranspose2dOptions`, `Interpolate`)
+/// and the layers built from them refuse what PyTorch refuses, naming the operator or layer.
+#[test]
+fn options_invalid_arguments() {
+    use ops::nn::{AvgPool2d, Conv2d, MaxPool2d};
+    use ops::{Conv2dOptions, ConvTranspose2dOptions, Interpolate, Pool2d};
+    let x = t(&[1, 2, 6, 6]);
+    // The short forms and PyTorch's defaults.
+    assert_eq!(ops::max_pool2d(&x, 2).unwrap().shape(), &[1, 2, 3, 3]);
+    assert_eq!(ops::avg_pool2d(&x, [3, 2]).unwrap().shape(), &[1, 2, 2, 3]);
+    assert_eq!(ops::interpolate(&x, 3).unwrap().shape(), &[1, 2, 3, 3]);
+    assert_eq!(ops::interpolate(&x, 0.5).unwrap().shape(), &[1, 2, 3, 3]);
+    let msg = expect_err(ops::max_pool2d(&x, -1), "max_pool2d", "Argument");
+    assert!(msg.contains("kernel size must not be negative"), "{msg}");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(2).stride(-2)), "max_pool2d", "Argument");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(3).padding([1, -1])), "max_pool2d", "Argument");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(0)), "max_pool2d", "Argument");
+    let msg = expect_err(ops::max_pool2d(&x, Pool2d::new(2).count_include_pad(false)), "max_pool2d", "Argument");
+    assert!(msg.contains("count_include_pad"), "{msg}");
+    let msg = expect_err(ops::avg_pool2d(&x, Pool2d::new(2).dilation(2)), "avg_pool2d", "Argument");
+    assert!(msg.contains("dilation"), "{msg}");
+    expect_err(ops::avg_pool2d(&x, Pool2d::new(2).padding(2)), "avg_pool2d", "Argument");
+    expect_err(ops::avg_pool2d(&x, Pool2d::new(2).divisor_override(0)), "avg_pool2d", "Argument");
+    expect_err(ops::max_pool2d(&x, Pool2d::new(2).divisor_override(3)), "max_pool2d", "Argument");
+    // The layers check their options when built.
+    for (r, op) in [
+        (MaxPool2d::new(0).map(|_| ()), "MaxPool2d"),
+        (MaxPool2d::new(Pool2d::new(2).padding(2)).map(|_| ()), "MaxPool2d"),
+        (MaxPool2d::new(Pool2d::new(2).count_include_pad(false)).map(|_| ()), "MaxPool2d"),
+        (AvgPool2d::new(Pool2d::new(2).stride(0)).map(|_| ()), "AvgPool2d"),
+        (AvgPool2d::new(Pool2d::new(2).dilation(2)).map(|_| ()), "AvgPool2d"),
+        (Conv2d::new(2, 4, -3).map(|_| ()), "Conv2d"),
+        (Conv2d::with_options(2, 4, 3, Conv2dOptions::default().groups(3)).map(|_| ()), "Conv2d"),
+    ] {
+        let e = r.expect_err(op);
+        assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{op}: {e}");
+    }
+    // Convolutions.
+    let w = t(&[4, 2, 3, 3]);
+    expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(-1)), "conv2d", "Argument");
+    expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().stride([1, -1])), "conv2d", "Argument");
+    expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().dilation(0)), "conv2d", "Argument");
+    assert_eq!(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(ops::Padding2d::same())).unwrap().shape(), &[1, 4, 6, 6]);
+    let msg =
+        expect_err(ops::conv2d(&x, &w, None, Conv2dOptions::default().padding(ops::Padding2d::same()).stride(2)), "conv2d", "Argument");
+    assert!(msg.contains("'same'"), "{msg}");
+    let wt = t(&[2, 3, 3, 3]);
+    expect_err(ops::conv_transpose2d(&x, &wt, None, ConvTranspose2dOptions::default().output_padding(-1)), "conv_transpose2d", "Argument");
+    expect_err(ops::conv_transpose2d(&x, &wt, None, ConvTranspose2dOptions::default().output_padding(1)), "conv_transpose2d", "Argument");
+    // Resizing: each primitive takes its own target; a size takes no recompute_scale_factor.
+    let msg = expect_err(ops::resize2d(&x, 2.0), "resize2d", "Argument");
+    assert!(msg.contains("resize2d_scale"), "{msg}");
+    let msg = expect_err(ops::resize2d_scale(&x, [3, 3]), "resize2d_scale", "Argument");
+    assert!(msg.contains("resize2d"), "{msg}");
+    expect_err(ops::interpolate(&x, Interpolate::size(3).recompute_scale_factor(true)), "resize2d", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::size([3, -1])), "resize2d", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::scale_factor(-2.0)), "resize2d_scale", "Argument");
+    // clamp needs a bound.
+    expect_err(ops::clamp(&x, None, None), "clamp", "Argument");
 }

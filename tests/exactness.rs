@@ -47,21 +47,31 @@ fn step() -> Result<u64> {
     let cw1 = leaf(&[8, 2, 3, 3], 7, 0.3);
     let cb1 = leaf(&[8], 8, 0.1);
     let cw2 = leaf(&[8, 1, 3, 3], 9, 0.3);
-    let f = ops::relu(&ops::conv2d(&img, &cw1, Some(&cb1), [1, 1], [1, 1, 1, 1], [1, 1], 2)?)?;
-    let f = ops::max_pool2d(&f, [3, 3], [2, 2], [1, 1], [1, 1], false)?;
-    let f = ops::conv2d(&f, &cw2, None, [1, 1], [1, 0, 1, 2], [2, 1], 8)?;
-    let f = ops::avg_pool2d(&f, [2, 2], [2, 1], [1, 0], false, false)?;
+    let f = ops::relu(&ops::conv2d(&img, &cw1, Some(&cb1), ops::Conv2dOptions::default().padding(1).groups(2))?)?;
+    let f = ops::max_pool2d(&f, ops::Pool2d::new(3).stride(2).padding(1))?;
+    let f = ops::conv2d(&f, &cw2, None, ops::Conv2dOptions::default().padding([1, 0, 1, 2]).dilation([2, 1]).groups(8))?;
+    let f = ops::avg_pool2d(&f, ops::Pool2d::new(2).stride([2, 1]).padding([1, 0]).count_include_pad(false))?;
     let f = ops::global_avg_pool2d(&f)?;
     // A small decoder branch: grouped transposed conv with stride 2 and output padding,
     // then nearest, bilinear and align-corners resizes with non-integer ratios.
     let tw1 = leaf(&[4, 3, 3, 3], 11, 0.3);
     let tb1 = leaf(&[6], 12, 0.1);
     let tw2 = leaf(&[6, 8, 2, 2], 13, 0.3);
-    let u = ops::relu(&ops::conv_transpose2d(&img, &tw1, Some(&tb1), [2, 2], [1, 1], [1, 1], [1, 1], 2)?)?; // [2, 6, 24, 24]
-    let u = ops::resize2d(&u, 17, 13, ops::ResizeMode::Bilinear, false)?;
-    let u = ops::conv_transpose2d(&u, &tw2, None, [1, 2], [0, 1], [0, 1], [2, 1], 1)?;
-    let u = ops::resize2d(&u, 11, 29, ops::ResizeMode::Nearest, false)?;
-    let u = ops::resize2d(&u, 7, 9, ops::ResizeMode::Bilinear, true)?;
+    let u = ops::relu(&ops::conv_transpose2d(
+        &img,
+        &tw1,
+        Some(&tb1),
+        ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2),
+    )?)?; // [2, 6, 24, 24]
+    let u = ops::resize2d(&u, ops::Interpolate::size([17, 13]).mode(ops::ResizeMode::Bilinear))?;
+    let u = ops::conv_transpose2d(
+        &u,
+        &tw2,
+        None,
+        ops::ConvTranspose2dOptions::default().stride([1, 2]).padding([0, 1]).output_padding([0, 1]).dilation([2, 1]),
+    )?;
+    let u = ops::resize2d(&u, [11, 29])?;
+    let u = ops::resize2d(&u, ops::Interpolate::size([7, 9]).mode(ops::ResizeMode::Bilinear).align_corners(true))?;
     let f = ops::add(&f, &ops::global_avg_pool2d(&u)?)?;
     // Embedding, batch norm (training, with running stats) and an NLL loss on the side.
     let table = leaf(&[10, 8], 8, 1.0);

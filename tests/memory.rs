@@ -18,7 +18,7 @@ struct Net {
 #[test]
 fn a_warm_training_step_allocates_no_tensor_memory() -> Result<()> {
     let net = Net {
-        conv: Conv2d::with_seed(1, 8, [3, 3], Conv2dOptions::padding(1), 1)?,
+        conv: Conv2d::with_seed(1, 8, [3, 3], Conv2dOptions::default().padding(1), 1)?,
         bn: BatchNorm2d::new(8)?,
         fc: Linear::with_seed(8 * 4 * 4, 10, true, 2)?,
     };
@@ -28,7 +28,7 @@ fn a_warm_training_step_allocates_no_tensor_memory() -> Result<()> {
     let step = |opt: &mut Adam| -> Result<()> {
         opt.zero_grad()?;
         let h = ops::relu(&net.bn.forward(&net.conv.forward(&x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
+        let h = ops::max_pool2d(&h, 2)?;
         let logits = net.fc.forward(&ops::reshape(&h, &[16, -1])?)?;
         ops::cross_entropy(&logits, &targets, None, Default::default())?.backward()?;
         opt.step()

@@ -2,7 +2,9 @@
 //! formulas evaluated here, and weights files (round trip and every kind of mismatch).
 
 use om_core::{io, Result, Tensor};
-use om_ops::nn::{self, BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module};
+use om_ops::nn::{
+    self, BatchNorm2d, Conv2d, ConvTranspose2d, ConvTranspose2dOptions, Embedding, Forward, Gru, LayerNorm, Linear, Lstm, Module,
+};
 use om_ops::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use om_ops::{self as ops, RnnConfig};
 
@@ -149,7 +151,7 @@ fn initialisation_follows_pytorch_and_the_seed() -> Result<()> {
     let bound = 1.0 / 75f32.sqrt();
     assert!(conv.weight.to_vec().iter().all(|v| v.abs() <= bound));
 
-    let up = ConvTranspose2d::with_options(4, 6, [2, 2], Conv2dOptions { stride: [2, 2], ..Default::default() })?;
+    let up = ConvTranspose2d::with_options(4, 6, 2, ConvTranspose2dOptions::default().stride(2))?;
     assert_eq!(up.weight.shape(), &[4, 6, 2, 2]);
     let bound = 1.0 / 24f32.sqrt();
     assert!(up.weight.to_vec().iter().all(|v| v.abs() <= bound));
@@ -330,5 +332,39 @@ fn the_models_keep_their_weight_names() -> Result<()> {
     back.eval();
     let x = Tensor::randn_with_seed(&[3, 1, 8, 8], 1)?;
     assert_eq!(net.forward(&x)?.to_vec(), back.forward(&x)?.to_vec());
+    Ok(())
+}
+
+/// The layers of a PyTorch user's first conv net (`nn.Conv2d(1, 4, 3)`, `nn.MaxPool2d(2)`,
+/// `nn.AvgPool2d`): PyTorch's defaults, a derived module whose pooling layers hold no
+/// parameters, and a training step through them.
+#[test]
+fn pooling_layers_in_a_derived_module() -> Result<()> {
+    use om_ops::nn::{AvgPool2d, MaxPool2d};
+    #[derive(Module)]
+    struct Net {
+        conv: Conv2d,
+        pool: MaxPool2d,
+        avg: AvgPool2d,
+        fc: Linear,
+    }
+    let net = Net {
+        conv: Conv2d::with_seed(1, 4, 3, Default::default(), 3)?,
+        pool: MaxPool2d::new(2)?,
+        avg: AvgPool2d::new(ops::Pool2d::new(3).stride(1).padding(1).count_include_pad(false))?,
+        fc: Linear::with_seed(4 * 3 * 3, 10, true, 4)?,
+    };
+    let names: Vec<String> = net.parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["conv.weight", "conv.bias", "fc.weight", "fc.bias"]);
+    let x = Tensor::randn_with_seed(&[8, 1, 8, 8], 5)?;
+    let h = net.avg.forward(&net.pool.forward(&ops::relu(&net.conv.forward(&x)?)?)?)?;
+    assert_eq!(h.shape(), &[8, 4, 3, 3]);
+    // The layers are the functions with their options.
+    let c = ops::relu(&net.conv.forward(&x)?)?;
+    assert_eq!(net.pool.forward(&c)?.to_vec(), ops::max_pool2d(&c, 2)?.to_vec());
+    let logits = net.fc.forward(&ops::reshape(&h, &[8, 36])?)?;
+    let loss = ops::sum(&logits, None, false)?;
+    loss.backward()?;
+    assert!(net.conv.weight.grad().is_some() && net.fc.weight.grad().is_some());
     Ok(())
 }

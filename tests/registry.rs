@@ -47,7 +47,8 @@ fn every_primitive_documents_its_backward_rule() {
 fn calls_show_the_public_function_in_argument_order() {
     let entries = om_ops::registered_ops().expect("no duplicate registrations");
     let call = |name: &str| registry::signature(entries.iter().find(|e| e.name == name).expect("registered"));
-    assert!(call("resize2d").starts_with("resize2d(x: &Tensor, out_h: usize, out_w: usize"), "{}", call("resize2d"));
+    assert_eq!(call("resize2d"), "resize2d(x: &Tensor, options: impl Into<Interpolate>)");
+    assert_eq!(call("conv2d"), "conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, options: Conv2dOptions)");
     assert_eq!(
         call("ctc_loss"),
         "ctc_loss(log_probs: &Tensor, targets: &Tensor, input_lengths: impl Into<Lengths<'a>>, \

@@ -27,13 +27,16 @@ struct Net {
 
 impl Net {
     fn new() -> Result<Net> {
-        Ok(Net { conv: Conv2d::with_seed(2, 8, [3, 3], Conv2dOptions::padding(1), 1)?, x: Tensor::randn_with_seed(&[4, 2, 12, 12], 5)? })
+        Ok(Net {
+            conv: Conv2d::with_seed(2, 8, [3, 3], Conv2dOptions::default().padding(1), 1)?,
+            x: Tensor::randn_with_seed(&[4, 2, 12, 12], 5)?,
+        })
     }
 
     /// Forward to the activation after the relu, and the loss.
     fn forward(&self) -> Result<(Tensor, Tensor)> {
         let h = ops::relu(&self.conv.forward(&self.x)?)?;
-        let loss = ops::sum(&ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?, None, false)?;
+        let loss = ops::sum(&ops::max_pool2d(&h, 2)?, None, false)?;
         Ok((h, loss))
     }
 

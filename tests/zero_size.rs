@@ -228,7 +228,7 @@ fn empty_batches_and_features_give_pytorchs_values() -> Result<()> {
     assert_eq!((y.shape(), y.to_vec()), (&[3, 2][..], [1.0, -2.0].repeat(3)));
 
     let w = Tensor::zeros(&[2, 0, 3, 3])?.requires_grad()?;
-    let y = om_ops::conv2d(&Tensor::zeros(&[1, 0, 4, 4])?, &w, Some(&bias), [1, 1], [1, 1, 1, 1], [1, 1], 1)?;
+    let y = om_ops::conv2d(&Tensor::zeros(&[1, 0, 4, 4])?, &w, Some(&bias), om_ops::Conv2dOptions::default().padding(1))?;
     assert_eq!((y.shape(), y.to_vec()), (&[1, 2, 4, 4][..], [vec![1.0; 16], vec![-2.0; 16]].concat()));
     om_ops::sum(&y, None, false)?.backward()?;
     assert_eq!(w.grad().map(|g| g.shape().to_vec()), Some(vec![2, 0, 3, 3]));

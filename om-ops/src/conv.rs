@@ -15,6 +15,302 @@ use om_core::layout::Dims;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
+// ===== options =====
+
+/// A size along the two image axes (height, width), as PyTorch's `int or (int, int)`
+/// arguments: `3` is `[3, 3]`, `[2, 3]` is 2 rows by 3 columns. Integer literals convert
+/// (`i32` or `usize`, scalars, arrays and tuples); a negative value is an `Error::Argument`
+/// when the operator reads it.
+///
+/// ```
+/// use om_ops::Pair;
+/// assert_eq!(Pair::from(3), Pair::from([3usize, 3]));
+/// assert_eq!(Pair::from((2, 3)), Pair::from([2, 3]));
+/// assert_eq!(Pair::from([2, 3]).get("max_pool2d", "stride")?, [2, 3]);
+/// assert!(Pair::from(-1).get("max_pool2d", "stride").is_err());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pair([i64; 2]);
+
+impl Pair {
+    /// The pair `[h, w]`.
+    pub const fn new(h: usize, w: usize) -> Pair {
+        Pair([h as i64, w as i64])
+    }
+
+    /// The pair as `[h, w]`; an `Error::Argument` naming `op` and `what` if a value is negative.
+    pub fn get(self, op: &'static str, what: &str) -> Result<[usize; 2]> {
+        match self.0 {
+            [h, w] if h >= 0 && w >= 0 => Ok([h as usize, w as usize]),
+            v => Err(Error::argument(op, format!("{what} must not be negative, got {v:?}"))),
+        }
+    }
+}
+
+impl std::fmt::Debug for Pair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// Zeros added around an image (top, left, bottom, right), as PyTorch's `padding` of
+/// `conv2d`: `1` on every side, `[h, w]` rows on top and bottom and columns on left and
+/// right, `[top, left, bottom, right]` (what `F.pad` then `conv2d` does), or
+/// [`Padding2d::same`] (PyTorch's `padding='same'`). Integer literals convert (`i32` or
+/// `usize`); a negative value is an `Error::Argument` when the operator reads it.
+///
+/// ```
+/// use om_ops::{conv2d, Conv2dOptions, Padding2d, Tensor};
+/// let x = Tensor::randn(&[1, 1, 6, 6])?;
+/// let w = Tensor::randn(&[1, 1, 3, 4])?;
+/// let pad = |p: Padding2d| conv2d(&x, &w, None, Conv2dOptions::default().padding(p)).map(|y| y.shape().to_vec());
+/// assert_eq!(pad(1.into())?, [1, 1, 6, 5]);
+/// assert_eq!(pad([1, 2].into())?, [1, 1, 6, 7]);
+/// assert_eq!(pad([1, 0, 2, 1].into())?, [1, 1, 7, 4]);
+/// assert_eq!(pad(Padding2d::same())?, [1, 1, 6, 6]); // (left 1, right 2 for the width-4 kernel)
+/// assert!(pad((-1).into()).is_err());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Padding2d(Sides);
+
+/// What a [`Padding2d`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Sides {
+    /// (top, left, bottom, right), checked for negative values when read.
+    Given([i64; 4]),
+    /// PyTorch's `'same'`.
+    Same,
+}
+
+impl Padding2d {
+    /// PyTorch's `padding='same'`: the output has the input's size (stride 1 only); each
+    /// axis gets `d·(k − 1)` zeros in all, half (rounded down) before and the rest after,
+    /// as PyTorch splits an odd total.
+    pub const fn same() -> Padding2d {
+        Padding2d(Sides::Same)
+    }
+
+    /// PyTorch's `padding='valid'`: no padding (the default).
+    pub const fn valid() -> Padding2d {
+        Padding2d(Sides::Given([0; 4]))
+    }
+
+    /// The padding as `[top, left, bottom, right]` for a `kernel` with `dilation` and
+    /// `stride`; an `Error::Argument` naming `op` for a negative value, or for `'same'`
+    /// with a stride other than 1 (as PyTorch).
+    fn resolve(self, op: &'static str, kernel: [usize; 2], dilation: [usize; 2], stride: [usize; 2]) -> Result<[usize; 4]> {
+        match self.0 {
+            Sides::Given(p) if p.iter().any(|&v| v < 0) => Err(Error::argument(op, format!("padding must not be negative, got {p:?}"))),
+            Sides::Given(p) => Ok(p.map(|v| v as usize)),
+            Sides::Same if stride != [1, 1] => Err(Error::argument(
+                op,
+                format!("padding 'same' is not supported for strided convolutions (as in PyTorch), got stride {stride:?}"),
+            )),
+            Sides::Same => {
+                let total = [dilation[0] * (kernel[0] - 1), dilation[1] * (kernel[1] - 1)];
+                Ok([total[0] / 2, total[1] / 2, total[0] - total[0] / 2, total[1] - total[1] / 2])
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Padding2d {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Sides::Given(p) => write!(f, "{p:?}"),
+            Sides::Same => write!(f, "same"),
+        }
+    }
+}
+
+macro_rules! spatial_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Pair {
+            fn from(v: $t) -> Pair {
+                Pair([v as i64; 2])
+            }
+        }
+        impl From<[$t; 2]> for Pair {
+            fn from([h, w]: [$t; 2]) -> Pair {
+                Pair([h as i64, w as i64])
+            }
+        }
+        impl From<($t, $t)> for Pair {
+            fn from((h, w): ($t, $t)) -> Pair {
+                Pair([h as i64, w as i64])
+            }
+        }
+        impl From<$t> for Padding2d {
+            fn from(v: $t) -> Padding2d {
+                Padding2d(Sides::Given([v as i64; 4]))
+            }
+        }
+        impl From<[$t; 2]> for Padding2d {
+            fn from([h, w]: [$t; 2]) -> Padding2d {
+                Padding2d(Sides::Given([h as i64, w as i64, h as i64, w as i64]))
+            }
+        }
+        impl From<($t, $t)> for Padding2d {
+            fn from((h, w): ($t, $t)) -> Padding2d {
+                Padding2d(Sides::Given([h as i64, w as i64, h as i64, w as i64]))
+            }
+        }
+        impl From<[$t; 4]> for Padding2d {
+            fn from(p: [$t; 4]) -> Padding2d {
+                Padding2d(Sides::Given(p.map(|v| v as i64)))
+            }
+        }
+    )*};
+}
+spatial_from_int!(i32, usize);
+
+impl From<Pair> for Padding2d {
+    fn from(Pair([h, w]): Pair) -> Padding2d {
+        Padding2d(Sides::Given([h, w, h, w]))
+    }
+}
+
+/// PyTorch's keyword arguments of `F.conv2d` (and of `nn.Conv2d` beyond its channel
+/// counts, kernel size and `bias`), with PyTorch's defaults: stride 1, padding 0, dilation
+/// 1, groups 1. Each builder takes an int or a pair ([`Pair`]); padding also four sides
+/// ([`Padding2d`]).
+///
+/// ```
+/// use om_ops::{conv2d, Conv2dOptions, Tensor};
+/// let x = Tensor::randn(&[2, 4, 8, 8])?;
+/// let w = Tensor::randn(&[6, 2, 3, 3])?;
+/// // F.conv2d(x, w, stride=2, padding=1, groups=2)
+/// let y = conv2d(&x, &w, None, Conv2dOptions::default().stride(2).padding(1).groups(2))?;
+/// assert_eq!(y.shape(), &[2, 6, 4, 4]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dOptions {
+    stride: Pair,
+    padding: Padding2d,
+    dilation: Pair,
+    groups: usize,
+}
+
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions { stride: Pair::new(1, 1), padding: Padding2d::valid(), dilation: Pair::new(1, 1), groups: 1 }
+    }
+}
+
+impl Conv2dOptions {
+    /// Step between windows: an int or (rows, columns). Default 1.
+    pub fn stride(self, stride: impl Into<Pair>) -> Self {
+        Conv2dOptions { stride: stride.into(), ..self }
+    }
+
+    /// Zeros around the input: an int, (rows, columns) on both sides, (top, left, bottom,
+    /// right), or [`Padding2d::same`]. Default 0.
+    pub fn padding(self, padding: impl Into<Padding2d>) -> Self {
+        Conv2dOptions { padding: padding.into(), ..self }
+    }
+
+    /// Spacing between kernel taps: an int or (rows, columns). Default 1.
+    pub fn dilation(self, dilation: impl Into<Pair>) -> Self {
+        Conv2dOptions { dilation: dilation.into(), ..self }
+    }
+
+    /// Channel groups (both channel counts must divide by it). Default 1.
+    pub fn groups(self, groups: usize) -> Self {
+        Conv2dOptions { groups, ..self }
+    }
+
+    /// The channel groups.
+    pub(crate) fn groups_count(&self) -> usize {
+        self.groups
+    }
+
+    /// The options as `(stride, padding, dilation, groups)`, stride and dilation checked for
+    /// negative values (the padding is resolved with the kernel size, in [`geometry`]).
+    fn get(&self, op: &'static str) -> Result<([usize; 2], Padding2d, [usize; 2], usize)> {
+        Ok((self.stride.get(op, "stride")?, self.padding, self.dilation.get(op, "dilation")?, self.groups))
+    }
+}
+
+/// PyTorch's keyword arguments of `F.conv_transpose2d` (and of `nn.ConvTranspose2d` beyond
+/// its channel counts, kernel size and `bias`), with PyTorch's defaults: stride 1, padding
+/// 0 (symmetric: rows/columns cropped from each side of the full output), output padding 0
+/// (rows/columns added at the bottom/right), dilation 1, groups 1. Each builder but
+/// `groups` takes an int or a pair ([`Pair`]).
+///
+/// ```
+/// use om_ops::{conv_transpose2d, ConvTranspose2dOptions, Tensor};
+/// let x = Tensor::randn(&[1, 4, 5, 5])?;
+/// let w = Tensor::randn(&[4, 3, 3, 3])?;
+/// // F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)
+/// let o = ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1);
+/// assert_eq!(conv_transpose2d(&x, &w, None, o)?.shape(), &[1, 3, 10, 10]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTranspose2dOptions {
+    stride: Pair,
+    padding: Pair,
+    output_padding: Pair,
+    dilation: Pair,
+    groups: usize,
+}
+
+impl Default for ConvTranspose2dOptions {
+    fn default() -> Self {
+        let (zero, one) = (Pair::new(0, 0), Pair::new(1, 1));
+        ConvTranspose2dOptions { stride: one, padding: zero, output_padding: zero, dilation: one, groups: 1 }
+    }
+}
+
+impl ConvTranspose2dOptions {
+    /// Step of the convolution this is the adjoint of: an int or (rows, columns). Default 1.
+    pub fn stride(self, stride: impl Into<Pair>) -> Self {
+        ConvTranspose2dOptions { stride: stride.into(), ..self }
+    }
+
+    /// Rows/columns cropped from each side of the full output. Default 0.
+    pub fn padding(self, padding: impl Into<Pair>) -> Self {
+        ConvTranspose2dOptions { padding: padding.into(), ..self }
+    }
+
+    /// Rows/columns added at the bottom/right of the output (smaller than the stride or the
+    /// dilation). Default 0.
+    pub fn output_padding(self, output_padding: impl Into<Pair>) -> Self {
+        ConvTranspose2dOptions { output_padding: output_padding.into(), ..self }
+    }
+
+    /// Spacing between kernel taps: an int or (rows, columns). Default 1.
+    pub fn dilation(self, dilation: impl Into<Pair>) -> Self {
+        ConvTranspose2dOptions { dilation: dilation.into(), ..self }
+    }
+
+    /// Channel groups (both channel counts must divide by it). Default 1.
+    pub fn groups(self, groups: usize) -> Self {
+        ConvTranspose2dOptions { groups, ..self }
+    }
+
+    /// The channel groups.
+    pub(crate) fn groups_count(&self) -> usize {
+        self.groups
+    }
+
+    /// The options as `(stride, padding, output_padding, dilation, groups)`, checked for
+    /// negative values.
+    #[allow(clippy::type_complexity)]
+    fn get(&self, op: &'static str) -> Result<([usize; 2], [usize; 2], [usize; 2], [usize; 2], usize)> {
+        Ok((
+            self.stride.get(op, "stride")?,
+            self.padding.get(op, "padding")?,
+            self.output_padding.get(op, "output padding")?,
+            self.dilation.get(op, "dilation")?,
+            self.groups,
+        ))
+    }
+}
+
 /// The shapes of a convolution's `x`, `w` and (if given) `bias`, kept inline.
 pub(crate) type ArgShapes<'a> = om_core::inline_vec::InlineVec<&'a [usize], 3>;
 
@@ -60,7 +356,7 @@ pub(crate) fn geometry(
     w: &[usize],
     bias: Option<&[usize]>,
     stride: [usize; 2],
-    padding: [usize; 4],
+    padding: Padding2d,
     dilation: [usize; 2],
     groups: usize,
 ) -> Result<(ConvGeom, Images)> {
@@ -88,6 +384,7 @@ pub(crate) fn geometry(
             return Err(Error::shape(op, &shapes, format!("`bias` must have shape [{o}], got {b:?}")));
         }
     }
+    let padding = padding.resolve(op, [kh, kw], dilation, stride)?;
     let [pt, pl, pb, pr] = padding;
     let (eh, ew) = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1);
     let (ph, pw) = (h + pt + pb, wd + pl + pr);
@@ -192,24 +489,32 @@ fn bias_shape(shapes: &[Dims]) -> Option<&[usize]> {
     }
 }
 
-/// 2-d cross-correlation (PyTorch's `conv2d`) of `x` `[N, C, H, W]` (or an unbatched
+/// 2-d cross-correlation (PyTorch's `F.conv2d`) of `x` `[N, C, H, W]` (or an unbatched
 /// `[C, H, W]`, giving `[O, OH, OW]`) with `w` `[O, C/groups, kH, kW]` plus an optional
-/// `bias` `[O]`; `padding` is (top, left, bottom, right) zeros. Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`,
-/// `dbias = Σ g`.
-#[op(saved = [x, w], attrs = [stride: [usize; 2], padding: [usize; 4], dilation: [usize; 2], groups: usize])]
+/// `bias` `[O]`; stride, padding (zeros: an int, a pair, or top, left, bottom, right),
+/// dilation and groups in [`Conv2dOptions`] (PyTorch's defaults with `Default`).
+/// Backward: `dW` per image in item order, `dx` by col2im of `W_gᵀ·g`, `dbias = Σ g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{conv2d, Conv2dOptions, Tensor};
+/// let x = Tensor::randn(&[8, 1, 8, 8])?;
+/// let w = Tensor::randn(&[4, 1, 3, 3])?;
+/// let b = Tensor::zeros(&[4])?;
+/// assert_eq!(conv2d(&x, &w, Some(&b), Conv2dOptions::default())?.shape(), &[8, 4, 6, 6]);
+/// assert_eq!(conv2d(&x, &w, None, Conv2dOptions::default().padding(1))?.shape(), &[8, 4, 8, 8]);
+/// let o = Conv2dOptions::default().stride([2, 1]).padding([1, 0, 2, 1]).dilation(2);
+/// assert_eq!(conv2d(&x, &w, None, o)?.shape(), &[8, 4, 4, 5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, w], attrs = [options: Conv2dOptions])]
 pub mod conv2d {
     use super::*;
 
-    pub fn forward(
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        stride: [usize; 2],
-        padding: [usize; 4],
-        dilation: [usize; 2],
-        groups: usize,
-    ) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, options: Conv2dOptions) -> Result<Tensor> {
         expect_f32_args(NAME, x, w, bias)?;
+        let (stride, padding, dilation, groups) = options.get(NAME)?;
         let (geo, im) = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
         kernel_output(&im.shape(geo.o, [geo.oh, geo.ow]), [x, w], bias, |st, x, w, b, y| conv2d_forward(st, &geo, x, w, b, y))
     }
@@ -221,7 +526,8 @@ pub mod conv2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let (geo, _) = geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.dilation, r.groups)?;
+        let (stride, padding, dilation, groups) = r.options.get(NAME)?;
+        let (geo, _) = geometry(NAME, &s[0], &s[1], bias_shape(s), stride, padding, dilation, groups)?;
         let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
         emit_gradients!(d, super::gradients(Side::Conv, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
@@ -232,20 +538,20 @@ pub mod conv2d {
             Case::new(
                 "bias_pad1",
                 vec![Case::input(&[2, 3, 5, 5], -1.0, 1.0, 1), Case::input(&[4, 3, 3, 3], -1.0, 1.0, 2), Case::input(&[4], -1.0, 1.0, 3)],
-                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), [1, 1], [1, 1, 1, 1], [1, 1], 1),
+                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), Conv2dOptions::default().padding(1)),
             ),
             Case::new("groups_dilation", vec![Case::input(&[1, 4, 6, 6], -1.0, 1.0, 4), Case::input(&[4, 2, 2, 2], -1.0, 1.0, 5)], |x| {
-                super::conv2d(&x[0], &x[1], None, [1, 1], [0, 0, 0, 0], [2, 1], 2)
+                super::conv2d(&x[0], &x[1], None, Conv2dOptions::default().dilation([2, 1]).groups(2))
             }),
             Case::new(
                 "stride2_asymmetric_padding",
                 vec![Case::input(&[2, 2, 5, 6], -1.0, 1.0, 6), Case::input(&[3, 2, 3, 2], -1.0, 1.0, 7), Case::input(&[3], -1.0, 1.0, 8)],
-                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 0, 2, 1], [1, 1], 1),
+                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), Conv2dOptions::default().stride(2).padding([1, 0, 2, 1])),
             ),
             Case::new(
                 "depthwise_multiplier2",
                 vec![Case::input(&[1, 3, 5, 5], -1.0, 1.0, 9), Case::input(&[6, 1, 3, 3], -1.0, 1.0, 10), Case::input(&[6], -1.0, 1.0, 11)],
-                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), [1, 1], [1, 1, 1, 1], [1, 1], 3),
+                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), Conv2dOptions::default().padding(1).groups(3)),
             ),
             Case::new(
                 "nhwc_permuted_input",
@@ -254,22 +560,42 @@ pub mod conv2d {
                     Case::input(&[2, 3, 2, 2], -1.0, 1.0, 13),
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
-                |x| super::conv2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
+                |x| {
+                    super::conv2d(
+                        &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                        &x[1],
+                        Some(&x[2]),
+                        Conv2dOptions::default().stride([1, 2]).padding([0, 1, 1, 0]),
+                    )
+                },
             ),
             Case::new(
                 "transposed_weight",
                 vec![Case::input(&[1, 2, 4, 4], -1.0, 1.0, 15), Case::input(&[2, 2, 3, 3], -1.0, 1.0, 16)],
-                |x| super::conv2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 1], [0, 1, 0, 1], [1, 1], 1),
+                |x| super::conv2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, Conv2dOptions::default().padding([0, 1])),
             ),
             Case::new(
                 "unbatched_groups_stride",
                 vec![Case::input(&[4, 5, 6], -1.0, 1.0, 17), Case::input(&[6, 2, 3, 2], -1.0, 1.0, 18), Case::input(&[6], -1.0, 1.0, 19)],
-                |x| super::conv2d(&x[0], &x[1], Some(&x[2]), [2, 1], [1, 0, 1, 1], [1, 2], 2),
+                |x| {
+                    super::conv2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        Conv2dOptions::default().stride([2, 1]).padding([1, 0, 1, 1]).dilation([1, 2]).groups(2),
+                    )
+                },
+            ),
+            // PyTorch's padding='same' with an even kernel width: 1 column left, 2 right.
+            Case::new(
+                "same_padding_even_kernel",
+                vec![Case::input(&[1, 2, 5, 6], -1.0, 1.0, 22), Case::input(&[3, 2, 3, 4], -1.0, 1.0, 23)],
+                |x| super::conv2d(&x[0], &x[1], None, Conv2dOptions::default().padding(Padding2d::same()).dilation([2, 1])),
             ),
             Case::new(
                 "unbatched_permuted_input",
                 vec![Case::input(&[5, 4, 3], -1.0, 1.0, 20), Case::input(&[2, 3, 2, 2], -1.0, 1.0, 21)],
-                |x| super::conv2d(&crate::permute(&x[0], &[2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
+                |x| super::conv2d(&crate::permute(&x[0], &[2, 0, 1])?, &x[1], None, Conv2dOptions::default().padding([1, 1, 0, 0])),
             ),
         ]
     }
@@ -360,32 +686,33 @@ pub(crate) fn transpose_geometry(
     Ok((geo, im))
 }
 
-/// 2-d transposed convolution (PyTorch's `conv_transpose2d`) of `x` `[N, Cin, H, W]` (or an
-/// unbatched `[Cin, H, W]`, giving an unbatched result) with `w` `[Cin, Cout/groups, kH, kW]` plus an optional `bias` `[Cout]`; `padding` is
-/// PyTorch's (symmetric: it crops `padding` rows/columns from each side of the full
-/// output), `output_padding` adds rows/columns at the bottom/right. Output
-/// `[N, Cout, (H−1)·s − 2p + d·(k−1) + output_padding + 1, ..]`. Forward: GEMM + col2im.
-/// Backward: `dx = conv2d(g, W)`, `dW` per image in item order with the roles of `x` and
-/// `g` swapped, `dbias = Σ g`.
-#[op(
-    saved = [x, w],
-    attrs = [stride: [usize; 2], padding: [usize; 2], output_padding: [usize; 2], dilation: [usize; 2], groups: usize]
-)]
+/// 2-d transposed convolution (PyTorch's `F.conv_transpose2d`) of `x` `[N, Cin, H, W]` (or
+/// an unbatched `[Cin, H, W]`, giving an unbatched result) with `w`
+/// `[Cin, Cout/groups, kH, kW]` plus an optional `bias` `[Cout]`; in
+/// [`ConvTranspose2dOptions`], `padding` is PyTorch's (symmetric: it crops `padding`
+/// rows/columns from each side of the full output) and `output_padding` adds rows/columns
+/// at the bottom/right. Output `[N, Cout, (H−1)·s − 2p + d·(k−1) + output_padding + 1, ..]`.
+/// Forward: GEMM + col2im. Backward: `dx = conv2d(g, W)`, `dW` per image in item order
+/// with the roles of `x` and `g` swapped, `dbias = Σ g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{conv_transpose2d, ConvTranspose2dOptions, Tensor};
+/// let x = Tensor::randn(&[2, 4, 3, 3])?;
+/// let w = Tensor::randn(&[4, 6, 2, 2])?;
+/// assert_eq!(conv_transpose2d(&x, &w, None, ConvTranspose2dOptions::default())?.shape(), &[2, 6, 4, 4]);
+/// let up = ConvTranspose2dOptions::default().stride(2);
+/// assert_eq!(conv_transpose2d(&x, &w, None, up)?.shape(), &[2, 6, 6, 6]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, w], attrs = [options: ConvTranspose2dOptions])]
 pub mod conv_transpose2d {
     use super::*;
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward(
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        stride: [usize; 2],
-        padding: [usize; 2],
-        output_padding: [usize; 2],
-        dilation: [usize; 2],
-        groups: usize,
-    ) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, options: ConvTranspose2dOptions) -> Result<Tensor> {
         expect_f32_args(NAME, x, w, bias)?;
+        let (stride, padding, output_padding, dilation, groups) = options.get(NAME)?;
         let (geo, im) =
             transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
         kernel_output(&im.shape(geo.c, [geo.h, geo.w]), [x, w], bias, |st, x, w, b, y| conv_transpose2d_forward(st, &geo, x, w, b, y))
@@ -398,7 +725,8 @@ pub mod conv_transpose2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let (geo, _) = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), r.stride, r.padding, r.output_padding, r.dilation, r.groups)?;
+        let (stride, padding, output_padding, dilation, groups) = r.options.get(NAME)?;
+        let (geo, _) = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), stride, padding, output_padding, dilation, groups)?;
         let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
         emit_gradients!(d, super::gradients(Side::Transposed, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
@@ -409,22 +737,43 @@ pub mod conv_transpose2d {
             Case::new(
                 "bias_pad1",
                 vec![Case::input(&[2, 3, 3, 3], -1.0, 1.0, 1), Case::input(&[3, 2, 3, 3], -1.0, 1.0, 2), Case::input(&[2], -1.0, 1.0, 3)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [1, 1], [1, 1], [0, 0], [1, 1], 1),
+                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), ConvTranspose2dOptions::default().padding(1)),
             ),
             Case::new(
                 "stride2_output_padding",
                 vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 4), Case::input(&[2, 3, 3, 3], -1.0, 1.0, 5), Case::input(&[3], -1.0, 1.0, 6)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 1], [1, 1], [1, 1], 1),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1),
+                    )
+                },
             ),
             Case::new(
                 "groups_dilation_no_bias",
                 vec![Case::input(&[1, 4, 3, 3], -1.0, 1.0, 7), Case::input(&[4, 2, 2, 3], -1.0, 1.0, 8)],
-                |x| super::conv_transpose2d(&x[0], &x[1], None, [2, 1], [1, 0], [1, 1], [2, 2], 2),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        None,
+                        ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation(2).groups(2),
+                    )
+                },
             ),
             Case::new(
                 "depthwise_stride2_asymmetric",
                 vec![Case::input(&[2, 3, 3, 2], -1.0, 1.0, 9), Case::input(&[3, 1, 2, 3], -1.0, 1.0, 10), Case::input(&[3], -1.0, 1.0, 11)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 3], [0, 1], [1, 2], [1, 1], 3),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        ConvTranspose2dOptions::default().stride([2, 3]).padding([0, 1]).output_padding([1, 2]).groups(3),
+                    )
+                },
             ),
             Case::new(
                 "nhwc_permuted_strided_input",
@@ -435,18 +784,32 @@ pub mod conv_transpose2d {
                 ],
                 |x| {
                     let xv = crate::slice(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 0, 6, 2)?;
-                    super::conv_transpose2d(&xv, &x[1], Some(&x[2]), [2, 2], [0, 0], [0, 1], [1, 1], 1)
+                    super::conv_transpose2d(&xv, &x[1], Some(&x[2]), ConvTranspose2dOptions::default().stride(2).output_padding([0, 1]))
                 },
             ),
             Case::new(
                 "transposed_weight",
                 vec![Case::input(&[1, 2, 3, 3], -1.0, 1.0, 15), Case::input(&[3, 2, 2, 2], -1.0, 1.0, 16)],
-                |x| super::conv_transpose2d(&x[0], &crate::transpose(&x[1], 0, 1)?, None, [1, 2], [0, 1], [0, 1], [1, 1], 1),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &crate::transpose(&x[1], 0, 1)?,
+                        None,
+                        ConvTranspose2dOptions::default().stride([1, 2]).padding([0, 1]).output_padding([0, 1]),
+                    )
+                },
             ),
             Case::new(
                 "unbatched_groups_stride2",
                 vec![Case::input(&[4, 3, 2], -1.0, 1.0, 17), Case::input(&[4, 1, 3, 2], -1.0, 1.0, 18), Case::input(&[2], -1.0, 1.0, 19)],
-                |x| super::conv_transpose2d(&x[0], &x[1], Some(&x[2]), [2, 2], [1, 0], [1, 1], [1, 1], 2),
+                |x| {
+                    super::conv_transpose2d(
+                        &x[0],
+                        &x[1],
+                        Some(&x[2]),
+                        ConvTranspose2dOptions::default().stride(2).padding([1, 0]).output_padding(1).groups(2),
+                    )
+                },
             ),
         ]
     }
@@ -482,10 +845,7 @@ pub(crate) mod tests {
                 &data[&format!("{name}.x")],
                 &data[&format!("{name}.w")],
                 bias,
-                [p[0], p[1]],
-                [p[2], p[3], p[4], p[5]],
-                [p[6], p[7]],
-                p[8],
+                Conv2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3], p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8]),
             )
             .unwrap();
             out.push((name.to_string(), y));
@@ -534,7 +894,18 @@ pub(crate) mod tests {
                 let p = params(&o, name);
                 let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
                 let bias = o.names().any(|k| k == format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
-                let y = conv_transpose2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3]], [p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                let y = conv_transpose2d(
+                    &x,
+                    &w,
+                    bias.as_ref(),
+                    ConvTranspose2dOptions::default()
+                        .stride([p[0], p[1]])
+                        .padding([p[2], p[3]])
+                        .output_padding([p[4], p[5]])
+                        .dilation([p[6], p[7]])
+                        .groups(p[8]),
+                )
+                .unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 let mut inputs = vec![("x", &x), ("w", &w)];
                 if let Some(b) = &bias {
@@ -555,7 +926,13 @@ pub(crate) mod tests {
                 let p = params(&o, name);
                 let (x, w) = (o.get(&format!("{name}_x")), o.get(&format!("{name}_w")));
                 let bias = o.has(&format!("{name}_bias")).then(|| o.get(&format!("{name}_bias")));
-                let y = conv2d(&x, &w, bias.as_ref(), [p[0], p[1]], [p[2], p[3], p[4], p[5]], [p[6], p[7]], p[8]).unwrap();
+                let y = conv2d(
+                    &x,
+                    &w,
+                    bias.as_ref(),
+                    Conv2dOptions::default().stride([p[0], p[1]]).padding([p[2], p[3], p[4], p[5]]).dilation([p[6], p[7]]).groups(p[8]),
+                )
+                .unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 let mut inputs = vec![("x", &x), ("w", &w)];
                 if let Some(b) = &bias {
@@ -570,7 +947,7 @@ pub(crate) mod tests {
         let x = Tensor::randn_with_seed(&[3, 4, 9, 8], 1).unwrap().requires_grad().unwrap();
         let w = Tensor::randn_with_seed(&[6, 2, 3, 3], 2).unwrap().requires_grad().unwrap();
         let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
-        let y = conv2d(&x, &w, Some(&b), [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
+        let y = conv2d(&x, &w, Some(&b), Conv2dOptions::default().stride([2, 1]).padding([1, 2, 0, 1]).dilation([1, 2]).groups(2)).unwrap();
         output_and_gradient_bits(&y, &[&x, &w, &b])
     }
 
@@ -613,8 +990,14 @@ pub(crate) mod tests {
         let x = Tensor::randn_with_seed(&[4, 9, 8], 5).unwrap().requires_grad().unwrap();
         let w = Tensor::randn_with_seed(&[6, 2, 3, 3], 6).unwrap().requires_grad().unwrap();
         let wt = Tensor::randn_with_seed(&[6, 2, 2, 3], 7).unwrap().requires_grad().unwrap();
-        let y = conv2d(&x, &w, None, [2, 1], [1, 2, 0, 1], [1, 2], 2).unwrap();
-        let y = conv_transpose2d(&y, &wt, None, [2, 1], [1, 0], [1, 0], [1, 1], 2).unwrap();
+        let y = conv2d(&x, &w, None, Conv2dOptions::default().stride([2, 1]).padding([1, 2, 0, 1]).dilation([1, 2]).groups(2)).unwrap();
+        let y = conv_transpose2d(
+            &y,
+            &wt,
+            None,
+            ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding([1, 0]).groups(2),
+        )
+        .unwrap();
         output_and_gradient_bits(&y, &[&x, &w, &wt])
     }
 

@@ -210,10 +210,11 @@ pub mod tanh {
     }
 }
 
-/// Which GELU formula [`gelu()`] uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which GELU formula [`gelu()`] uses; `Default` is PyTorch's default, [`GeluForm::Erf`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GeluForm {
-    /// `x·Φ(x)` with the exact normal CDF (PyTorch `approximate='none'`).
+    /// `x·Φ(x)` with the exact normal CDF (PyTorch `approximate='none'`, the default).
+    #[default]
     Erf,
     /// `½x(1 + tanh(√(2/π)(x + 0.044715x³)))` (PyTorch `approximate='tanh'`).
     Tanh,
@@ -222,6 +223,18 @@ pub enum GeluForm {
 /// Gaussian error linear unit, erf or tanh form. Backward: `g·(Φ(x) + x·φ(x))` (erf) or
 /// `g·(½(1+t) + ½x(1−t²)k(1+3·0.044715x²))` with `t = tanh(k(x+0.044715x³))` (tanh);
 /// the slope is recomputed from the saved input.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{gelu, GeluForm, Tensor};
+/// let x = Tensor::from_vec(vec![-1.0, 0.0, 2.0], &[3])?;
+/// let exact = gelu(&x, GeluForm::default())?; // F.gelu(x)
+/// let approx = gelu(&x, GeluForm::Tanh)?; // F.gelu(x, approximate='tanh')
+/// assert_eq!(exact.to_vec()[1], 0.0);
+/// assert!((exact.to_vec()[2] - approx.to_vec()[2]).abs() < 1e-3);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [form: GeluForm])]
 pub mod gelu {
     use super::*;

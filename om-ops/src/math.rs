@@ -1,6 +1,6 @@
 //! Element-wise math: `exp`, `log`, `sin`, `cos`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
-//! `leaky_relu`, `elu`, `silu`, `softplus`, `log_sigmoid`, `where_`, `pow_scalar`, `pow`
-//! (tensor exponent), and the scalar operands
+//! `leaky_relu`, `elu`, `silu`, `softplus`, `log_sigmoid`, `where_`, `pow` (a scalar or a
+//! tensor exponent: `pow_scalar`, `pow_tensor`), and the scalar operands
 //! behind `&x + 1.0`, `&x - 1.0`, `1.0 - &x`, `&x * 2.0`, `&x / 2.0` and `2.0 / &x`
 //! (registered with `om_core::arith` in `methods.rs`), each with PyTorch's
 //! forward value and gradient (including its choices at kinks and ties, stated per
@@ -10,7 +10,7 @@
 //! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
 //! count. Transcendentals inside closures use the fixed polynomials of
 //! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
-//! only `pow_scalar` and `pow` call std's `powf`, for which no fixed version exists (the same on
+//! only `pow_scalar` and `pow_tensor` call std's `powf`, for which no fixed version exists (the same on
 //! every path of one machine, not guaranteed across platforms).
 
 use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
@@ -176,9 +176,94 @@ pub mod rsqrt {
     }
 }
 
+/// The exponent of [`pow()`]: a scalar (`x.pow(2.0)`, PyTorch's `x ** 2`; an `i32`
+/// converts too) or a tensor broadcast against the base (`x.pow(&y)`).
+///
+/// ```
+/// use om_ops::{Exponent, Tensor};
+/// let y = Tensor::ones(&[2])?;
+/// assert!(matches!(Exponent::from(2.0), Exponent::Scalar(p) if p == 2.0));
+/// assert!(matches!(Exponent::from(3), Exponent::Scalar(p) if p == 3.0));
+/// assert!(matches!(Exponent::from(&y), Exponent::Tensor(_)));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub enum Exponent<'a> {
+    /// One exponent for every element: [`pow_scalar()`].
+    Scalar(f32),
+    /// An exponent per element, broadcast with the base: [`pow_tensor()`].
+    Tensor(&'a Tensor),
+}
+
+impl From<f32> for Exponent<'_> {
+    fn from(p: f32) -> Self {
+        Exponent::Scalar(p)
+    }
+}
+
+impl From<i32> for Exponent<'_> {
+    /// The exponent as `f32` (exact up to 2²⁴ in magnitude).
+    fn from(p: i32) -> Self {
+        Exponent::Scalar(p as f32)
+    }
+}
+
+impl<'a> From<&'a Tensor> for Exponent<'a> {
+    fn from(e: &'a Tensor) -> Self {
+        Exponent::Tensor(e)
+    }
+}
+
+/// Element-wise power, PyTorch's `torch.pow(x, exponent)` (`x ** exponent`): a scalar
+/// exponent runs [`pow_scalar()`], a tensor one [`pow_tensor()`] (broadcast).
+/// Backward: theirs.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{pow, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
+/// assert_eq!(pow(&x, 2.0)?.to_vec(), vec![1.0, 4.0, 9.0]);
+/// assert_eq!(pow(&x, 3)?.to_vec(), vec![1.0, 8.0, 27.0]);
+/// let e = Tensor::from_vec(vec![0.0, 1.0, 2.0], &[3])?;
+/// assert_eq!(pow(&x, &e)?.to_vec(), vec![1.0, 2.0, 9.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(composition)]
+pub mod pow {
+    use super::*;
+
+    pub fn forward<'a>(x: &Tensor, exponent: impl Into<Exponent<'a>>) -> Result<Tensor> {
+        match exponent.into() {
+            Exponent::Scalar(p) => crate::pow_scalar(x, p),
+            Exponent::Tensor(e) => crate::pow_tensor(x, e),
+        }
+    }
+
+    fn cases() -> Vec<Case> {
+        // Bases in [0.5, 2): positive for the fractional powers and away from 0.
+        vec![
+            Case::new("scalar_exponent", vec![Case::input(&[3, 4], 0.5, 2.0, 1)], |x| super::pow(&x[0], 2.5)),
+            Case::new("integer_exponent", vec![Case::input(&[3, 4], 0.5, 2.0, 2)], |x| super::pow(&x[0], 3)),
+            Case::new("tensor_exponent_broadcast", vec![Case::input(&[3, 4], 0.5, 2.0, 3), Case::input(&[4], -1.5, 2.5, 4)], |x| {
+                super::pow(&x[0], &x[1])
+            }),
+        ]
+    }
+}
+
 /// Element-wise `xᵖ` for a scalar exponent `p` (std's `powf`: no fixed version exists, see
-/// the module doc). Backward: `g·p·xᵖ⁻¹`, and `0` when `p = 0` (PyTorch's rule, so
-/// `x⁰` has gradient 0 even at `x = 0`).
+/// the module doc); [`pow()`] with a scalar calls it. Backward: `g·p·xᵖ⁻¹`, and `0` when
+/// `p = 0` (PyTorch's rule, so `x⁰` has gradient 0 even at `x = 0`).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{pow_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 4.0], &[2])?;
+/// assert_eq!(pow_scalar(&x, 0.5)?.to_vec(), vec![1.0, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [p: f32])]
 pub mod pow_scalar {
     use super::*;
@@ -219,11 +304,21 @@ pub mod pow_scalar {
 }
 
 /// Element-wise `aᵇ` with broadcasting (PyTorch's `torch.pow(a, b)` for two tensors; std's
-/// `powf`, as [`pow_scalar()`]). Backward, as PyTorch: `g·b·aᵇ⁻¹` to `a` (0 where `b = 0`),
-/// `g·aᵇ·ln a` to `b` (0 where `a = 0` and `b ≥ 0`; NaN for negative `a`, whose real power
-/// has no derivative in `b`).
+/// `powf`, as [`pow_scalar()`]); [`pow()`] with a tensor exponent calls it. Backward, as
+/// PyTorch: `g·b·aᵇ⁻¹` to `a` (0 where `b = 0`), `g·aᵇ·ln a` to `b` (0 where `a = 0` and
+/// `b ≥ 0`; NaN for negative `a`, whose real power has no derivative in `b`).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{pow_tensor, Tensor};
+/// let a = Tensor::from_vec(vec![2.0, 3.0], &[2])?;
+/// let b = Tensor::from_vec(vec![3.0, 2.0], &[2])?;
+/// assert_eq!(pow_tensor(&a, &b)?.to_vec(), vec![8.0, 9.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a, b])]
-pub mod pow {
+pub mod pow_tensor {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
@@ -245,7 +340,7 @@ pub mod pow {
     fn cases() -> Vec<Case> {
         // Bases in [0.5, 2) (positive: the derivative in the exponent needs ln a), exponents
         // in [-1.5, 2.5).
-        binary_cases(super::pow, |s, seed| Case::input(s, 0.5, 2.0, seed), |s, seed| Case::input(s, -1.5, 2.5, seed))
+        binary_cases(super::pow_tensor, |s, seed| Case::input(s, 0.5, 2.0, seed), |s, seed| Case::input(s, -1.5, 2.5, seed))
     }
 }
 
@@ -282,16 +377,29 @@ pub mod abs {
     }
 }
 
-/// Element-wise `min(max(x, min), max)`, either bound optional (not both absent); NaN
-/// stays NaN, and `min > max` gives `max` everywhere (as PyTorch). Backward: `g` where
-/// `min < x < max`, else 0: PyTorch 2.15 with scalar bounds passes no gradient at an input
-/// exactly on a bound (bounds exclusive; pinned by the oracle test), and none at all when
-/// `min > max`.
+/// Element-wise `min(max(x, min), max)`, PyTorch's `torch.clamp(x, min, max)`: each bound
+/// a number or `None` (not both absent); NaN stays NaN, and `min > max` gives `max`
+/// everywhere (as PyTorch). Backward: `g` where `min < x < max`, else 0: PyTorch 2.15 with
+/// scalar bounds passes no gradient at an input exactly on a bound (bounds exclusive;
+/// pinned by the oracle test), and none at all when `min > max`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{clamp, Tensor};
+/// let x = Tensor::from_vec(vec![-2.0, 0.25, 3.0], &[3])?;
+/// assert_eq!(clamp(&x, -0.5, 0.5)?.to_vec(), vec![-0.5, 0.25, 0.5]);
+/// assert_eq!(clamp(&x, None, 0.0)?.to_vec(), vec![-2.0, 0.0, 0.0]);
+/// assert_eq!(clamp(&x, 0.0, None)?.to_vec(), vec![0.0, 0.25, 3.0]);
+/// assert!(clamp(&x, None, None).is_err());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [min: Option<f32>, max: Option<f32>])]
 pub mod clamp {
     use super::*;
 
-    pub fn forward(x: &Tensor, min: Option<f32>, max: Option<f32>) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, min: impl Into<Option<f32>>, max: impl Into<Option<f32>>) -> Result<Tensor> {
+        let (min, max): (Option<f32>, Option<f32>) = (min.into(), max.into());
         if min.is_none() && max.is_none() {
             return Err(Error::argument(NAME, "at least one of min and max must be given"));
         }
@@ -779,7 +887,7 @@ mod tests {
             check_unary(&o, "elu", |x| crate::elu(x, 0.7).unwrap());
             check_unary(&o, "log_sigmoid", |x| crate::log_sigmoid(x).unwrap());
             let (a, b) = (o.get("pow_tensor_a"), o.get("pow_tensor_b"));
-            let y = crate::pow(&a, &b).unwrap();
+            let y = crate::pow_tensor(&a, &b).unwrap();
             assert_close("pow_tensor_y", &y, &o.get("pow_tensor_y"));
             o.check_grads("pow_tensor", &y, &[("a", &a), ("b", &b)]);
         });

@@ -28,9 +28,9 @@ impl DigitNet {
     pub fn new(widths: [usize; 2], seed: u64) -> Result<DigitNet> {
         let [c1, c2] = widths;
         Ok(DigitNet {
-            conv1: Conv2d::with_seed(1, c1, [3, 3], Conv2dOptions::padding(1), seed)?,
+            conv1: Conv2d::with_seed(1, c1, [3, 3], Conv2dOptions::default().padding(1), seed)?,
             bn1: BatchNorm2d::new(c1)?,
-            conv2: Conv2d::with_seed(c1, c2, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
+            conv2: Conv2d::with_seed(c1, c2, [3, 3], Conv2dOptions::default().padding(1), seed + 1)?,
             bn2: BatchNorm2d::new(c2)?,
             fc: Linear::with_seed(c2 * 4 * 4, 10, true, seed + 2)?,
         })
@@ -42,7 +42,7 @@ impl Forward for DigitNet {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
         let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
+        let h = ops::max_pool2d(&h, 2)?;
         let b = h.shape()[0] as isize;
         self.fc.forward(&ops::reshape(&h, &[b, -1])?)
     }
@@ -68,9 +68,9 @@ impl Crnn {
     pub fn new(seed: u64) -> Result<Crnn> {
         let config = RnnConfig { layers: 1, bidirectional: true, batch_first: true };
         Ok(Crnn {
-            conv1: Conv2d::with_seed(1, 16, [3, 3], Conv2dOptions::padding(1), seed)?,
+            conv1: Conv2d::with_seed(1, 16, [3, 3], Conv2dOptions::default().padding(1), seed)?,
             bn1: BatchNorm2d::new(16)?,
-            conv2: Conv2d::with_seed(16, 32, [3, 3], Conv2dOptions::padding(1), seed + 1)?,
+            conv2: Conv2d::with_seed(16, 32, [3, 3], Conv2dOptions::default().padding(1), seed + 1)?,
             bn2: BatchNorm2d::new(32)?,
             rnn: Lstm::with_seed(64, 64, config, seed + 2)?,
             fc: Linear::with_seed(128, OCR_CLASSES, true, seed + 3)?,
@@ -82,9 +82,9 @@ impl Forward for Crnn {
     /// Images `[B, 1, 8, W]` → log-probabilities `[W/2, B, 11]` (time-major, as CTC wants).
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let h = ops::relu(&self.bn1.forward(&self.conv1.forward(x)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
+        let h = ops::max_pool2d(&h, 2)?;
         let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1], false)?;
+        let h = ops::max_pool2d(&h, [2, 1])?;
         // [B, C, H, T] → [B, T, C·H]
         let (b, t) = (h.shape()[0] as isize, h.shape()[3] as isize);
         let frames = ops::reshape(&ops::permute(&h, &[0, 3, 1, 2])?, &[b, t, -1])?;

@@ -786,7 +786,18 @@ impl RnnWeights {
     }
 }
 
-/// The structure of a recurrent stack.
+/// The structure of a recurrent stack: PyTorch's `num_layers`, `bidirectional` and
+/// `batch_first` of `nn.LSTM`/`nn.GRU`, with PyTorch's defaults (`Default`: one layer,
+/// unidirectional, time-major) and a builder method per field.
+///
+/// ```
+/// use om_ops::RnnConfig;
+/// // nn.LSTM(.., num_layers=2, bidirectional=True, batch_first=True)
+/// let c = RnnConfig::default().layers(2).bidirectional(true).batch_first(true);
+/// assert_eq!(c, RnnConfig { layers: 2, bidirectional: true, batch_first: true });
+/// assert_eq!(RnnConfig::default(), RnnConfig::new(1));
+/// assert_eq!(c.dirs(), 2);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RnnConfig {
     /// Number of stacked layers (at least 1).
@@ -803,6 +814,21 @@ impl RnnConfig {
         RnnConfig { layers, bidirectional: false, batch_first: false }
     }
 
+    /// The number of stacked layers (at least 1). Default 1.
+    pub fn layers(self, layers: usize) -> RnnConfig {
+        RnnConfig { layers, ..self }
+    }
+
+    /// Whether each layer also runs in reverse. Default off.
+    pub fn bidirectional(self, bidirectional: bool) -> RnnConfig {
+        RnnConfig { bidirectional, ..self }
+    }
+
+    /// Whether `x` and `y` are `[B, T, F]` instead of `[T, B, F]`. Default off.
+    pub fn batch_first(self, batch_first: bool) -> RnnConfig {
+        RnnConfig { batch_first, ..self }
+    }
+
     /// Number of directions (1 or 2).
     pub fn dirs(&self) -> usize {
         if self.bidirectional {
@@ -810,6 +836,13 @@ impl RnnConfig {
         } else {
             1
         }
+    }
+}
+
+impl Default for RnnConfig {
+    /// PyTorch's defaults: one layer, unidirectional, time-major.
+    fn default() -> Self {
+        RnnConfig::new(1)
     }
 }
 

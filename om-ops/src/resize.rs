@@ -1,26 +1,144 @@
-//! Resizing: `resize2d` (PyTorch `interpolate(size=..)`) and `resize2d_scale`
-//! (`interpolate(scale_factor=..)`) of `[N, C, H, W]` or unbatched `[C, H, W]` images:
-//! nearest, nearest-exact and bilinear, with or without aligned corners. Both operators are
-//! one validated `Resize` run forward and backward. Coordinate rules and accumulation
-//! order: `docs/ops-conv.md`.
+//! Resizing: `interpolate` (PyTorch's `F.interpolate`, with its keyword arguments in one
+//! [`Interpolate`] value) on the primitives `resize2d` (to a size) and `resize2d_scale` (by
+//! a scale factor) of `[N, C, H, W]` or unbatched `[C, H, W]` images: nearest,
+//! nearest-exact and bilinear, with or without aligned corners. Both operators are one
+//! validated `Resize` run forward and backward. Coordinate rules and accumulation order:
+//! `docs/ops-conv.md`.
 
+use crate::conv::Pair;
 use crate::image::Images;
 use om_core::layout::Dims;
 use om_core::pool::max_buffer_bytes;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
-/// How [`resize2d()`] and [`resize2d_scale()`] interpolate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How [`interpolate()`] interpolates; `Default` is PyTorch's default, `Nearest`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ResizeMode {
-    /// PyTorch's `'nearest'`: source `min(floor(dst·scale), in − 1)`, in f32 (`scale` is
-    /// `in/out`, or `1/scale_factor`).
+    /// PyTorch's `'nearest'` (the default): source `min(floor(dst·scale), in − 1)`, in f32
+    /// (`scale` is `in/out`, or `1/scale_factor`).
+    #[default]
     Nearest,
     /// PyTorch's `'nearest-exact'`: the pixel whose centre is nearest,
     /// `min(floor(max(scale·(dst + 0.5) − 0.5, 0) + 0.5), in − 1)`, in f32.
     NearestExact,
     /// PyTorch's `'bilinear'`: half-pixel centres clamped at 0, or aligned corners.
     Bilinear,
+}
+
+/// Scale factors (height, width) of [`Interpolate::scale_factor`]: one `f64` for both axes,
+/// or a pair.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScaleFactor(pub [f64; 2]);
+
+impl From<f64> for ScaleFactor {
+    fn from(s: f64) -> Self {
+        ScaleFactor([s, s])
+    }
+}
+
+impl From<[f64; 2]> for ScaleFactor {
+    fn from(s: [f64; 2]) -> Self {
+        ScaleFactor(s)
+    }
+}
+
+impl From<(f64, f64)> for ScaleFactor {
+    fn from((h, w): (f64, f64)) -> Self {
+        ScaleFactor([h, w])
+    }
+}
+
+/// The output of a resize: a size, or scale factors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Target {
+    Size(Pair),
+    Scale([f64; 2]),
+}
+
+/// PyTorch's arguments of `F.interpolate` for images, with PyTorch's defaults: built from
+/// the output size (`Interpolate::size`, an int or (height, width)) or from scale factors
+/// (`Interpolate::scale_factor`, an `f64` or a pair), then `mode` (`Nearest`),
+/// `align_corners` (off; bilinear only) and `recompute_scale_factor` (off; scale factors
+/// only). An int or an int pair converts to a size, an `f64` or an `f64` pair to scale
+/// factors, so `interpolate(&x, [7, 9])` and `interpolate(&x, 2.0)` read as PyTorch's.
+///
+/// ```
+/// use om_ops::{interpolate, Interpolate, ResizeMode, Tensor};
+/// let x = Tensor::randn(&[1, 2, 3, 4])?;
+/// // F.interpolate(x, size=(7, 9), mode='bilinear', align_corners=True)
+/// let o = Interpolate::size([7, 9]).mode(ResizeMode::Bilinear).align_corners(true);
+/// assert_eq!(interpolate(&x, o)?.shape(), &[1, 2, 7, 9]);
+/// // F.interpolate(x, scale_factor=2.5)
+/// assert_eq!(interpolate(&x, 2.5)?.shape(), &[1, 2, 7, 10]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Interpolate {
+    target: Target,
+    mode: ResizeMode,
+    align_corners: bool,
+    recompute_scale_factor: bool,
+}
+
+impl Interpolate {
+    /// Resizes to `size`: an int (square) or (height, width).
+    pub fn size(size: impl Into<Pair>) -> Interpolate {
+        Interpolate::with_target(Target::Size(size.into()))
+    }
+
+    /// Resizes by `scale_factor`: one factor for both axes, or (height, width); the output
+    /// is `floor(H·sh) × floor(W·sw)`.
+    pub fn scale_factor(scale_factor: impl Into<ScaleFactor>) -> Interpolate {
+        Interpolate::with_target(Target::Scale(scale_factor.into().0))
+    }
+
+    fn with_target(target: Target) -> Interpolate {
+        Interpolate { target, mode: ResizeMode::Nearest, align_corners: false, recompute_scale_factor: false }
+    }
+
+    /// How the output samples the input. Default [`ResizeMode::Nearest`].
+    pub fn mode(self, mode: ResizeMode) -> Interpolate {
+        Interpolate { mode, ..self }
+    }
+
+    /// Bilinear only: whether the corner pixels' centres align (source coordinate
+    /// `(in − 1)/(out − 1)·dst`) rather than half-pixel centres. Default off.
+    pub fn align_corners(self, align_corners: bool) -> Interpolate {
+        Interpolate { align_corners, ..self }
+    }
+
+    /// Scale factors only: whether the coordinate map uses `in/out` rather than
+    /// `1/scale_factor`. Default off.
+    pub fn recompute_scale_factor(self, recompute_scale_factor: bool) -> Interpolate {
+        Interpolate { recompute_scale_factor, ..self }
+    }
+}
+
+macro_rules! interpolate_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Interpolate {
+            /// An output size (PyTorch's `size=`).
+            fn from(size: $t) -> Interpolate {
+                Interpolate::size(size)
+            }
+        }
+    )*};
+}
+interpolate_from!(i32, usize, [i32; 2], [usize; 2], (i32, i32), (usize, usize), Pair);
+
+impl From<f64> for Interpolate {
+    /// Scale factors (PyTorch's `scale_factor=`).
+    fn from(s: f64) -> Interpolate {
+        Interpolate::scale_factor(s)
+    }
+}
+
+impl From<[f64; 2]> for Interpolate {
+    /// Scale factors (PyTorch's `scale_factor=`).
+    fn from(s: [f64; 2]) -> Interpolate {
+        Interpolate::scale_factor(s)
+    }
 }
 
 /// The source taps of one output coordinate along one axis: `y = v[i0]·l0 + v[i1]·l1`
@@ -163,6 +281,29 @@ impl Resize {
         Ok(resize)
     }
 
+    /// The resize of `x` that `options` describe, for operator `op`, which takes a size
+    /// (`resize2d`) or scale factors (`resize2d_scale`) as `by_scale` says.
+    fn of(op: &'static str, x: &[usize], options: &Interpolate, by_scale: bool) -> Result<Resize> {
+        let Interpolate { target, mode, align_corners, recompute_scale_factor } = *options;
+        match (target, by_scale) {
+            (Target::Size(size), false) => {
+                if recompute_scale_factor {
+                    return Err(Error::argument(op, "recompute_scale_factor is not meaningful with an explicit size (as in PyTorch)"));
+                }
+                Resize::to_size(op, x, size.get(op, "the output size")?, mode, align_corners)
+            }
+            (Target::Scale(scale), true) => Resize::by_scale(op, x, scale, mode, align_corners, recompute_scale_factor),
+            (Target::Scale(scale), false) => Err(Error::argument(
+                op,
+                format!("resize2d takes an output size, got scale factors {scale:?}: call interpolate or resize2d_scale"),
+            )),
+            (Target::Size(size), true) => Err(Error::argument(
+                op,
+                format!("resize2d_scale takes scale factors, got an output size {size:?}: call interpolate or resize2d"),
+            )),
+        }
+    }
+
     /// The result's shape.
     fn out_shape(&self) -> Dims {
         self.images.shape(self.images.c, [self.rows.len_out, self.cols.len_out])
@@ -237,18 +378,32 @@ impl Resize {
     }
 }
 
-/// Resizes the images of `x` `[N, C, H, W]` (or unbatched `[C, H, W]`) to `out_h × out_w`
-/// as PyTorch's `F.interpolate(x, size=(out_h, out_w), mode, align_corners)` does (see
-/// [`ResizeMode`]; for an unbatched image, as `interpolate` of a batch of one). Bilinear
-/// blends in f32, rows of the blend first. Backward: `g` scatter-added to the source pixel
-/// or, weighted `(wy·wx)·g`, to the four neighbours, in output scan order.
-#[op(attrs = [out_h: usize, out_w: usize, mode: ResizeMode, align_corners: bool])]
+/// Resizes the images of `x` `[N, C, H, W]` (or unbatched `[C, H, W]`) to the size of an
+/// [`Interpolate::size`] as PyTorch's `F.interpolate(x, size=(out_h, out_w), mode,
+/// align_corners)` does (see [`ResizeMode`]; for an unbatched image, as `interpolate` of a
+/// batch of one); [`interpolate()`] calls it for a size. Bilinear blends in f32, rows of the
+/// blend first. Backward: `g` scatter-added to the source pixel or, weighted `(wy·wx)·g`,
+/// to the four neighbours, in output scan order.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{resize2d, Interpolate, ResizeMode, Tensor};
+/// let x = Tensor::randn(&[2, 3, 4, 5])?;
+/// assert_eq!(resize2d(&x, [8, 10])?.shape(), &[2, 3, 8, 10]);
+/// let o = Interpolate::size(6).mode(ResizeMode::Bilinear);
+/// assert_eq!(resize2d(&x, o)?.shape(), &[2, 3, 6, 6]);
+/// assert!(resize2d(&x, 2.0).is_err()); // a scale factor: interpolate or resize2d_scale
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(attrs = [options: Interpolate])]
 pub mod resize2d {
     use super::*;
 
-    pub fn forward(x: &Tensor, out_h: usize, out_w: usize, mode: ResizeMode, align_corners: bool) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, options: impl Into<Interpolate>) -> Result<Tensor> {
+        let options: Interpolate = options.into();
         x.expect_f32(NAME, "x")?;
-        Resize::to_size(NAME, x.shape(), [out_h, out_w], mode, align_corners)?.forward(x)
+        Resize::of(NAME, x.shape(), &options, false)?.forward(x)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -257,7 +412,7 @@ pub mod resize2d {
 
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(Resize::to_size(NAME, &r.input_shapes[0], [r.out_h, r.out_w], r.mode, r.align_corners)?.backward(g)?);
+        d.x(Resize::of(NAME, &r.input_shapes[0], &r.options, false)?.backward(g)?);
         Ok(())
     }
 
@@ -271,47 +426,54 @@ pub mod resize2d {
         ];
         for (mode, align, tag) in modes {
             c.push(Case::new(format!("{tag}_up_non_integer"), vec![Case::input(&[2, 2, 3, 4], -1.0, 1.0, 1)], move |x| {
-                super::resize2d(&x[0], 7, 9, mode, align)
+                super::resize2d(&x[0], Interpolate::size([7, 9]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_up_2x"), vec![Case::input(&[1, 2, 3, 3], -1.0, 1.0, 2)], move |x| {
-                super::resize2d(&x[0], 6, 6, mode, align)
+                super::resize2d(&x[0], Interpolate::size(6).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_down_non_integer"), vec![Case::input(&[1, 3, 7, 9], -1.0, 1.0, 3)], move |x| {
-                super::resize2d(&x[0], 3, 4, mode, align)
+                super::resize2d(&x[0], Interpolate::size([3, 4]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_mixed_same_and_to_one"), vec![Case::input(&[1, 2, 5, 4], -1.0, 1.0, 4)], move |x| {
-                super::resize2d(&x[0], 1, 4, mode, align)
+                super::resize2d(&x[0], Interpolate::size([1, 4]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_nhwc_permuted_input"), vec![Case::input(&[1, 5, 4, 3], -1.0, 1.0, 5)], move |x| {
-                super::resize2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 7, mode, align)
+                super::resize2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, Interpolate::size([3, 7]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_unbatched"), vec![Case::input(&[2, 4, 5], -1.0, 1.0, 6)], move |x| {
-                super::resize2d(&x[0], 7, 3, mode, align)
+                super::resize2d(&x[0], Interpolate::size([7, 3]).mode(mode).align_corners(align))
             }));
         }
         c
     }
 }
 
-/// Resizes the images of `x` `[N, C, H, W]` (or unbatched `[C, H, W]`) by `scale_factor`
-/// (height, width) as PyTorch's `F.interpolate(x, scale_factor=.., mode, align_corners,
-/// recompute_scale_factor)` does: the output is `floor(H·sh) × floor(W·sw)`, and the
-/// coordinate map uses `1/scale_factor` (in f32) rather than `in/out` unless
+/// Resizes the images of `x` `[N, C, H, W]` (or unbatched `[C, H, W]`) by the scale
+/// factors (height, width) of an [`Interpolate::scale_factor`] as PyTorch's
+/// `F.interpolate(x, scale_factor=.., mode, align_corners, recompute_scale_factor)` does;
+/// [`interpolate()`] calls it for scale factors. The output is `floor(H·sh) × floor(W·sw)`,
+/// and the coordinate map uses `1/scale_factor` (in f32) rather than `in/out` unless
 /// `recompute_scale_factor` (aligned corners use `(in − 1)/(out − 1)` either way). Backward
 /// as `resize2d`: `g` scatter-added to the source pixels (weighted by the bilinear taps).
-#[op(attrs = [scale_factor: [f64; 2], mode: ResizeMode, align_corners: bool, recompute_scale_factor: bool])]
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{resize2d_scale, Interpolate, ResizeMode, Tensor};
+/// let x = Tensor::randn(&[3, 4, 5])?; // unbatched
+/// assert_eq!(resize2d_scale(&x, 2.0)?.shape(), &[3, 8, 10]);
+/// let o = Interpolate::scale_factor([0.5, 1.5]).mode(ResizeMode::Bilinear).recompute_scale_factor(true);
+/// assert_eq!(resize2d_scale(&x, o)?.shape(), &[3, 2, 7]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(attrs = [options: Interpolate])]
 pub mod resize2d_scale {
     use super::*;
 
-    pub fn forward(
-        x: &Tensor,
-        scale_factor: [f64; 2],
-        mode: ResizeMode,
-        align_corners: bool,
-        recompute_scale_factor: bool,
-    ) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, options: impl Into<Interpolate>) -> Result<Tensor> {
+        let options: Interpolate = options.into();
         x.expect_f32(NAME, "x")?;
-        Resize::by_scale(NAME, x.shape(), scale_factor, mode, align_corners, recompute_scale_factor)?.forward(x)
+        Resize::of(NAME, x.shape(), &options, true)?.forward(x)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -320,8 +482,7 @@ pub mod resize2d_scale {
 
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let resize = Resize::by_scale(NAME, &r.input_shapes[0], r.scale_factor, r.mode, r.align_corners, r.recompute_scale_factor)?;
-        d.x(resize.backward(g)?);
+        d.x(Resize::of(NAME, &r.input_shapes[0], &r.options, true)?.backward(g)?);
         Ok(())
     }
 
@@ -335,19 +496,66 @@ pub mod resize2d_scale {
         ];
         for (mode, align, tag) in modes {
             c.push(Case::new(format!("{tag}_up_non_integer"), vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 1)], move |x| {
-                super::resize2d_scale(&x[0], [2.5, 1.7], mode, align, false)
+                super::resize2d_scale(&x[0], Interpolate::scale_factor([2.5, 1.7]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_up_recomputed"), vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 2)], move |x| {
-                super::resize2d_scale(&x[0], [2.5, 1.7], mode, align, true)
+                super::resize2d_scale(
+                    &x[0],
+                    Interpolate::scale_factor([2.5, 1.7]).mode(mode).align_corners(align).recompute_scale_factor(true),
+                )
             }));
             c.push(Case::new(format!("{tag}_down_unbatched"), vec![Case::input(&[2, 7, 9], -1.0, 1.0, 3)], move |x| {
-                super::resize2d_scale(&x[0], [0.6, 0.45], mode, align, false)
+                super::resize2d_scale(&x[0], Interpolate::scale_factor([0.6, 0.45]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_same_size_other_scale_permuted"), vec![Case::input(&[1, 6, 5, 2], -1.0, 1.0, 4)], move |x| {
-                super::resize2d_scale(&crate::permute(&x[0], &[0, 3, 1, 2])?, [1.1, 2.0], mode, align, false)
+                super::resize2d_scale(
+                    &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                    Interpolate::scale_factor([1.1, 2.0]).mode(mode).align_corners(align),
+                )
             }));
         }
         c
+    }
+}
+
+/// PyTorch's `F.interpolate` of images `[N, C, H, W]` (or unbatched `[C, H, W]`): to a
+/// size ([`resize2d()`]) or by scale factors ([`resize2d_scale()`]), with the mode and flags
+/// of an [`Interpolate`] (PyTorch's defaults: nearest, no aligned corners, no recomputed
+/// scale factor). An int or an int pair is a size, an `f64` or an `f64` pair scale factors.
+/// Backward: theirs.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{interpolate, Interpolate, ResizeMode, Tensor};
+/// let x = Tensor::randn(&[1, 3, 4, 4])?;
+/// assert_eq!(interpolate(&x, 8)?.shape(), &[1, 3, 8, 8]); // size=8
+/// assert_eq!(interpolate(&x, [2, 6])?.shape(), &[1, 3, 2, 6]); // size=(2, 6)
+/// assert_eq!(interpolate(&x, 1.5)?.shape(), &[1, 3, 6, 6]); // scale_factor=1.5
+/// let o = Interpolate::scale_factor(2.0).mode(ResizeMode::Bilinear).align_corners(true);
+/// assert_eq!(interpolate(&x, o)?.shape(), &[1, 3, 8, 8]);
+/// assert!(interpolate(&x, Interpolate::size(8).align_corners(true)).is_err()); // nearest
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(composition)]
+pub mod interpolate {
+    use super::*;
+
+    pub fn forward(x: &Tensor, options: impl Into<Interpolate>) -> Result<Tensor> {
+        let options: Interpolate = options.into();
+        match options.target {
+            Target::Size(_) => crate::resize2d(x, options),
+            Target::Scale(_) => crate::resize2d_scale(x, options),
+        }
+    }
+
+    fn cases() -> Vec<Case> {
+        vec![
+            Case::new("size_bilinear", vec![Case::input(&[1, 2, 3, 4], -1.0, 1.0, 1)], |x| {
+                super::interpolate(&x[0], Interpolate::size([5, 7]).mode(ResizeMode::Bilinear))
+            }),
+            Case::new("scale_nearest_unbatched", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 2)], |x| super::interpolate(&x[0], 1.5)),
+        ]
     }
 }
 
@@ -355,8 +563,8 @@ pub mod resize2d_scale {
 mod tests {
     use super::*;
     use crate::conv::tests::{assert_bit_identical, case_names, output_and_gradient_bits, params, spatial_oracle as oracle};
-    use crate::conv_transpose2d;
     use crate::oracle::{assert_close, both_modes};
+    use crate::{conv_transpose2d, ConvTranspose2dOptions};
 
     #[test]
     fn resize2d_matches_pytorch() {
@@ -367,7 +575,7 @@ mod tests {
             for name in &names {
                 let p = params(&o, name);
                 let x = o.get(&format!("{name}_x"));
-                let y = resize2d(&x, p[0], p[1], oracle_mode(p[2]), p[3] != 0).unwrap();
+                let y = resize2d(&x, Interpolate::size([p[0], p[1]]).mode(oracle_mode(p[2])).align_corners(p[3] != 0)).unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 o.check_grads(name, &y, &[("x", &x)]);
             }
@@ -389,7 +597,11 @@ mod tests {
                 let p = params(&o, name);
                 let scale = [p[3] as f64 / p[4] as f64, p[5] as f64 / p[6] as f64];
                 let x = o.get(&format!("{name}_x"));
-                let y = resize2d_scale(&x, scale, oracle_mode(p[0]), p[1] != 0, p[2] != 0).unwrap();
+                let y = resize2d_scale(
+                    &x,
+                    Interpolate::scale_factor(scale).mode(oracle_mode(p[0])).align_corners(p[1] != 0).recompute_scale_factor(p[2] != 0),
+                )
+                .unwrap();
                 assert_close(&format!("{name}_y"), &y, &o.get(&format!("{name}_y")));
                 o.check_grads(name, &y, &[("x", &x)]);
             }
@@ -400,8 +612,8 @@ mod tests {
     fn nearest_picks_pytorchs_source_pixels() {
         // in = 7 → out = 3: scale 7/3 in f32, floor(d·scale) = 0, 2, 4.
         let x = Tensor::from_vec((0..7).map(|v| v as f32).collect(), &[1, 1, 1, 7]).unwrap();
-        assert_eq!(resize2d(&x, 1, 3, ResizeMode::Nearest, false).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
-        assert_eq!(resize2d(&x, 1, 14, ResizeMode::Nearest, false).unwrap().to_vec()[..4], [0.0, 0.0, 1.0, 1.0]);
+        assert_eq!(resize2d(&x, [1, 3]).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
+        assert_eq!(resize2d(&x, [1, 14]).unwrap().to_vec()[..4], [0.0, 0.0, 1.0, 1.0]);
     }
 
     /// The source indices of `mode` along one axis.
@@ -448,10 +660,16 @@ mod tests {
         let x = Tensor::randn_with_seed(&[3, 4, 5, 6], 1).unwrap().requires_grad().unwrap();
         let w = Tensor::randn_with_seed(&[4, 3, 3, 2], 2).unwrap().requires_grad().unwrap();
         let b = Tensor::randn_with_seed(&[6], 3).unwrap().requires_grad().unwrap();
-        let y = conv_transpose2d(&x, &w, Some(&b), [2, 1], [1, 0], [1, 1], [1, 2], 2).unwrap();
-        let y = resize2d(&y, 9, 13, ResizeMode::Bilinear, false).unwrap();
-        let y = resize2d(&y, 11, 7, ResizeMode::Nearest, false).unwrap();
-        let y = resize2d(&y, 6, 8, ResizeMode::Bilinear, true).unwrap();
+        let y = conv_transpose2d(
+            &x,
+            &w,
+            Some(&b),
+            ConvTranspose2dOptions::default().stride([2, 1]).padding([1, 0]).output_padding(1).dilation([1, 2]).groups(2),
+        )
+        .unwrap();
+        let y = resize2d(&y, Interpolate::size([9, 13]).mode(ResizeMode::Bilinear)).unwrap();
+        let y = resize2d(&y, [11, 7]).unwrap();
+        let y = resize2d(&y, Interpolate::size([6, 8]).mode(ResizeMode::Bilinear).align_corners(true)).unwrap();
         output_and_gradient_bits(&y, &[&x, &w, &b])
     }
 
@@ -463,10 +681,14 @@ mod tests {
     /// Scale factors, nearest-exact and an unbatched image.
     fn scale_bits() -> Vec<u32> {
         let x = Tensor::randn_with_seed(&[3, 5, 6], 5).unwrap().requires_grad().unwrap();
-        let y = resize2d_scale(&x, [1.7, 2.5], ResizeMode::Bilinear, false, false).unwrap();
-        let y = resize2d_scale(&y, [0.6, 0.45], ResizeMode::NearestExact, false, false).unwrap();
-        let y = resize2d(&y, 7, 9, ResizeMode::NearestExact, false).unwrap();
-        let y = resize2d_scale(&y, [1.3, 1.1], ResizeMode::Bilinear, true, true).unwrap();
+        let y = resize2d_scale(&x, Interpolate::scale_factor([1.7, 2.5]).mode(ResizeMode::Bilinear)).unwrap();
+        let y = resize2d_scale(&y, Interpolate::scale_factor([0.6, 0.45]).mode(ResizeMode::NearestExact)).unwrap();
+        let y = resize2d(&y, Interpolate::size([7, 9]).mode(ResizeMode::NearestExact)).unwrap();
+        let y = resize2d_scale(
+            &y,
+            Interpolate::scale_factor([1.3, 1.1]).mode(ResizeMode::Bilinear).align_corners(true).recompute_scale_factor(true),
+        )
+        .unwrap();
         output_and_gradient_bits(&y, &[&x])
     }
 

@@ -135,11 +135,16 @@ impl Model {
     /// avg pool → global average pool → linear → cross-entropy.
     fn convnet(&self) -> Result<Tensor> {
         let x = self.leaf("x.image");
-        let h = ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?;
+        let h = ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), ops::Conv2dOptions::default().padding(1))?;
         let h = ops::batch_norm2d(&h, Some(self.p("bn_gamma")), Some(self.p("bn_beta")), None, None, true, 0.1, 1e-5)?;
-        let h = ops::max_pool2d(&ops::relu(&h)?, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
-        let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), [1, 1], [2, 2, 2, 2], [2, 2], 4)?)?;
-        let h = ops::avg_pool2d(&h, [2, 2], [1, 1], [0, 0], false, true)?;
+        let h = ops::max_pool2d(&ops::relu(&h)?, 2)?;
+        let h = ops::relu(&ops::conv2d(
+            &h,
+            self.p("conv2_w"),
+            Some(self.p("conv2_b")),
+            ops::Conv2dOptions::default().padding(2).dilation(2).groups(4),
+        )?)?;
+        let h = ops::avg_pool2d(&h, ops::Pool2d::new(2).stride(1))?;
         let h = ops::global_avg_pool2d(&h)?; // [N, C, 1, 1]
         let h = ops::reshape(&h, &[h.shape()[0] as isize, h.shape()[1] as isize])?;
         ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), None, Default::default())
@@ -179,10 +184,10 @@ impl Model {
     /// height collapsed into channels, 2-layer bidirectional LSTM, linear, log-softmax.
     pub fn crnn_log_probs(&self) -> Result<Tensor> {
         let x = self.leaf("x.image");
-        let h = ops::relu(&ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?)?;
-        let h = ops::max_pool2d(&h, [2, 2], [2, 2], [0, 0], [1, 1], false)?;
-        let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?)?;
-        let h = ops::max_pool2d(&h, [2, 1], [2, 1], [0, 0], [1, 1], false)?;
+        let h = ops::relu(&ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), ops::Conv2dOptions::default().padding(1))?)?;
+        let h = ops::max_pool2d(&h, 2)?;
+        let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), ops::Conv2dOptions::default().padding(1))?)?;
+        let h = ops::max_pool2d(&h, [2, 1])?;
         let s: Vec<isize> = h.shape().iter().map(|&v| v as isize).collect();
         let seq = ops::reshape(&ops::permute(&h, &[3, 0, 1, 2])?, &[s[3], s[0], s[1] * s[2]])?;
         let cfg = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: false };
@@ -201,12 +206,18 @@ impl Model {
     /// conv → ReLU → transposed conv (stride 2, output padding, groups) → ReLU → transposed
     /// conv → nearest, bilinear, bilinear-align-corners resizes; `sum(y·r) + sum(y²)`.
     fn decoder(&self) -> Result<Tensor> {
-        let h = ops::relu(&ops::conv2d(self.leaf("x.z"), self.p("conv_w"), Some(self.p("conv_b")), [1, 1], [1, 1, 1, 1], [1, 1], 1)?)?;
-        let h = ops::relu(&ops::conv_transpose2d(&h, self.p("up1_w"), Some(self.p("up1_b")), [2, 2], [1, 1], [1, 1], [1, 1], 2)?)?;
-        let h = ops::conv_transpose2d(&h, self.p("up2_w"), Some(self.p("up2_b")), [1, 1], [0, 0], [0, 0], [1, 1], 1)?;
-        let h = ops::resize2d(&h, 7, 9, ops::ResizeMode::Nearest, false)?;
-        let h = ops::resize2d(&h, 13, 10, ops::ResizeMode::Bilinear, false)?;
-        let h = ops::resize2d(&h, 6, 8, ops::ResizeMode::Bilinear, true)?;
+        let h =
+            ops::relu(&ops::conv2d(self.leaf("x.z"), self.p("conv_w"), Some(self.p("conv_b")), ops::Conv2dOptions::default().padding(1))?)?;
+        let h = ops::relu(&ops::conv_transpose2d(
+            &h,
+            self.p("up1_w"),
+            Some(self.p("up1_b")),
+            ops::ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1).groups(2),
+        )?)?;
+        let h = ops::conv_transpose2d(&h, self.p("up2_w"), Some(self.p("up2_b")), ops::ConvTranspose2dOptions::default())?;
+        let h = ops::resize2d(&h, [7, 9])?;
+        let h = ops::resize2d(&h, ops::Interpolate::size([13, 10]).mode(ops::ResizeMode::Bilinear))?;
+        let h = ops::resize2d(&h, ops::Interpolate::size([6, 8]).mode(ops::ResizeMode::Bilinear).align_corners(true))?;
         let a = ops::sum(&ops::mul(&h, self.stored("c.r"))?, None, false)?;
         ops::add(&a, &ops::sum(&ops::mul(&h, &h)?, None, false)?)
     }

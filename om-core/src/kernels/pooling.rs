@@ -337,25 +337,38 @@ fn back_run_2x1<const N: usize>(g: &[f32], idx: &[i32], at: i32, w: i32, d0: &mu
     }
 }
 
+/// What an average pooling divides each window's sum by: PyTorch's `count_include_pad`
+/// (on: `IncludePad`, off: `ExcludePad`) or its `divisor_override` (`Override(d)`, `d ≥ 1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Divisor {
+    /// The window's area inside the padded input.
+    IncludePad,
+    /// The number of in-bounds elements.
+    ExcludePad,
+    /// A fixed divisor for every window.
+    Override(usize),
+}
+
 /// The divisor of average window `(oy, ox)` as PyTorch computes it: with
 /// `count_include_pad`, the window's area inside the padded input (the kernel area, except
 /// for a `ceil_mode` window that reaches past the bottom or right padding), else the number
-/// of in-bounds elements (`rows`, `cols`: the in-bounds spans). As `f32`.
+/// of in-bounds elements (`rows`, `cols`: the in-bounds spans), or the override. As `f32`.
 #[inline(always)]
-fn avg_count(geo: &Pool2d, count_include_pad: bool, (oy, ox): (usize, usize), (y0, y1): (usize, usize), (x0, x1): (usize, usize)) -> f32 {
+fn avg_count(geo: &Pool2d, divisor: Divisor, (oy, ox): (usize, usize), (y0, y1): (usize, usize), (x0, x1): (usize, usize)) -> f32 {
     // The window's extent in padded coordinates, clipped to the padded input.
     let padded = |o: usize, s: usize, k: usize, p: usize, len: usize| (o * s + k).min(len + 2 * p) - o * s;
-    let count = if count_include_pad {
-        padded(oy, geo.sh, geo.kh, geo.ph, geo.h) * padded(ox, geo.sw, geo.kw, geo.pw, geo.w)
-    } else {
-        (y1 - y0.min(y1)) * (x1 - x0.min(x1))
+    let count = match divisor {
+        Divisor::IncludePad => padded(oy, geo.sh, geo.kh, geo.ph, geo.h) * padded(ox, geo.sw, geo.kw, geo.pw, geo.w),
+        Divisor::ExcludePad => (y1 - y0.min(y1)) * (x1 - x0.min(x1)),
+        Divisor::Override(d) => d,
     };
     count as f32
 }
 
 /// Average pooling forward (dilation 1): `y[j] = (Σ x as f64 / count) as f32`, 0 for an
-/// empty window. 2×2/stride-2 windows without padding take a vectorised loop over row pairs.
-pub fn avg_pool2d(settings: Settings, geo: &Pool2d, count_include_pad: bool, x: &[f32], y: &mut [f32]) {
+/// empty window. 2×2/stride-2 windows without padding (or override) take a vectorised
+/// loop over row pairs.
+pub fn avg_pool2d(settings: Settings, geo: &Pool2d, divisor: Divisor, x: &[f32], y: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(x.len() >= geo.planes * hw && y.len() >= geo.planes * ohw, "avg_pool2d: short slices");
     let ys = Shared::new(&mut y[..geo.planes * ohw]);
@@ -364,12 +377,12 @@ pub fn avg_pool2d(settings: Settings, geo: &Pool2d, count_include_pad: bool, x: 
         // SAFETY: chunks cover disjoint ranges of planes.
         let y = unsafe { ys.range(first * ohw, planes * ohw) };
         let x = &x[first * hw..(first + planes) * hw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, count_include_pad: bool, x: &'a [f32], y: &'a mut [f32]) {
+        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, x: &'a [f32], y: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for (x, y) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
                 match kind {
-                    Shape::K2x2 => avg_plane_2x2(geo, x, y),
-                    _ => avg_plane(geo, count_include_pad, x, y),
+                    Shape::K2x2 if !matches!(divisor, Divisor::Override(_)) => avg_plane_2x2(geo, x, y),
+                    _ => avg_plane(geo, divisor, x, y),
                 }
             }
         });
@@ -378,13 +391,13 @@ pub fn avg_pool2d(settings: Settings, geo: &Pool2d, count_include_pad: bool, x: 
 
 /// One plane of an average pooling, any geometry.
 #[inline(always)]
-fn avg_plane(geo: &Pool2d, count_include_pad: bool, x: &[f32], y: &mut [f32]) {
+fn avg_plane(geo: &Pool2d, divisor: Divisor, x: &[f32], y: &mut [f32]) {
     let mut j = 0;
     for oy in 0..geo.oh {
         let rows = geo.rows(oy);
         for ox in 0..geo.ow {
             let cols = geo.cols(ox);
-            let count = avg_count(geo, count_include_pad, (oy, ox), rows, cols);
+            let count = avg_count(geo, divisor, (oy, ox), rows, cols);
             let mut sum = 0.0f64;
             for row in x[rows.0 * geo.w..].chunks(geo.w).take(rows.1.saturating_sub(rows.0)) {
                 for &v in &row[cols.0..cols.1.max(cols.0)] {
@@ -431,8 +444,9 @@ fn avg_run_2x2<const N: usize>(r0: &[f32], r1: &[f32], y: &mut [f32]) {
 
 /// Average pooling backward (dilation 1): `dx` gets zeros plus `g[j]/count` added to each
 /// in-bounds element of window `j`, in output scan order per plane. 2×2/stride-2 windows
-/// without padding do not overlap: there each element is written once, `0 + g/4` or `0`.
-pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, count_include_pad: bool, g: &[f32], dx: &mut [f32]) {
+/// without padding (or override) do not overlap: there each element is written once,
+/// `0 + g/4` or `0`.
+pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, divisor: Divisor, g: &[f32], dx: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(g.len() >= geo.planes * ohw && dx.len() >= geo.planes * hw, "avg_pool2d: short slices");
     let dxs = Shared::new(&mut dx[..geo.planes * hw]);
@@ -441,12 +455,12 @@ pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, count_include_pad: 
         // SAFETY: chunks cover disjoint ranges of planes.
         let dx = unsafe { dxs.range(first * hw, planes * hw) };
         let g = &g[first * ohw..(first + planes) * ohw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, count_include_pad: bool, g: &'a [f32], dx: &'a mut [f32]) {
+        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, g: &'a [f32], dx: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for (dx, g) in dx.chunks_exact_mut(hw).zip(g.chunks_exact(ohw)) {
                 match kind {
-                    Shape::K2x2 => avg_back_plane_2x2(geo, g, dx),
-                    _ => avg_back_plane(geo, count_include_pad, g, dx),
+                    Shape::K2x2 if !matches!(divisor, Divisor::Override(_)) => avg_back_plane_2x2(geo, g, dx),
+                    _ => avg_back_plane(geo, divisor, g, dx),
                 }
             }
         });
@@ -455,14 +469,14 @@ pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, count_include_pad: 
 
 /// One plane of an average pooling's backward, any geometry.
 #[inline(always)]
-fn avg_back_plane(geo: &Pool2d, count_include_pad: bool, g: &[f32], dx: &mut [f32]) {
+fn avg_back_plane(geo: &Pool2d, divisor: Divisor, g: &[f32], dx: &mut [f32]) {
     dx.fill(0.0);
     let mut j = 0;
     for oy in 0..geo.oh {
         let rows = geo.rows(oy);
         for ox in 0..geo.ow {
             let cols = geo.cols(ox);
-            let count = avg_count(geo, count_include_pad, (oy, ox), rows, cols);
+            let count = avg_count(geo, divisor, (oy, ox), rows, cols);
             if count != 0.0 {
                 let v = g[j] / count;
                 for row in dx[rows.0 * geo.w..].chunks_mut(geo.w).take(rows.1.saturating_sub(rows.0)) {
@@ -635,7 +649,7 @@ mod tests {
             let mut rng = Rng::new(3);
             let x: Vec<f32> = (0..geo.planes * hw).map(|_| rng.uniform(-2.0, 2.0)).collect();
             let g: Vec<f32> = (0..geo.planes * ohw).map(|_| rng.uniform(-2.0, 2.0)).collect();
-            for cip in [true, false] {
+            for cip in [Divisor::IncludePad, Divisor::ExcludePad, Divisor::Override(3)] {
                 let (mut ry, mut rdx) = (vec![0.0f32; geo.planes * ohw], vec![0.0f32; x.len()]);
                 for plane in 0..geo.planes {
                     for oy in 0..geo.oh {

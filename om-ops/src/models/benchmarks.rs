@@ -102,11 +102,11 @@ fn labels(n: usize, classes: usize, rng: &mut Rng) -> Result<Tensor> {
 }
 
 fn conv3x3(cin: usize, cout: usize, seed: u64) -> Result<Conv2d> {
-    Conv2d::with_seed(cin, cout, [3, 3], Conv2dOptions::padding(1), seed)
+    Conv2d::with_seed(cin, cout, [3, 3], Conv2dOptions::default().padding(1), seed)
 }
 
 fn max_pool_2x2(x: &Tensor) -> Result<Tensor> {
-    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], false)
+    ops::max_pool2d(x, 2)
 }
 
 /// The convnet benchmark.

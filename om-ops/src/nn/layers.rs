@@ -1,6 +1,7 @@
 //! Linear, Conv2d, BatchNorm2d, LayerNorm and Embedding.
 
 use super::{const_param, uniform_param, Forward, Module};
+use crate::{Conv2dOptions, ConvTranspose2dOptions, Pair};
 use om_core::rng::{self, Rng};
 use om_core::{Error, Result, Tensor};
 
@@ -50,37 +51,26 @@ impl Forward for Linear {
     }
 }
 
-/// Options of [`Conv2d`] beyond the channel counts and kernel size (PyTorch's defaults).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Conv2dOptions {
-    /// Step between windows (rows, columns).
-    pub stride: [usize; 2],
-    /// Zeros added on each side (rows: top and bottom, columns: left and right).
-    pub padding: [usize; 2],
-    /// Spacing between kernel taps.
-    pub dilation: [usize; 2],
-    /// Channel groups (both channel counts must divide by it).
-    pub groups: usize,
-    /// Whether the layer has a bias.
-    pub bias: bool,
-}
-
-impl Default for Conv2dOptions {
-    fn default() -> Self {
-        Conv2dOptions { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1, bias: true }
-    }
-}
-
-impl Conv2dOptions {
-    /// The defaults with `padding` zeros on every side.
-    pub fn padding(p: usize) -> Conv2dOptions {
-        Conv2dOptions { padding: [p, p], ..Conv2dOptions::default() }
-    }
-}
-
 /// 2-d convolution (`torch.nn.Conv2d`): `weight` `[out, in/groups, kH, kW]` and `bias`
 /// `[out]` drawn from `U(−1/√fan_in, 1/√fan_in)` with `fan_in = in/groups·kH·kW`, from
-/// one draw of the default stream or the `seed` of [`Conv2d::with_seed`].
+/// one draw of the default stream or the `seed` of [`Conv2d::with_seed`]. Stride, padding,
+/// dilation and groups are the [`Conv2dOptions`] that [`crate::conv2d()`] takes
+/// (PyTorch's defaults); [`Conv2d::without_bias`] is PyTorch's `bias=False`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Conv2d, Forward};
+/// use om_ops::{Conv2dOptions, Tensor};
+/// let x = Tensor::randn(&[2, 3, 8, 8])?;
+/// let conv = Conv2d::new(3, 4, 3)?; // nn.Conv2d(3, 4, 3)
+/// assert_eq!(conv.forward(&x)?.shape(), &[2, 4, 6, 6]);
+/// // nn.Conv2d(3, 6, (3, 1), stride=2, padding=1, groups=3, bias=False)
+/// let conv = Conv2d::with_options(3, 6, [3, 1], Conv2dOptions::default().stride(2).padding(1).groups(3))?.without_bias();
+/// assert_eq!(conv.forward(&x)?.shape(), &[2, 6, 4, 5]);
+/// assert!(conv.bias.is_none());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct Conv2d {
     /// `[out_channels, in_channels/groups, kH, kW]`.
@@ -94,26 +84,44 @@ pub struct Conv2d {
     pub options: Conv2dOptions,
 }
 
+/// The kernel size of layer `what` as `[kH, kW]`, refusing negative sizes.
+fn kernel_size(what: &'static str, kernel: impl Into<Pair>) -> Result<[usize; 2]> {
+    kernel.into().get(what, "kernel size")
+}
+
+/// Checks the channel counts of layer `what` against `groups`.
+fn check_groups(what: &'static str, in_channels: usize, out_channels: usize, g: usize) -> Result<()> {
+    if g == 0 || !in_channels.is_multiple_of(g) || !out_channels.is_multiple_of(g) {
+        return Err(Error::argument(what, format!("groups {g} must divide in_channels {in_channels} and out_channels {out_channels}")));
+    }
+    Ok(())
+}
+
 impl Conv2d {
-    /// A `kernel×kernel` convolution with the default options (stride 1, no padding, bias).
-    pub fn new(in_channels: usize, out_channels: usize, kernel: usize) -> Result<Conv2d> {
-        Conv2d::with_options(in_channels, out_channels, [kernel, kernel], Conv2dOptions::default())
+    /// A convolution with a `kernel` of an int or (kH, kW), PyTorch's default options
+    /// (stride 1, no padding) and a bias, drawn from the default stream.
+    pub fn new(in_channels: usize, out_channels: usize, kernel: impl Into<Pair>) -> Result<Conv2d> {
+        Conv2d::with_options(in_channels, out_channels, kernel, Conv2dOptions::default())
     }
 
-    /// A convolution with explicit options, drawn from the default stream.
-    pub fn with_options(in_channels: usize, out_channels: usize, kernel: [usize; 2], options: Conv2dOptions) -> Result<Conv2d> {
+    /// A convolution with explicit options and a bias, drawn from the default stream.
+    pub fn with_options(in_channels: usize, out_channels: usize, kernel: impl Into<Pair>, options: Conv2dOptions) -> Result<Conv2d> {
         Conv2d::with_seed(in_channels, out_channels, kernel, options, rng::next_seed())
     }
 
-    /// A convolution with explicit options, drawn from its own generator seeded with `seed`.
-    pub fn with_seed(in_channels: usize, out_channels: usize, kernel: [usize; 2], options: Conv2dOptions, seed: u64) -> Result<Conv2d> {
-        let g = options.groups;
-        if g == 0 || !in_channels.is_multiple_of(g) || !out_channels.is_multiple_of(g) {
-            return Err(Error::argument(
-                "Conv2d",
-                format!("groups {g} must divide in_channels {in_channels} and out_channels {out_channels}"),
-            ));
-        }
+    /// A convolution with explicit options and a bias, drawn from its own generator seeded
+    /// with `seed` (the weight first, so [`without_bias`](Self::without_bias) leaves it as
+    /// PyTorch's `bias=False` draws it).
+    pub fn with_seed(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: impl Into<Pair>,
+        options: Conv2dOptions,
+        seed: u64,
+    ) -> Result<Conv2d> {
+        let kernel = kernel_size("Conv2d", kernel)?;
+        let g = options.groups_count();
+        check_groups("Conv2d", in_channels, out_channels, g)?;
         let fan_in = in_channels / g * kernel[0] * kernel[1];
         if fan_in == 0 {
             return Err(Error::argument("Conv2d", "in_channels and the kernel size must be positive"));
@@ -121,24 +129,41 @@ impl Conv2d {
         let bound = 1.0 / (fan_in as f32).sqrt();
         let mut rng = Rng::new(seed);
         let weight = uniform_param(&[out_channels, in_channels / g, kernel[0], kernel[1]], bound, &mut rng)?;
-        let bias = if options.bias { Some(uniform_param(&[out_channels], bound, &mut rng)?) } else { None };
+        let bias = Some(uniform_param(&[out_channels], bound, &mut rng)?);
         Ok(Conv2d { weight, bias, options })
+    }
+
+    /// The layer without its bias (PyTorch's `bias=False`).
+    pub fn without_bias(self) -> Conv2d {
+        Conv2d { bias: None, ..self }
     }
 }
 
 impl Forward for Conv2d {
-    /// Convolves `x` `[N, C, H, W]`.
+    /// Convolves `x` `[N, C, H, W]` (or unbatched `[C, H, W]`).
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let o = &self.options;
-        let [ph, pw] = o.padding;
-        crate::conv2d(x, &self.weight, self.bias.as_ref(), o.stride, [ph, pw, ph, pw], o.dilation, o.groups)
+        crate::conv2d(x, &self.weight, self.bias.as_ref(), self.options)
     }
 }
 
 /// 2-d transposed convolution (`torch.nn.ConvTranspose2d`): `weight`
 /// `[in, out/groups, kH, kW]` and `bias` `[out]` drawn from `U(−1/√fan_in, 1/√fan_in)` with
 /// PyTorch's `fan_in = out/groups·kH·kW` (its fan rule reads the weight's second axis).
-/// `options.padding` is PyTorch's symmetric crop.
+/// Stride, padding (PyTorch's symmetric crop), output padding, dilation and groups are the
+/// [`ConvTranspose2dOptions`] that [`crate::conv_transpose2d()`] takes.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{ConvTranspose2d, Forward};
+/// use om_ops::{ConvTranspose2dOptions, Tensor};
+/// let x = Tensor::randn(&[2, 4, 5, 5])?;
+/// // nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+/// let o = ConvTranspose2dOptions::default().stride(2).padding(1).output_padding(1);
+/// let up = ConvTranspose2d::with_options(4, 6, 3, o)?;
+/// assert_eq!(up.forward(&x)?.shape(), &[2, 6, 10, 10]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct ConvTranspose2d {
     /// `[in_channels, out_channels/groups, kH, kW]`.
@@ -147,41 +172,41 @@ pub struct ConvTranspose2d {
     /// `[out_channels]`, if any.
     #[module(param)]
     pub bias: Option<Tensor>,
-    /// Stride, padding, dilation, groups.
+    /// Stride, padding, output padding, dilation, groups.
     #[module(skip)]
-    pub options: Conv2dOptions,
-    /// Extra rows/columns at the bottom/right of the output.
-    pub output_padding: [usize; 2],
+    pub options: ConvTranspose2dOptions,
 }
 
 impl ConvTranspose2d {
-    /// A `kernel×kernel` transposed convolution with the default options.
-    pub fn new(in_channels: usize, out_channels: usize, kernel: usize) -> Result<ConvTranspose2d> {
-        ConvTranspose2d::with_options(in_channels, out_channels, [kernel, kernel], Conv2dOptions::default())
+    /// A transposed convolution with a `kernel` of an int or (kH, kW), PyTorch's default
+    /// options and a bias, drawn from the default stream.
+    pub fn new(in_channels: usize, out_channels: usize, kernel: impl Into<Pair>) -> Result<ConvTranspose2d> {
+        ConvTranspose2d::with_options(in_channels, out_channels, kernel, ConvTranspose2dOptions::default())
     }
 
-    /// A transposed convolution with explicit options and no output padding, drawn from
-    /// the default stream.
-    pub fn with_options(in_channels: usize, out_channels: usize, kernel: [usize; 2], options: Conv2dOptions) -> Result<ConvTranspose2d> {
+    /// A transposed convolution with explicit options and a bias, drawn from the default
+    /// stream.
+    pub fn with_options(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: impl Into<Pair>,
+        options: ConvTranspose2dOptions,
+    ) -> Result<ConvTranspose2d> {
         ConvTranspose2d::with_seed(in_channels, out_channels, kernel, options, rng::next_seed())
     }
 
-    /// A transposed convolution with explicit options, drawn from its own generator seeded
-    /// with `seed`.
+    /// A transposed convolution with explicit options and a bias, drawn from its own
+    /// generator seeded with `seed` (the weight first).
     pub fn with_seed(
         in_channels: usize,
         out_channels: usize,
-        kernel: [usize; 2],
-        options: Conv2dOptions,
+        kernel: impl Into<Pair>,
+        options: ConvTranspose2dOptions,
         seed: u64,
     ) -> Result<ConvTranspose2d> {
-        let g = options.groups;
-        if g == 0 || !in_channels.is_multiple_of(g) || !out_channels.is_multiple_of(g) {
-            return Err(Error::argument(
-                "ConvTranspose2d",
-                format!("groups {g} must divide in_channels {in_channels} and out_channels {out_channels}"),
-            ));
-        }
+        let kernel = kernel_size("ConvTranspose2d", kernel)?;
+        let g = options.groups_count();
+        check_groups("ConvTranspose2d", in_channels, out_channels, g)?;
         let fan_in = out_channels / g * kernel[0] * kernel[1];
         if fan_in == 0 || in_channels == 0 {
             return Err(Error::argument("ConvTranspose2d", "channel counts and the kernel size must be positive"));
@@ -189,16 +214,20 @@ impl ConvTranspose2d {
         let bound = 1.0 / (fan_in as f32).sqrt();
         let mut rng = Rng::new(seed);
         let weight = uniform_param(&[in_channels, out_channels / g, kernel[0], kernel[1]], bound, &mut rng)?;
-        let bias = if options.bias { Some(uniform_param(&[out_channels], bound, &mut rng)?) } else { None };
-        Ok(ConvTranspose2d { weight, bias, options, output_padding: [0, 0] })
+        let bias = Some(uniform_param(&[out_channels], bound, &mut rng)?);
+        Ok(ConvTranspose2d { weight, bias, options })
+    }
+
+    /// The layer without its bias (PyTorch's `bias=False`).
+    pub fn without_bias(self) -> ConvTranspose2d {
+        ConvTranspose2d { bias: None, ..self }
     }
 }
 
 impl Forward for ConvTranspose2d {
-    /// Up-samples `x` `[N, C, H, W]`.
+    /// Up-samples `x` `[N, C, H, W]` (or unbatched `[C, H, W]`).
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let o = &self.options;
-        crate::conv_transpose2d(x, &self.weight, self.bias.as_ref(), o.stride, o.padding, self.output_padding, o.dilation, o.groups)
+        crate::conv_transpose2d(x, &self.weight, self.bias.as_ref(), self.options)
     }
 }
 

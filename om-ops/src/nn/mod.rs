@@ -28,18 +28,22 @@ mod activation;
 mod attention;
 mod dropout;
 mod layers;
+mod pooling;
 mod recurrent;
 mod sequential;
 mod weights;
 
+/// The options of [`Conv2d`] and [`ConvTranspose2d`] are those of the operators.
+pub use crate::conv::{Conv2dOptions, ConvTranspose2dOptions};
 pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, ELU, GELU};
 pub use attention::MultiheadAttention;
 pub use dropout::Dropout;
-pub use layers::{BatchNorm2d, Conv2d, Conv2dOptions, ConvTranspose2d, Embedding, LayerNorm, Linear};
+pub use layers::{BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, LayerNorm, Linear};
 pub use om_core::module::{Forward, Module, Tensors};
 /// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one
 /// `use om_ops::nn::Module` brings both).
 pub use om_macros::Module;
+pub use pooling::{AvgPool2d, MaxPool2d};
 pub use recurrent::{Gru, Lstm};
 pub use sequential::{Flatten, Identity, Sequential};
 pub use weights::{load, save, state};

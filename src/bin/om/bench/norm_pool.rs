@@ -35,7 +35,7 @@ fn bn(x: &Tensor, p: &Params) -> Result<Tensor> {
 }
 
 fn maxpool(x: &Tensor, _: &Params) -> Result<Tensor> {
-    ops::max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], false)
+    ops::max_pool2d(x, 2)
 }
 
 fn layernorm(x: &Tensor, p: &Params) -> Result<Tensor> {
