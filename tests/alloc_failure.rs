@@ -59,7 +59,7 @@ fn operators_whose_output_is_too_large_are_errors() {
     assert_eq!((a.version(), b.version()), (0, 0));
     assert!(a.grad().is_none());
     // The pool still serves ordinary requests afterwards.
-    let s = ops::add(&a, &b).unwrap().sum_all().unwrap();
+    let s = ops::add(&a, &b).unwrap().sum(None, false).unwrap();
     assert_eq!(s.item().unwrap(), 9.0);
 }
 
@@ -68,7 +68,7 @@ fn reducing_a_huge_expanded_view_sums_it_in_place() {
     let x = Tensor::ones(&[1, 1]).unwrap();
     let v = x.expand(&[1 << 30, 1 << 30]).unwrap();
     // 2^60 sequential f64 additions of 1.0 saturate at 2^53 (2^53 + 1 rounds back to 2^53).
-    assert_eq!(v.sum_all().unwrap().item().unwrap(), (1u64 << 53) as f32);
+    assert_eq!(v.sum(None, false).unwrap().item().unwrap(), (1u64 << 53) as f32);
     // A reduction whose output is too large is still an error.
     let wide = x.expand(&[1 << 40, 1 << 20]).unwrap();
     assert_oom(&ops::sum(&wide, Some(1), false).unwrap_err(), "sum", 4 << 40);
@@ -105,7 +105,7 @@ fn a_backward_seeded_with_a_huge_view_is_an_error_that_changes_no_gradient() {
     assert_oom(&y.backward_with(Some(&seed), false).unwrap_err(), "backward", 4 << 60);
     assert!(x.grad().is_none());
     // The leaf still works: a sensible backward from it accumulates as usual.
-    let s = x.expand(&[2, 3]).unwrap().sum_all().unwrap();
+    let s = x.expand(&[2, 3]).unwrap().sum(None, false).unwrap();
     s.backward().unwrap();
     assert_eq!(x.grad().unwrap().to_vec(), vec![6.0]);
 }

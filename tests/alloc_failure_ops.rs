@@ -137,7 +137,7 @@ fn a_backward_whose_buffers_are_refused_is_an_error_that_leaves_every_leaf_gradi
     let _serial = serial();
     for fam in families() {
         let refs: Vec<&Tensor> = fam.inputs.iter().collect();
-        let loss = (fam.f)(&fam.inputs).unwrap().sum_all().unwrap();
+        let loss = (fam.f)(&fam.inputs).unwrap().sum(None, false).unwrap();
         // A first pass gives every leaf a gradient; the refused second pass must keep it.
         loss.backward_with(None, true).unwrap();
         let before = snapshot(&refs);
@@ -174,7 +174,7 @@ fn scratch_refused_inside_parallel_chunks_is_an_error_after_the_loop() {
             for (loss, limit, op) in
                 [(conv().unwrap(), 4096, "conv2d"), (conv_dw().unwrap(), 4096, "conv2d"), (attention().unwrap(), 1024, "attention")]
             {
-                let loss = loss.sum_all().unwrap();
+                let loss = loss.sum(None, false).unwrap();
                 assert_oom(with_limit(limit, || loss.backward_with(None, true)), &[op]);
             }
             assert!([&x, &w, &q, &k, &v].iter().all(|t| t.grad().is_none()), "{threads} threads");
@@ -210,7 +210,7 @@ fn params(a: &Linear, b: &Linear) -> Vec<Tensor> {
 fn train_step(a: &Linear, b: &Linear, x: &Tensor, opt: &mut dyn Optimizer) -> Result<()> {
     opt.zero_grad()?;
     let y = b.forward(&a.forward(x)?.tanh()?)?;
-    y.mul(&y)?.sum_all()?.backward()?;
+    y.mul(&y)?.sum(None, false)?.backward()?;
     opt.step()
 }
 

@@ -31,9 +31,9 @@ fn grads(leaves: &[&Tensor]) -> Vec<Option<Vec<u32>>> {
 /// `loss = sum(w * c) + sum(x * 3) + sum(x * x)`: the records of the `x` terms run (and emit
 /// to `x`) before the record of `w * c`, which is first in input order and so runs last.
 fn graph(x: &Tensor, w: &Tensor, c: &Tensor) -> Tensor {
-    let first = w.mul(c).unwrap().sum_all().unwrap();
-    let second = x.mul_scalar(3.0).unwrap().sum_all().unwrap();
-    let third = x.mul(x).unwrap().sum_all().unwrap();
+    let first = w.mul(c).unwrap().sum(None, false).unwrap();
+    let second = x.mul_scalar(3.0).unwrap().sum(None, false).unwrap();
+    let third = x.mul(x).unwrap().sum(None, false).unwrap();
     first.add(&second).unwrap().add(&third).unwrap()
 }
 
@@ -113,7 +113,7 @@ fn a_refused_allocation_in_the_engines_own_buffers_names_the_operator() {
     let n = 1 << 12;
     let x = Tensor::randn_with_seed(&[n], 5).unwrap().requires_grad().unwrap();
     let c = Tensor::randn_with_seed(&[4, n], 6).unwrap();
-    let loss = x.add(&c).unwrap().sum_all().unwrap();
+    let loss = x.add(&c).unwrap().sum(None, false).unwrap();
     let old = pool::set_max_buffer_bytes(8192);
     let e = loss.backward_with(None, true);
     pool::set_max_buffer_bytes(old);

@@ -94,7 +94,7 @@ fn settings_and_grad_mode_are_per_thread() {
 fn a_tensor_moved_to_another_thread_keeps_its_graph() {
     let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap().requires_grad().unwrap();
     let y = om_ops::mul(&x, &x).unwrap();
-    let loss = std::thread::spawn(move || om_ops::TensorOps::sum_all(&y).unwrap()).join().unwrap();
+    let loss = std::thread::spawn(move || om_ops::TensorOps::sum(&y, None, false).unwrap()).join().unwrap();
     std::thread::spawn(move || loss.backward().unwrap()).join().unwrap();
     assert_eq!(x.grad().unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
 }

@@ -23,7 +23,7 @@ impl Mlp {
 
     fn loss(&self, x: &Tensor) -> Result<Tensor> {
         let y = self.b.forward(&self.a.forward(x)?.tanh()?)?;
-        y.mul(&y)?.sum_all()
+        y.mul(&y)?.sum(None, false)
     }
 }
 

@@ -155,7 +155,7 @@ fn run(case: &Case, j: usize, m: Mutation) -> Option<Outcome> {
     // The graph behind the inputs still works: d(Σ fed)/d leaf = 1.
     let mut total: Option<Tensor> = None;
     for x in fed.iter().filter(|x| x.needs_grad()) {
-        let s = x.sum_all().ok()?;
+        let s = x.sum(None, false).ok()?;
         total = Some(match total {
             None => s,
             Some(t) => t.add(&s).ok()?,

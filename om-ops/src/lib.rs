@@ -4,6 +4,13 @@
 //! The declaration generates the public function (re-exported here), the backward record,
 //! the dispatch and the registered gradient-check cases.
 
+// The operator `std` (standard deviation) is declared as `pub mod std` in `reductions`;
+// the glob re-export below would then shadow the standard library for every path `std::..`
+// here and in any crate that glob-imports this one. This item keeps `std` (type namespace)
+// the standard library at the root: the glob still exports the function `std`.
+#[allow(hidden_glob_reexports)]
+extern crate std;
+
 pub mod conv;
 pub mod ctc;
 pub mod elementwise;

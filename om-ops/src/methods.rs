@@ -6,7 +6,7 @@
 //! use om_ops::{Tensor, TensorOps};
 //! let x = Tensor::from_vec(vec![1.0, -2.0, 3.0, -4.0], &[2, 2])?;
 //! let w = Tensor::ones(&[2, 3])?;
-//! let y = x.matmul(&w)?.relu()?.sum_all()?; // each row of x sums to -1, so relu gives 0
+//! let y = x.matmul(&w)?.relu()?.sum(None, false)?; // each row of x sums to -1, so relu gives 0
 //! assert_eq!(y.item()?, 0.0);
 //! let z = ((&x + &x)? * &x)?;
 //! assert_eq!(z.to_vec(), vec![2.0, 8.0, 18.0, 32.0]);
@@ -14,7 +14,7 @@
 //! ```
 
 use crate::GeluForm;
-use om_core::{DType, Result, Tensor};
+use om_core::{Axes, DType, Result, Shape, Tensor};
 
 om_core::register_arith!(Arith { add: crate::add, sub: crate::sub, mul: crate::mul, div: crate::div, neg: crate::neg });
 
@@ -67,7 +67,7 @@ pub trait TensorOps {
     /// [`crate::clamp()`] (either bound optional)
     fn clamp(&self, min: Option<f32>, max: Option<f32>) -> Result<Tensor>;
     /// [`crate::argmax()`] along `axis` (`None`: over every element), Int32
-    fn argmax(&self, axis: Option<isize>, keep_dim: bool) -> Result<Tensor>;
+    fn argmax(&self, axis: impl Into<Option<isize>>, keep_dim: bool) -> Result<Tensor>;
     /// [`crate::max_dim()`]: the maxima along `axis` and their Int32 indices
     fn max_dim(&self, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)>;
     /// [`crate::gather()`]: the elements at Int32 positions `index` along `dim`
@@ -78,34 +78,30 @@ pub trait TensorOps {
     fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor>;
     /// [`crate::matmul()`]
     fn matmul(&self, other: &Tensor) -> Result<Tensor>;
-    /// [`crate::sum()`] over every element
-    fn sum_all(&self) -> Result<Tensor>;
-    /// [`crate::sum()`] over one axis
-    fn sum_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
-    /// [`crate::mean()`] over every element
-    fn mean_all(&self) -> Result<Tensor>;
-    /// [`crate::mean()`] over one axis
-    fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor>;
+    /// [`crate::sum()`] over one axis, several, or all (`None`)
+    fn sum(&self, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor>;
+    /// [`crate::mean()`] over one axis, several, or all (`None`)
+    fn mean(&self, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor>;
     /// [`crate::softmax()`] along `axis` (`-1`: the last axis, as PyTorch's `x.softmax(-1)`)
     fn softmax(&self, axis: isize) -> Result<Tensor>;
     /// [`crate::log_softmax()`] along `axis`
     fn log_softmax(&self, axis: isize) -> Result<Tensor>;
     /// [`crate::reshape()`] (one `-1` is inferred)
-    fn reshape(&self, shape: &[isize]) -> Result<Tensor>;
+    fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor>;
     /// [`crate::transpose()`]
     fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor>;
     /// [`crate::permute()`]
-    fn permute(&self, dims: &[isize]) -> Result<Tensor>;
+    fn permute(&self, dims: impl Into<Axes>) -> Result<Tensor>;
     /// [`crate::unsqueeze()`]
     fn unsqueeze(&self, axis: isize) -> Result<Tensor>;
     /// [`crate::squeeze()`]
-    fn squeeze(&self, axis: Option<isize>) -> Result<Tensor>;
+    fn squeeze(&self, axes: impl Into<Axes>) -> Result<Tensor>;
     /// [`crate::slice()`] with step 1 and PyTorch's `narrow` check (the range must fit the axis)
     fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor>;
     /// [`crate::select()`]
     fn select(&self, axis: isize, index: isize) -> Result<Tensor>;
     /// [`crate::expand()`]
-    fn expand(&self, shape: &[isize]) -> Result<Tensor>;
+    fn expand(&self, shape: impl Into<Shape>) -> Result<Tensor>;
     /// [`crate::contiguous()`]
     fn contiguous(&self) -> Result<Tensor>;
     /// [`crate::cast()`]
@@ -167,7 +163,7 @@ impl TensorOps for Tensor {
     fn clamp(&self, min: Option<f32>, max: Option<f32>) -> Result<Tensor> {
         crate::clamp(self, min, max)
     }
-    fn argmax(&self, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
+    fn argmax(&self, axis: impl Into<Option<isize>>, keep_dim: bool) -> Result<Tensor> {
         crate::argmax(self, axis, keep_dim)
     }
     fn max_dim(&self, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
@@ -185,17 +181,11 @@ impl TensorOps for Tensor {
     fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         crate::matmul(self, other)
     }
-    fn sum_all(&self) -> Result<Tensor> {
-        crate::sum(self, None, false)
+    fn sum(&self, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        crate::sum(self, axes, keep_dim)
     }
-    fn sum_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor> {
-        crate::sum(self, Some(axis), keep_dim)
-    }
-    fn mean_all(&self) -> Result<Tensor> {
-        crate::mean(self, None, false)
-    }
-    fn mean_axis(&self, axis: isize, keep_dim: bool) -> Result<Tensor> {
-        crate::mean(self, Some(axis), keep_dim)
+    fn mean(&self, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        crate::mean(self, axes, keep_dim)
     }
     fn softmax(&self, axis: isize) -> Result<Tensor> {
         crate::softmax(self, axis)
@@ -203,20 +193,20 @@ impl TensorOps for Tensor {
     fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         crate::log_softmax(self, axis)
     }
-    fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+    fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         crate::reshape(self, shape)
     }
     fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         crate::transpose(self, dim0, dim1)
     }
-    fn permute(&self, dims: &[isize]) -> Result<Tensor> {
+    fn permute(&self, dims: impl Into<Axes>) -> Result<Tensor> {
         crate::permute(self, dims)
     }
     fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
         crate::unsqueeze(self, axis)
     }
-    fn squeeze(&self, axis: Option<isize>) -> Result<Tensor> {
-        crate::squeeze(self, axis)
+    fn squeeze(&self, axes: impl Into<Axes>) -> Result<Tensor> {
+        crate::squeeze(self, axes)
     }
     fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
         // PyTorch's narrow does not clamp: the range must lie inside the axis.
@@ -227,12 +217,12 @@ impl TensorOps for Tensor {
                 format!("start {start} + length {len} does not fit axis {axis} of size {dim} (shape {:?})", self.shape()),
             ));
         }
-        crate::slice(self, axis, start as isize, (start + len) as isize, 1)
+        crate::slice(self, axis, start as isize, Some((start + len) as isize), 1)
     }
     fn select(&self, axis: isize, index: isize) -> Result<Tensor> {
         crate::select(self, axis, index)
     }
-    fn expand(&self, shape: &[isize]) -> Result<Tensor> {
+    fn expand(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         crate::expand(self, shape)
     }
     fn contiguous(&self) -> Result<Tensor> {
@@ -254,7 +244,7 @@ mod tests {
         let b = Tensor::from_vec(vec![3.0, 5.0], &[2]).unwrap();
         let y = ((&a * &b).unwrap() - (-&a).unwrap()).unwrap();
         assert_eq!(y.grad_fn_name(), Some("sub"));
-        y.sum_all().unwrap().backward().unwrap();
+        y.sum(None, false).unwrap().backward().unwrap();
         // d/da (a·b + a) = b + 1
         assert_eq!(a.grad().unwrap().to_vec(), vec![4.0, 6.0]);
         assert!((&a / &Tensor::ones(&[3]).unwrap()).is_err());

@@ -27,7 +27,7 @@ fn grads(op: &'static str, params: &[Tensor]) -> Result<Vec<Tensor>> {
 /// use om_ops::optim::clip_grad_norm;
 /// use om_ops::{Tensor, TensorOps};
 /// let w = Tensor::from_vec(vec![3.0, 4.0], &[2])?.requires_grad()?;
-/// w.mul(&w)?.sum_all()?.mul_scalar(0.5)?.backward()?; // gradient w = [3, 4], norm 5
+/// w.mul(&w)?.sum(None, false)?.mul_scalar(0.5)?.backward()?; // gradient w = [3, 4], norm 5
 /// let norm = clip_grad_norm(&[w.clone()], 1.0, 2.0, false)?;
 /// assert_eq!(norm, 5.0);
 /// let g = w.grad().unwrap().to_vec();
@@ -89,7 +89,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f32, norm_type: f32, error_if
 /// use om_ops::optim::clip_grad_value;
 /// use om_ops::{Tensor, TensorOps};
 /// let w = Tensor::from_vec(vec![3.0, -0.5], &[2])?.requires_grad()?;
-/// w.mul(&w)?.sum_all()?.backward()?; // gradient [6, -1]
+/// w.mul(&w)?.sum(None, false)?.backward()?; // gradient [6, -1]
 /// clip_grad_value(&[w.clone()], 2.0)?;
 /// assert_eq!(w.grad().unwrap().to_vec(), [2.0, -1.0]);
 /// # Ok::<(), om_ops::Error>(())

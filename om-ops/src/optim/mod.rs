@@ -14,7 +14,7 @@
 //! use om_ops::{Tensor, TensorOps};
 //! let w = Tensor::from_vec(vec![1.0, -2.0], &[2])?.requires_grad()?;
 //! let mut opt = SgdConfig::default().lr(0.1).momentum(0.9).build(vec![w.clone()])?;
-//! w.mul(&w)?.sum_all()?.backward()?; // gradient 2w
+//! w.mul(&w)?.sum(None, false)?.backward()?; // gradient 2w
 //! opt.step()?;
 //! assert_eq!(w.to_vec(), [0.8, -1.6]);
 //! # Ok::<(), om_ops::Error>(())

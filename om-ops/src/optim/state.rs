@@ -24,7 +24,7 @@ use std::path::Path;
 /// use om_ops::{Tensor, TensorOps};
 /// let p = Tensor::ones(&[3])?.requires_grad()?;
 /// let mut opt = Adam::new(vec![p.clone()], 0.1)?;
-/// p.mul(&p)?.sum_all()?.backward()?;
+/// p.mul(&p)?.sum(None, false)?.backward()?;
 /// opt.step()?;
 /// let path = std::env::temp_dir().join("om_optim_state_doc.safetensors");
 /// optim::save(&opt, &path)?;
