@@ -126,7 +126,7 @@ pub mod slice {
         c.push(Case::new("negative_axis", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 3)], |x| super::slice(&x[0], -1, 0, 3, 1)));
         c.push(Case::new("negative_bounds", vec![Case::input(&[3, 6], -1.0, 1.0, 4)], |x| super::slice(&x[0], 1, -5, -1, 2)));
         c.push(Case::new("clamped_end_transposed", vec![Case::input(&[5, 3], -1.0, 1.0, 5)], |x| {
-            super::slice(&crate::transpose(&x[0], 0, 1)?, 1, 2, isize::MAX, 1)
+            super::slice(&crate::transpose(&x[0], 0, 1)?, 1, 2, 100, 1)
         }));
         c.push(Case::new("open_end", vec![Case::input(&[3, 7], -1.0, 1.0, 6)], |x| super::slice(&x[0], 1, -5, None, 2)));
         c
