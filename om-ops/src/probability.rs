@@ -106,6 +106,16 @@ fn cases_for(f: fn(&Tensor, isize) -> Result<Tensor>) -> Vec<Case> {
 /// `softmax(x)_i = e^(x_i − max) / Σ_j e^(x_j − max)` along `axis` (PyTorch's
 /// `torch.softmax(x, dim)`; `-1` is the last axis).
 /// Backward: `y·(g − Σ_j g_j y_j)` per line.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{softmax, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 0.0, 1.0, 1.0], &[2, 2])?;
+/// assert_eq!(softmax(&x, -1)?.to_vec(), [0.5; 4]);
+/// assert_eq!(softmax(&x, 0)?.shape(), [2, 2]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out], attrs = [axis: isize])]
 pub mod softmax {
     use super::*;
@@ -133,6 +143,16 @@ pub mod softmax {
 /// `log_softmax(x)_i = x_i − max − log Σ_j e^(x_j − max)` along `axis` (PyTorch's
 /// `torch.log_softmax(x, dim)`).
 /// Backward: `g − e^y·Σ_j g_j` per line.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{log_softmax, Tensor};
+/// let x = Tensor::zeros(&[3, 4])?;
+/// let y = log_softmax(&x, 1)?;
+/// assert!(y.to_vec().iter().all(|v| (v + 4f32.ln()).abs() < 1e-6));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out], attrs = [axis: isize])]
 pub mod log_softmax {
     use super::*;

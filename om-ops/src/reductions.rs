@@ -185,6 +185,16 @@ pub mod argmin {
 /// / `gather`, without broadcasting): `indices` is Int32 with `x`'s rank and shape except
 /// along `axis`. Backward: `g` scatter-added into zeros of `x`'s shape at the indices
 /// (repeated indices sum in f64 in element order).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{take_along_axis, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let i = Tensor::from_vec_i32(vec![2, 0, 1, 1], &[2, 2])?;
+/// assert_eq!(take_along_axis(&x, &i, 1)?.to_vec(), [3.0, 1.0, 5.0, 5.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [indices], attrs = [axis: isize])]
 pub mod take_along_axis {
     use super::*;
@@ -297,8 +307,8 @@ fn select_cases(f: fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>) -> Vec<
 
 // ===== extremes with shared ties =====
 
-/// The plan of a reduction over `axes` of `x` (checked f32), refusing an empty reduced
-/// extent when `nonempty` (there is no extreme of zero elements).
+/// The plan of a reduction over `axes` of `x` (checked f32); unless `what` is empty, an
+/// empty reduced extent is refused with `what` as the reason (no extreme of nothing).
 fn checked_plan(op: &'static str, x: &Tensor, axes: &Axes, keep_dim: bool, what: &str) -> Result<Plan> {
     x.expect_f32(op, "x")?;
     let plan = Plan::new(op, x.shape(), axes, keep_dim)?;
@@ -511,9 +521,7 @@ pub mod logsumexp {
             r.out().try_with_f32(|ys| {
                 g.try_with_f32(|gs| {
                     Tensor::build_f32(src.shape(), |dx| {
-                        for_rows(plan.outer, plan.len, plan.inner, |k, row| {
-                            row.indices().for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k]))
-                        });
+                        for_rows(plan.outer, plan.len, plan.inner, |k, row| row.indices().for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
                         Ok(())
                     })
                 })
@@ -533,9 +541,7 @@ pub mod logsumexp {
             }),
             Case::new("expanded", vec![Case::input(&[3, 1], -2.0, 2.0, 5)], |x| super::logsumexp(&crate::expand(&x[0], [3, 4])?, 1, false)),
             Case::new("axes_adjacent", vec![Case::input(&[2, 3, 4], -2.0, 2.0, 6)], |x| super::logsumexp(&x[0], [1, 2], false)),
-            Case::new("axes_apart_keep_dim", vec![Case::input(&[3, 2, 4], -2.0, 2.0, 7)], |x| {
-                super::logsumexp(&x[0], [-1, 0], true)
-            }),
+            Case::new("axes_apart_keep_dim", vec![Case::input(&[3, 2, 4], -2.0, 2.0, 7)], |x| super::logsumexp(&x[0], [-1, 0], true)),
         ]
     }
 }
@@ -1041,7 +1047,8 @@ mod tests {
                     let y1 = f(&m, 1.into(), false).unwrap();
                     let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&y), bits(&y1), "{op} over {axes:?}");
-                    let kept: Vec<usize> = (0..4).filter(|a| !axes.iter().any(|&b| (b + 4) as usize % 4 == *a)).map(|a| data.shape()[a]).collect();
+                    let kept: Vec<usize> =
+                        (0..4).filter(|a| !axes.iter().any(|&b| (b + 4) as usize % 4 == *a)).map(|a| data.shape()[a]).collect();
                     assert_eq!(y.shape(), &kept[..], "{op} over {axes:?}");
                     let w = Tensor::from_vec((0..y.numel()).map(|i| 0.5 + i as f32 / 7.0).collect(), y.shape()).unwrap();
                     crate::sum(&crate::mul(&y, &w).unwrap(), None, false).unwrap().backward().unwrap();
@@ -1077,6 +1084,37 @@ mod tests {
         assert_eq!(vector_norm(&x, 2.0, vec![1], false).unwrap().to_vec(), vec![0.0, 0.0]);
         assert_eq!(vector_norm(&x, f32::INFINITY, vec![1], false).unwrap_err().op(), "vector_norm");
         assert_eq!(vector_norm(&x, 3.0, None, false).unwrap_err().op(), "vector_norm");
+    }
+
+    /// Blocks 2 and 3 of the API acceptance program (`shared/api/acceptance.rs`), as calls.
+    #[test]
+    fn acceptance_axes_and_shapes() {
+        let x = Tensor::randn_with_seed(&[8, 1, 8, 8], 1).unwrap();
+        assert_eq!(crate::sum(&x, 1, false).unwrap().shape(), &[8, 8, 8]);
+        assert_eq!(crate::sum(&x, [2, 3], true).unwrap().shape(), &[8, 1, 1, 1]);
+        assert_eq!(crate::sum(&x, None, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(crate::mean(&x, [-2, -1], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(amax(&x, [2, 3], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(amin(&x, [0, 2, 3], true).unwrap().shape(), &[1, 1, 1, 1]);
+        assert_eq!(logsumexp(&x, [2, 3], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(var(&x, [2, 3], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(crate::std(&x, None, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(vector_norm(&x, 2.0, [1, 3], false).unwrap().shape(), &[8, 8]);
+        let (values, indices) = max_dim(&x, 3, false).unwrap();
+        assert_eq!((values.shape(), indices.shape()), (&[8, 1, 8][..], &[8, 1, 8][..]));
+        assert_eq!(argmax(&x, -1, false).unwrap().shape(), &[8, 1, 8]);
+        assert_eq!(argmin(&x, None, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(crate::softmax(&x, -1).unwrap().shape(), x.shape());
+        let r = crate::reshape(&x, [8, -1]).unwrap();
+        assert_eq!(r.shape(), &[8, 64]);
+        assert_eq!(crate::reshape(&r, x.shape()).unwrap().shape(), x.shape());
+        let f = crate::flatten(&x, 1).unwrap();
+        assert_eq!(crate::squeeze(&crate::unsqueeze(&f, 0).unwrap(), 0).unwrap().shape(), &[8, 64]);
+        // `var` is torch.var's default, unbiased: n − 1 = 63 for 64 elements.
+        let (v, v0) = (var(&x, [2, 3], false).unwrap().to_vec(), var_correction(&x, [2, 3], 0, false).unwrap().to_vec());
+        for (a, b) in v.iter().zip(&v0) {
+            assert!((a * 63.0 - b * 64.0).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+        }
     }
 
     #[test]

@@ -149,6 +149,16 @@ fn select_layout(op: &'static str, (shape, strides, offset): LayoutRef, axis: is
 
 /// The slice at `index` along `axis`, removing that axis (a view; negative indices count
 /// from the end). Backward: `g` scattered into zeros.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{select, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// assert_eq!(select(&x, 1, -1)?.to_vec(), [3.0, 6.0]); // x[:, -1]
+/// assert_eq!(select(&x, 0, 0)?.shape(), [3]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [axis: isize, index: isize])]
 pub mod select {
     use super::*;
@@ -230,6 +240,16 @@ pub mod permute {
 }
 
 /// Swaps two axes (a view). Backward: the same swap of `g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{transpose, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let t = transpose(&x, 0, -1)?;
+/// assert_eq!((t.shape(), t.to_vec()), (&[3, 2][..], vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [dim0: isize, dim1: isize])]
 pub mod transpose {
     use super::*;
@@ -602,9 +622,18 @@ pub mod flatten_range {
     }
 }
 
-
 /// The same values in row-major order: the input's storage if already contiguous, else
 /// a copy. Backward: `g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{contiguous, transpose, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+/// let c = contiguous(&transpose(&x, 0, 1)?)?;
+/// assert!(c.is_contiguous() && c.to_vec() == [1.0, 3.0, 2.0, 4.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op]
 pub mod contiguous {
     use super::*;
@@ -764,6 +793,16 @@ pub mod flip {
 /// Converts the element type (`f32` → `i32` truncates toward zero and saturates, NaN
 /// becomes 0; `i32` → `f32` rounds to nearest). Casting to the same type returns a view.
 /// Backward: `g` cast back to the input's type (only `f32` inputs carry gradients).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::DType;
+/// use om_ops::{cast, Tensor};
+/// let x = Tensor::from_vec(vec![1.7, -2.5], &[2])?;
+/// assert_eq!(cast(&x, DType::I32)?.to_vec_i32(), [1, -2]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [dtype: DType])]
 pub mod cast {
     use super::*;
@@ -802,6 +841,16 @@ pub mod cast {
 
 /// Joins tensors of equal shape except along `axis` (any number, at least one; a copy).
 /// Backward: each input gets its slice of `g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{concat, Tensor};
+/// let a = Tensor::ones(&[2, 1])?;
+/// let b = Tensor::zeros(&[2, 2])?;
+/// assert_eq!(concat(&[a, b], -1)?.to_vec(), [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [axis: isize])]
 pub mod concat {
     use super::*;
@@ -829,7 +878,8 @@ pub mod concat {
             let mut start = 0;
             for t in xs {
                 let len = t.shape()[a];
-                let (s, st, o) = slice_layout(NAME, (&shape, &out_strides, 0), a as isize, start as isize, Some((start + len) as isize), 1)?;
+                let (s, st, o) =
+                    slice_layout(NAME, (&shape, &out_strides, 0), a as isize, start as isize, Some((start + len) as isize), 1)?;
                 t.try_with_f32(|src| {
                     let mut i = 0;
                     for_each_offset(&s, &st, o, |off| {
