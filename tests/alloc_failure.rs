@@ -35,7 +35,7 @@ fn copying_a_huge_expanded_view_is_an_error() {
     assert_oom(&ops::flip(&v, &[0]).unwrap_err(), "flip", 4 << 60);
     // A transposed expansion cannot be flattened as a view: reshape must copy.
     let row = Tensor::from_vec(vec![1.5, 2.5], &[1, 2]).unwrap();
-    let t = ops::transpose(&row.expand(&[1 << 40, 2]).unwrap(), 0, 1).unwrap();
+    let t = ops::transpose(&row.expand(&[1isize << 40, 2]).unwrap(), 0, 1).unwrap();
     assert_oom(&ops::reshape(&t, &[-1]).unwrap_err(), "reshape", 8 << 40);
     assert_eq!(x.to_vec(), vec![1.5]);
     assert_eq!(row.to_vec(), vec![1.5, 2.5]);
@@ -46,12 +46,12 @@ fn copying_a_huge_expanded_view_is_an_error() {
 fn operators_whose_output_is_too_large_are_errors() {
     let a = Tensor::from_vec(vec![1.0, 2.0], &[2, 1]).unwrap().requires_grad().unwrap();
     let b = Tensor::from_vec(vec![3.0], &[1, 1]).unwrap();
-    let big = a.expand(&[2, 1 << 40]).unwrap();
+    let big = a.expand(&[2, 1isize << 40]).unwrap();
     let e = ops::add(&big, &b).unwrap_err();
     assert_oom(&e, "add", 8 << 40);
     let e = ops::relu(&big).unwrap_err();
     assert_oom(&e, "relu", 8 << 40);
-    let e = ops::concat(&[b.clone(), b.expand(&[1 << 40, 1]).unwrap()], 0).unwrap_err();
+    let e = ops::concat(&[b.clone(), b.expand(&[1isize << 40, 1]).unwrap()], 0).unwrap_err();
     assert_oom(&e, "concat", 4 * ((1 << 40) + 1));
     // Nothing changed: values, versions, gradients.
     assert_eq!(a.to_vec(), vec![1.0, 2.0]);
@@ -70,7 +70,7 @@ fn reducing_a_huge_expanded_view_sums_it_in_place() {
     // 2^60 sequential f64 additions of 1.0 saturate at 2^53 (2^53 + 1 rounds back to 2^53).
     assert_eq!(v.sum(None, false).unwrap().item().unwrap(), (1u64 << 53) as f32);
     // A reduction whose output is too large is still an error.
-    let wide = x.expand(&[1 << 40, 1 << 20]).unwrap();
+    let wide = x.expand(&[1isize << 40, 1 << 20]).unwrap();
     assert_oom(&ops::sum(&wide, Some(1), false).unwrap_err(), "sum", 4 << 40);
     assert_eq!(x.to_vec(), vec![1.0]);
 }
