@@ -136,7 +136,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
                 bshape[q[i]] = shape[i];
             }
             let (b, br) = base(&bshape)?;
-            let t = ops::permute(&b, &q.iter().map(|&a| a as isize).collect::<Vec<isize>>())?;
+            let t = ops::permute(&b, q.iter().map(|&a| a as isize).collect::<Vec<isize>>())?;
             let rr = br.gather(shape.to_vec(), |idx| {
                 let mut j = vec![0; r];
                 for i in 0..r {
@@ -163,7 +163,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
             let drop = rng2.below(2).min(r);
             let bshape: Vec<usize> = (drop..r).map(|a| if rng2.coin() { 1 } else { shape[a] }).collect();
             let (b, br) = base(&bshape)?;
-            let t = ops::expand(&b, &shape.iter().map(|&d| d as isize).collect::<Vec<isize>>())?;
+            let t = ops::expand(&b, shape.iter().map(|&d| d as isize).collect::<Vec<isize>>())?;
             let rr = br.gather(shape.to_vec(), |idx| (drop..r).map(|a| if bshape[a - drop] == 1 { 0 } else { idx[a] }).collect());
             Ok(Operand { t, r: rr, layout: "expanded" })
         }
@@ -618,7 +618,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 }
                 j
             });
-            Some((format!("permute {p:?}"), ops::permute(t, &p.iter().map(|&a| a as isize).collect::<Vec<isize>>()), want))
+            Some((format!("permute {p:?}"), ops::permute(t, p.iter().map(|&a| a as isize).collect::<Vec<isize>>()), want))
         }
         1 if rank >= 1 => {
             let (a, b) = (rng.below(rank), rng.below(rank));
@@ -722,7 +722,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 j[a] = shape[a] - 1 - idx[a];
                 j
             });
-            Some((format!("flip {a}"), ops::flip(t, &[a as isize]), want))
+            Some((format!("flip {a}"), ops::flip(t, [a as isize]), want))
         }
         _ => Some(("contiguous".to_string(), ops::contiguous(t).inspect(|c| assert!(c.is_contiguous() || c.numel() == 0)), r.clone())),
     }

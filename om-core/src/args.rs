@@ -189,7 +189,7 @@ impl Shape {
         }
         let mut out: Dims = given.iter().map(|&s| s.max(0) as usize).collect();
         match infer {
-            Some(i) if known != 0 && numel % known == 0 => out[i] = numel / known,
+            Some(i) if known != 0 && numel.is_multiple_of(known) => out[i] = numel / known,
             None if known == numel => {}
             _ => return Err(Error::shape(op, &[], format!("shape {given:?} is invalid for input of size {numel}"))),
         }

@@ -254,7 +254,7 @@ pub mod conv2d {
                     Case::input(&[2, 3, 2, 2], -1.0, 1.0, 13),
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
-                |x| super::conv2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
+                |x| super::conv2d(&crate::permute(&x[0], [0, 3, 1, 2])?, &x[1], Some(&x[2]), [1, 2], [0, 1, 1, 0], [1, 1], 1),
             ),
             Case::new(
                 "transposed_weight",
@@ -269,7 +269,7 @@ pub mod conv2d {
             Case::new(
                 "unbatched_permuted_input",
                 vec![Case::input(&[5, 4, 3], -1.0, 1.0, 20), Case::input(&[2, 3, 2, 2], -1.0, 1.0, 21)],
-                |x| super::conv2d(&crate::permute(&x[0], &[2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
+                |x| super::conv2d(&crate::permute(&x[0], [2, 0, 1])?, &x[1], None, [1, 1], [1, 1, 0, 0], [1, 1], 1),
             ),
         ]
     }
@@ -434,7 +434,7 @@ pub mod conv_transpose2d {
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
                 |x| {
-                    let xv = crate::slice(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 0, 6, 2)?;
+                    let xv = crate::slice(&crate::permute(&x[0], [0, 3, 1, 2])?, 3, 0, 6, 2)?;
                     super::conv_transpose2d(&xv, &x[1], Some(&x[2]), [2, 2], [0, 0], [0, 1], [1, 1], 1)
                 },
             ),

@@ -151,7 +151,7 @@ pub mod max_pool2d {
                 super::max_pool2d(&x[0], [2, 3], [1, 2], [1, 1], [2, 1], false)
             }),
             Case::new("nhwc_permuted_input", vec![Case::distinct_input(&[2, 6, 5, 2], 4)], |x| {
-                super::max_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, [2, 2], [2, 1], [0, 1], [1, 1], false)
+                super::max_pool2d(&crate::permute(&x[0], [0, 3, 1, 2])?, [2, 2], [2, 1], [0, 1], [1, 1], false)
             }),
             Case::new("ceil_k2_s2_odd_sizes", vec![Case::distinct_input(&[1, 2, 7, 9], 5)], |x| {
                 super::max_pool2d(&x[0], [2, 2], [2, 2], [0, 0], [1, 1], true)
@@ -166,7 +166,7 @@ pub mod max_pool2d {
                 super::max_pool2d(&x[0], [2, 2], [1, 2], [1, 0], [1, 1], false)
             }),
             Case::new("unbatched_ceil_permuted", vec![Case::distinct_input(&[5, 6, 2], 9)], |x| {
-                super::max_pool2d(&crate::permute(&x[0], &[2, 0, 1])?, [3, 2], [2, 2], [1, 1], [1, 1], true)
+                super::max_pool2d(&crate::permute(&x[0], [2, 0, 1])?, [3, 2], [2, 2], [1, 1], [1, 1], true)
             }),
         ]
     }
@@ -231,7 +231,7 @@ pub mod avg_pool2d {
                 super::avg_pool2d(&x[0], [2, 3], [3, 1], [1, 1], false, cip)
             }));
             c.push(Case::new(format!("nhwc_permuted_input_{tag}"), vec![Case::input(&[1, 5, 6, 2], -1.0, 1.0, 3)], move |x| {
-                super::avg_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, [3, 2], [1, 2], [1, 1], false, cip)
+                super::avg_pool2d(&crate::permute(&x[0], [0, 3, 1, 2])?, [3, 2], [1, 2], [1, 1], false, cip)
             }));
             c.push(Case::new(format!("ceil_k3_s2_pad1_{tag}"), vec![Case::input(&[1, 2, 8, 7], -1.0, 1.0, 4)], move |x| {
                 super::avg_pool2d(&x[0], [3, 3], [2, 2], [1, 1], true, cip)
@@ -265,15 +265,15 @@ pub mod global_avg_pool2d {
         if im.h * im.w == 0 {
             return Err(Error::shape(NAME, &[s], "the mean of an empty image plane is undefined"));
         }
-        let m = crate::mean(&crate::reshape(x, &[im.n as isize, im.c as isize, (im.h * im.w) as isize])?, Some(-1), false)?;
-        crate::reshape(&m, &im.shape(im.c, [1, 1]).iter().map(|&d| d as isize).collect::<om_core::layout::SignedDims>())
+        let m = crate::mean(&crate::reshape(x, [im.n as isize, im.c as isize, (im.h * im.w) as isize])?, Some(-1), false)?;
+        crate::reshape(&m, im.shape(im.c, [1, 1]).iter().map(|&d| d as isize).collect::<om_core::layout::SignedDims>())
     }
 
     fn cases() -> Vec<Case> {
         vec![
             Case::new("contiguous", vec![Case::input(&[2, 3, 4, 5], -1.0, 1.0, 1)], |x| super::global_avg_pool2d(&x[0])),
             Case::new("nhwc_permuted_input", vec![Case::input(&[2, 3, 4, 3], -1.0, 1.0, 2)], |x| {
-                super::global_avg_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?)
+                super::global_avg_pool2d(&crate::permute(&x[0], [0, 3, 1, 2])?)
             }),
             Case::new("unbatched", vec![Case::input(&[3, 4, 5], -1.0, 1.0, 3)], |x| super::global_avg_pool2d(&x[0])),
         ]

@@ -172,7 +172,7 @@ pub mod sum {
     }
 
     fn cases() -> Vec<Case> {
-        cases_for(|x, a, k| super::sum(x, a, k))
+        cases_for(super::sum)
     }
 }
 
@@ -208,7 +208,7 @@ pub mod mean {
     }
 
     fn cases() -> Vec<Case> {
-        cases_for(|x, a, k| super::mean(x, a, k))
+        cases_for(super::mean)
     }
 }
 

@@ -400,7 +400,7 @@ pub mod amax {
     }
 
     fn cases() -> Vec<Case> {
-        extreme_cases(|x, a, k| super::amax(x, a, k))
+        extreme_cases(super::amax)
     }
 }
 
@@ -431,7 +431,7 @@ pub mod amin {
     }
 
     fn cases() -> Vec<Case> {
-        extreme_cases(|x, a, k| super::amin(x, a, k))
+        extreme_cases(super::amin)
     }
 }
 
@@ -606,8 +606,10 @@ type MomentFn = fn(&Tensor, Axes, usize, bool) -> Result<Tensor>;
 /// another correction are left out.
 fn moment_cases(f: MomentFn, fixed: bool) -> Vec<Case> {
     type View = fn(&Tensor) -> Result<Tensor>;
+    /// Name, input shape, the view of the input reduced, axes, correction, keep_dim.
+    type Spec = (&'static str, &'static [usize], View, Axes, usize, bool);
     let id: View = |x| Ok(x.clone());
-    let cases: [(&str, &[usize], View, Axes, usize, bool); 7] = [
+    let cases: [Spec; 7] = [
         ("all_unbiased", &[3, 4], id, Axes::all(), 1, false),
         ("axis1_biased", &[3, 5], id, 1.into(), 0, false),
         ("axis0_keep_dim", &[4, 2, 3], id, 0.into(), 1, true),
@@ -687,7 +689,7 @@ pub mod var_correction {
     }
 
     fn cases() -> Vec<Case> {
-        moment_cases(|x, a, c, k| super::var_correction(x, a, c, k), false)
+        moment_cases(super::var_correction, false)
     }
 }
 
@@ -748,7 +750,7 @@ pub mod std_correction {
     }
 
     fn cases() -> Vec<Case> {
-        moment_cases(|x, a, c, k| super::std_correction(x, a, c, k), false)
+        moment_cases(super::std_correction, false)
     }
 }
 

@@ -283,7 +283,7 @@ pub mod resize2d {
                 super::resize2d(&x[0], 1, 4, mode, align)
             }));
             c.push(Case::new(format!("{tag}_nhwc_permuted_input"), vec![Case::input(&[1, 5, 4, 3], -1.0, 1.0, 5)], move |x| {
-                super::resize2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 7, mode, align)
+                super::resize2d(&crate::permute(&x[0], [0, 3, 1, 2])?, 3, 7, mode, align)
             }));
             c.push(Case::new(format!("{tag}_unbatched"), vec![Case::input(&[2, 4, 5], -1.0, 1.0, 6)], move |x| {
                 super::resize2d(&x[0], 7, 3, mode, align)
@@ -344,7 +344,7 @@ pub mod resize2d_scale {
                 super::resize2d_scale(&x[0], [0.6, 0.45], mode, align, false)
             }));
             c.push(Case::new(format!("{tag}_same_size_other_scale_permuted"), vec![Case::input(&[1, 6, 5, 2], -1.0, 1.0, 4)], move |x| {
-                super::resize2d_scale(&crate::permute(&x[0], &[0, 3, 1, 2])?, [1.1, 2.0], mode, align, false)
+                super::resize2d_scale(&crate::permute(&x[0], [0, 3, 1, 2])?, [1.1, 2.0], mode, align, false)
             }));
         }
         c
