@@ -4,7 +4,7 @@
 //! and all give the same bits as summing the gathered elements in that order).
 //! Backward: `g` broadcast back to the input's shape (`mean`: divided by the count).
 //!
-//! [`Plan`] is how every reduction over [`Axes`] walks its input (shared with
+//! `Plan` is how every reduction over [`Axes`] walks its input (shared with
 //! `reductions.rs`): adjacent reduced axes are read in place as `[outer, len, inner]`;
 //! others are moved last first.
 

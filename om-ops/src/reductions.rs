@@ -8,7 +8,7 @@
 //! a tie, and the first NaN wins over every number.
 //! Exact mode needs nothing special: every loop here is scalar code (the same on every
 //! path), sums are f64 in row-major order of the reduced axes, and `exp`/`log` are
-//! `om_core::kernels::math`'s. Several reduced axes are read as [`Plan`] says: in place
+//! `om_core::kernels::math`'s. Several reduced axes are read as `reduce::Plan` says: in place
 //! when adjacent, else moved last first.
 
 use crate::indexing::{expect_i32, gather_along, scatter_along};
