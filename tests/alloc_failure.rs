@@ -30,14 +30,14 @@ fn constructors_too_large_for_memory_are_errors() {
 #[test]
 fn copying_a_huge_expanded_view_is_an_error() {
     let x = Tensor::from_vec(vec![1.5], &[1, 1]).unwrap();
-    let v = x.expand(&[1 << 30, 1 << 30]).unwrap();
+    let v = x.expand([1 << 30, 1 << 30]).unwrap();
     assert_oom(&v.contiguous().unwrap_err(), "contiguous", 4 << 60);
     assert_oom(&ops::cast(&v, om_core::DType::I32).unwrap_err(), "cast", 4 << 60);
-    assert_oom(&ops::flip(&v, &[0]).unwrap_err(), "flip", 4 << 60);
+    assert_oom(&ops::flip(&v, [0]).unwrap_err(), "flip", 4 << 60);
     // A transposed expansion cannot be flattened as a view: reshape must copy.
     let row = Tensor::from_vec(vec![1.5, 2.5], &[1, 2]).unwrap();
-    let t = ops::transpose(&row.expand(&[1 << 40, 2]).unwrap(), 0, 1).unwrap();
-    assert_oom(&ops::reshape(&t, &[-1]).unwrap_err(), "reshape", 8 << 40);
+    let t = ops::transpose(&row.expand([1isize << 40, 2]).unwrap(), 0, 1).unwrap();
+    assert_oom(&ops::reshape(&t, [-1]).unwrap_err(), "reshape", 8 << 40);
     assert_eq!(x.to_vec(), vec![1.5]);
     assert_eq!(row.to_vec(), vec![1.5, 2.5]);
     assert_eq!((x.version(), row.version()), (0, 0));
@@ -47,12 +47,12 @@ fn copying_a_huge_expanded_view_is_an_error() {
 fn operators_whose_output_is_too_large_are_errors() {
     let a = Tensor::from_vec(vec![1.0, 2.0], &[2, 1]).unwrap().requires_grad().unwrap();
     let b = Tensor::from_vec(vec![3.0], &[1, 1]).unwrap();
-    let big = a.expand(&[2, 1 << 40]).unwrap();
+    let big = a.expand([2, 1isize << 40]).unwrap();
     let e = ops::add(&big, &b).unwrap_err();
     assert_oom(&e, "add", 8 << 40);
     let e = ops::relu(&big).unwrap_err();
     assert_oom(&e, "relu", 8 << 40);
-    let e = ops::concat(&[b.clone(), b.expand(&[1 << 40, 1]).unwrap()], 0).unwrap_err();
+    let e = ops::concat(&[b.clone(), b.expand([1isize << 40, 1]).unwrap()], 0).unwrap_err();
     assert_oom(&e, "concat", 4 * ((1 << 40) + 1));
     // Nothing changed: values, versions, gradients.
     assert_eq!(a.to_vec(), vec![1.0, 2.0]);
@@ -67,11 +67,11 @@ fn operators_whose_output_is_too_large_are_errors() {
 #[test]
 fn reducing_a_huge_expanded_view_sums_it_in_place() {
     let x = Tensor::ones(&[1, 1]).unwrap();
-    let v = x.expand(&[1 << 30, 1 << 30]).unwrap();
+    let v = x.expand([1 << 30, 1 << 30]).unwrap();
     // 2^60 sequential f64 additions of 1.0 saturate at 2^53 (2^53 + 1 rounds back to 2^53).
     assert_eq!(v.sum(None, false).unwrap().item().unwrap(), (1u64 << 53) as f32);
     // A reduction whose output is too large is still an error.
-    let wide = x.expand(&[1 << 40, 1 << 20]).unwrap();
+    let wide = x.expand([1isize << 40, 1 << 20]).unwrap();
     assert_oom(&ops::sum(&wide, Some(1), false).unwrap_err(), "sum", 4 << 40);
     assert_eq!(x.to_vec(), vec![1.0]);
 }
@@ -80,7 +80,7 @@ fn reducing_a_huge_expanded_view_sums_it_in_place() {
 fn sums_of_expanded_views_have_the_bits_of_sums_of_their_copies() {
     let base = Tensor::randn_with_seed(&[3, 1, 4], 5).unwrap();
     for (shape, axes) in [(vec![3, 2000, 4], vec![None, Some(0), Some(1), Some(2)]), (vec![3, 9, 4], vec![Some(1)])] {
-        let v = base.expand(&shape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
+        let v = base.expand(shape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
         let t = ops::transpose(&v, 0, 2).unwrap(); // strided and expanded
         let copy = t.contiguous().unwrap();
         for axis in axes {
@@ -101,12 +101,12 @@ fn sums_of_expanded_views_have_the_bits_of_sums_of_their_copies() {
 #[test]
 fn a_backward_seeded_with_a_huge_view_is_an_error_that_changes_no_gradient() {
     let x = Tensor::ones(&[1, 1]).unwrap().requires_grad().unwrap();
-    let y = x.expand(&[1 << 30, 1 << 30]).unwrap();
-    let seed = Tensor::ones(&[1, 1]).unwrap().expand(&[1 << 30, 1 << 30]).unwrap();
+    let y = x.expand([1 << 30, 1 << 30]).unwrap();
+    let seed = Tensor::ones(&[1, 1]).unwrap().expand([1 << 30, 1 << 30]).unwrap();
     assert_oom(&y.backward_with(Some(&seed), false).unwrap_err(), "backward", 4 << 60);
     assert!(x.grad().is_none());
     // The leaf still works: a sensible backward from it accumulates as usual.
-    let s = x.expand(&[2, 3]).unwrap().sum(None, false).unwrap();
+    let s = x.expand([2, 3]).unwrap().sum(None, false).unwrap();
     s.backward().unwrap();
     assert_eq!(x.grad().unwrap().to_vec(), vec![6.0]);
 }

@@ -14,9 +14,9 @@ fn mismatched_shapes() {
     assert!(matches!(&e, Error::Shape { op: "add", shapes, .. } if shapes == &vec![vec![2, 3], vec![4]]), "{e}");
     let e = ops::matmul(&t(&[2, 3]), &t(&[4, 5])).unwrap_err();
     assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
-    let e = ops::reshape(&t(&[2, 3]), &[4, 2]).unwrap_err();
+    let e = ops::reshape(&t(&[2, 3]), [4, 2]).unwrap_err();
     assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
-    let e = ops::expand(&t(&[2, 3]), &[4, 3]).unwrap_err();
+    let e = ops::expand(&t(&[2, 3]), [4, 3]).unwrap_err();
     assert!(matches!(e, Error::Shape { op: "expand", .. }), "{e}");
 }
 
@@ -29,7 +29,7 @@ fn axis_out_of_range() {
         (ops::slice(&t(&[2, 3]), 2, 0, 1, 1).unwrap_err(), "slice"),
         (ops::select(&t(&[2, 3]), -3, 0).unwrap_err(), "select"),
         (ops::unsqueeze(&t(&[2, 3]), 4).unwrap_err(), "unsqueeze"),
-        (ops::flip(&t(&[2, 3]), &[2]).unwrap_err(), "flip"),
+        (ops::flip(&t(&[2, 3]), [2]).unwrap_err(), "flip"),
     ] {
         assert!(matches!(e, Error::Axis { op: o, .. } if o == op), "{op}: {e}");
     }
@@ -41,10 +41,10 @@ fn invalid_argument_values() {
         (ops::slice(&t(&[4]), 0, 0, 4, 0).unwrap_err(), "slice"),
         (ops::slice(&t(&[4]), 0, 0, 4, -1).unwrap_err(), "slice"),
         (ops::select(&t(&[4]), 0, 4).unwrap_err(), "select"),
-        (ops::permute(&t(&[2, 3]), &[0, 0]).unwrap_err(), "permute"),
-        (ops::permute(&t(&[2, 3]), &[0]).unwrap_err(), "permute"),
-        (ops::reshape(&t(&[2, 3]), &[-1, -1]).unwrap_err(), "reshape"),
-        (ops::flip(&t(&[2, 3]), &[0, 0]).unwrap_err(), "flip"),
+        (ops::permute(&t(&[2, 3]), [0, 0]).unwrap_err(), "permute"),
+        (ops::permute(&t(&[2, 3]), [0]).unwrap_err(), "permute"),
+        (ops::reshape(&t(&[2, 3]), [-1, -1]).unwrap_err(), "reshape"),
+        (ops::flip(&t(&[2, 3]), [0, 0]).unwrap_err(), "flip"),
     ] {
         assert!(matches!(e, Error::Argument { op: o, .. } if o == op), "{op}: {e}");
     }

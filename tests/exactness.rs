@@ -34,9 +34,9 @@ fn step() -> Result<u64> {
     let (ln_g, ln_b) = (leaf(&[128], 6, 1.0), leaf(&[128], 7, 0.1));
     let h = ops::layer_norm(&h, Some(&ln_g), Some(&ln_b), 1e-5)?;
     let y = ops::relu(&ops::sub(&ops::matmul(&h, &w2)?, &ops::neg(&d)?)?)?; // [64, 80]
-    let y = ops::div(&y, &ops::add(&ops::expand(&ops::unsqueeze(&d, 0)?, &[64, -1])?, &Tensor::full(&[1], 4.0)?)?)?;
-    let y = ops::reshape(&ops::permute(&ops::reshape(&y, &[8, 8, 80])?, &[2, 0, 1])?, &[80, 64])?;
-    let y = ops::flip(&ops::slice(&y, 0, 1, 80, 3)?, &[1])?;
+    let y = ops::div(&y, &ops::add(&ops::expand(&ops::unsqueeze(&d, 0)?, [64, -1])?, &Tensor::full(&[1], 4.0)?)?)?;
+    let y = ops::reshape(&ops::permute(&ops::reshape(&y, [8, 8, 80])?, [2, 0, 1])?, [80, 64])?;
+    let y = ops::flip(&ops::slice(&y, 0, 1, 80, 3)?, [1])?;
     let y = ops::contiguous(&ops::transpose(&y, 0, 1)?)?;
     let sel = ops::select(&y, 0, -1)?;
     let y = ops::squeeze(&ops::mean(&y, Some(1), true)?, Some(1))?;
@@ -76,12 +76,12 @@ fn step() -> Result<u64> {
     // Embedding, batch norm (training, with running stats) and an NLL loss on the side.
     let table = leaf(&[10, 8], 8, 1.0);
     let ids = Tensor::from_vec_i32((0..64).map(|i| i * 7 % 10).collect(), &[4, 16])?;
-    let e = ops::reshape(&ops::embedding(&table, &ids, Some(3))?, &[4, 16, 2, 4])?;
+    let e = ops::reshape(&ops::embedding(&table, &ids, Some(3))?, [4, 16, 2, 4])?;
     let (bn_g, bn_b) = (leaf(&[16], 9, 1.0), leaf(&[16], 10, 0.1));
     let (rm, rv) = (Tensor::zeros(&[16])?, Tensor::ones(&[16])?);
     let e = ops::batch_norm2d(&e, Some(&bn_g), Some(&bn_b), Some(&rm), Some(&rv), true, 0.1, 1e-5)?;
     let targets = Tensor::from_vec_i32((0..16).map(|i| if i % 5 == 4 { -100 } else { i * 3 % 32 }).collect(), &[16])?;
-    let nll = ops::nll_loss(&ops::reshape(&e, &[16, 32])?, &targets, None, Default::default())?;
+    let nll = ops::nll_loss(&ops::reshape(&e, [16, 32])?, &targets, None, Default::default())?;
     let loss = ops::add(&ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?, &nll)?;
     let loss = ops::add(&loss, &ops::sum(&f, None, false)?)?;
     // A recurrent branch: a two-layer bidirectional batch-first LSTM with initial states

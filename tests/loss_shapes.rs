@@ -66,7 +66,7 @@ fn equal_shapes_and_explicit_expansion_still_work() {
         assert!(f(&x, &t).is_ok(), "{name}");
         // Broadcasting on purpose: expand the target (its gradient sums back to [8]).
         let t8 = leaf(&[8], 5);
-        let y = f(&x, &ops::expand(&ops::unsqueeze(&t8, 1).unwrap(), &[8, 1]).unwrap()).unwrap();
+        let y = f(&x, &ops::expand(&ops::unsqueeze(&t8, 1).unwrap(), [8, 1]).unwrap()).unwrap();
         let y = if y.shape().is_empty() { y } else { ops::sum(&y, None, false).unwrap() };
         y.backward().unwrap();
         assert_eq!(t8.grad().unwrap().shape(), &[8], "{name}");
@@ -82,6 +82,6 @@ fn mse_of_a_column_and_a_vector_is_refused() {
     let y = Tensor::from_vec(vec![1.0, 2.0, 5.0], &[3]).unwrap();
     let e = ops::mse_loss(&p, &y, Default::default()).unwrap_err();
     assert!(e.to_string().contains("[3, 1]") && e.to_string().contains("[3]"), "{e}");
-    let y = ops::reshape(&y, &[3, 1]).unwrap();
+    let y = ops::reshape(&y, [3, 1]).unwrap();
     assert_eq!(ops::mse_loss(&p, &y, Default::default()).unwrap().item().unwrap(), 4.0 / 3.0);
 }

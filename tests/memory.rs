@@ -29,7 +29,7 @@ fn a_warm_training_step_allocates_no_tensor_memory() -> Result<()> {
         opt.zero_grad()?;
         let h = ops::relu(&net.bn.forward(&net.conv.forward(&x)?)?)?;
         let h = ops::max_pool2d(&h, 2)?;
-        let logits = net.fc.forward(&ops::reshape(&h, &[16, -1])?)?;
+        let logits = net.fc.forward(&ops::reshape(&h, [16, -1])?)?;
         ops::cross_entropy(&logits, &targets, None, Default::default())?.backward()?;
         opt.step()
     };

@@ -362,7 +362,7 @@ fn pooling_layers_in_a_derived_module() -> Result<()> {
     // The layers are the functions with their options.
     let c = ops::relu(&net.conv.forward(&x)?)?;
     assert_eq!(net.pool.forward(&c)?.to_vec(), ops::max_pool2d(&c, 2)?.to_vec());
-    let logits = net.fc.forward(&ops::reshape(&h, &[8, 36])?)?;
+    let logits = net.fc.forward(&ops::reshape(&h, [8, 36])?)?;
     let loss = ops::sum(&logits, None, false)?;
     loss.backward()?;
     assert!(net.conv.weight.grad().is_some() && net.fc.weight.grad().is_some());

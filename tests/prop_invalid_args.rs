@@ -129,7 +129,7 @@ proptest! {
             2 => must_fail("slice", &what, || ops::slice(&x, bad, 0, 1, 1))?,
             3 => must_fail("select", &what, || ops::select(&x, bad, 0))?,
             4 => must_fail("squeeze", &what, || ops::squeeze(&x, Some(bad)))?,
-            5 => must_fail("flip", &what, || ops::flip(&x, &[bad]))?,
+            5 => must_fail("flip", &what, || ops::flip(&x, [bad]))?,
             _ => {
                 let bad = bad_axis(r, k, negative, true);
                 must_fail("unsqueeze", &format!("axis {bad} of {a:?}"), || ops::unsqueeze(&x, bad))?
@@ -156,7 +156,7 @@ proptest! {
             must_fail("permute", &format!("{perm:?} of {a:?}"), || ops::permute(&x, &perm))?;
         }
         if r >= 1 {
-            must_fail("flip", &format!("axis {axis} twice in {a:?}"), || ops::flip(&x, &[axis as isize, axis as isize - r as isize]))?;
+            must_fail("flip", &format!("axis {axis} twice in {a:?}"), || ops::flip(&x, [axis as isize, axis as isize - r as isize]))?;
         }
     }
 

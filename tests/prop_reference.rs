@@ -136,7 +136,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
                 bshape[q[i]] = shape[i];
             }
             let (b, br) = base(&bshape)?;
-            let t = ops::permute(&b, &q.iter().map(|&a| a as isize).collect::<Vec<isize>>())?;
+            let t = ops::permute(&b, q.iter().map(|&a| a as isize).collect::<Vec<isize>>())?;
             let rr = br.gather(shape.to_vec(), |idx| {
                 let mut j = vec![0; r];
                 for i in 0..r {
@@ -163,7 +163,7 @@ fn operand(shape: &[usize], kind: u8, seed: u64, lo: f64, hi: f64) -> Result<Ope
             let drop = rng2.below(2).min(r);
             let bshape: Vec<usize> = (drop..r).map(|a| if rng2.coin() { 1 } else { shape[a] }).collect();
             let (b, br) = base(&bshape)?;
-            let t = ops::expand(&b, &shape.iter().map(|&d| d as isize).collect::<Vec<isize>>())?;
+            let t = ops::expand(&b, shape.iter().map(|&d| d as isize).collect::<Vec<isize>>())?;
             let rr = br.gather(shape.to_vec(), |idx| (drop..r).map(|a| if bshape[a - drop] == 1 { 0 } else { idx[a] }).collect());
             Ok(Operand { t, r: rr, layout: "expanded" })
         }
@@ -417,6 +417,11 @@ enum Reduction {
     Std(bool),
     SumAxes,
     MeanAxes,
+    AmaxAxes,
+    AminAxes,
+    LogsumexpAxes,
+    VarAxes(bool),
+    StdAxes(bool),
 }
 
 const REDUCTIONS: &[Reduction] = &[
@@ -433,17 +438,37 @@ const REDUCTIONS: &[Reduction] = &[
     Reduction::Std(false),
     Reduction::SumAxes,
     Reduction::MeanAxes,
+    Reduction::AmaxAxes,
+    Reduction::AminAxes,
+    Reduction::LogsumexpAxes,
+    Reduction::VarAxes(true),
+    Reduction::StdAxes(false),
 ];
 
 fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pick: Vec<bool>, keep: bool, all: bool) -> TestResult {
     let red = REDUCTIONS[which % REDUCTIONS.len()];
     let x = operand(&shape, kind, seed, -3.0, 3.0).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let r = shape.len();
-    let multi = matches!(red, Reduction::SumAxes | Reduction::MeanAxes);
+    let multi = matches!(
+        red,
+        Reduction::SumAxes
+            | Reduction::MeanAxes
+            | Reduction::AmaxAxes
+            | Reduction::AminAxes
+            | Reduction::LogsumexpAxes
+            | Reduction::VarAxes(_)
+            | Reduction::StdAxes(_)
+    );
     let single_only = matches!(red, Reduction::MaxDim | Reduction::MinDim);
     // The reduced axes: a subset for the multi-axis reductions, else one axis (or all).
+    // An empty list reduces every axis, as PyTorch's `dim=[]`.
     let axes: Vec<usize> = if multi {
-        (0..r).filter(|&a| axis_pick[a]).collect()
+        let picked: Vec<usize> = (0..r).filter(|&a| axis_pick[a]).collect();
+        if picked.is_empty() {
+            (0..r).collect()
+        } else {
+            picked
+        }
     } else if (all && !single_only) || r == 0 {
         (0..r).collect()
     } else {
@@ -457,7 +482,11 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
     let out_shape = if whole && !keep { vec![] } else { out_shape };
     let len: usize = axes.iter().map(|&a| shape[a]).product();
     let axis = (!whole).then(|| axes.first().map(|&a| a as isize - if seed & 1 == 1 { r as isize } else { 0 })).flatten();
-    let signed: Vec<isize> = axes.iter().map(|&a| if seed & 2 == 2 { a as isize - r as isize } else { a as isize }).collect();
+    let signed: Vec<isize> = if multi && !(0..r).any(|a| axis_pick[a]) {
+        vec![]
+    } else {
+        axes.iter().map(|&a| if seed & 2 == 2 { a as isize - r as isize } else { a as isize }).collect()
+    };
     let what = format!("{red:?} over {axes:?} (keep {keep}) of {shape:?} ({})", x.layout);
     let t = &x.t;
     let call = || -> Result<Tensor> {
@@ -469,10 +498,17 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
             Reduction::MaxDim => ops::max_dim(t, axis.unwrap_or(0), keep).map(|(v, _)| v),
             Reduction::MinDim => ops::min_dim(t, axis.unwrap_or(0), keep).map(|(v, _)| v),
             Reduction::Logsumexp => ops::logsumexp(t, axis, keep),
-            Reduction::Var(u) => ops::var(t, axis, u, keep),
-            Reduction::Std(u) => ops::std_dev(t, axis, u, keep),
-            Reduction::SumAxes => ops::sum_axes(t, &signed, keep),
-            Reduction::MeanAxes => ops::mean_axes(t, &signed, keep),
+            Reduction::Var(u) => ops::var_correction(t, axis, usize::from(u), keep),
+            Reduction::Std(u) => ops::std_correction(t, axis, usize::from(u), keep),
+            Reduction::SumAxes => ops::sum(t, &signed[..], keep),
+            Reduction::MeanAxes => ops::mean(t, &signed[..], keep),
+            Reduction::AmaxAxes => ops::amax(t, &signed[..], keep),
+            Reduction::AminAxes => ops::amin(t, &signed[..], keep),
+            Reduction::LogsumexpAxes => ops::logsumexp(t, &signed[..], keep),
+            Reduction::VarAxes(true) => ops::var(t, &signed[..], keep),
+            Reduction::VarAxes(false) => ops::var_correction(t, &signed[..], 0, keep),
+            Reduction::StdAxes(true) => ops::std(t, &signed[..], keep),
+            Reduction::StdAxes(false) => ops::std_correction(t, &signed[..], 0, keep),
         }
     };
     let op_name = match red {
@@ -483,19 +519,21 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
         Reduction::MaxDim => "max_dim",
         Reduction::MinDim => "min_dim",
         Reduction::Logsumexp => "logsumexp",
-        Reduction::Var(_) => "var",
-        Reduction::Std(_) => "std_dev",
-        Reduction::SumAxes => "sum_axes",
-        Reduction::MeanAxes => "mean_axes",
+        Reduction::Var(_) => "var_correction",
+        Reduction::Std(_) => "std_correction",
+        Reduction::SumAxes => "sum",
+        Reduction::MeanAxes => "mean",
+        Reduction::AmaxAxes => "amax",
+        Reduction::AminAxes => "amin",
+        Reduction::LogsumexpAxes => "logsumexp",
+        Reduction::VarAxes(true) => "var",
+        Reduction::VarAxes(false) => "var_correction",
+        Reduction::StdAxes(true) => "std",
+        Reduction::StdAxes(false) => "std_correction",
     };
-    if multi && axes.is_empty() {
-        // `sum_axes(x, [])` is refused (PyTorch reduces every axis for an empty list; here
-        // `sum(x, None, ..)` says that), a deliberate difference.
-        return check_refused(&what, op_name, call);
-    }
     // An empty row: PyTorch raises for the selecting reductions; this library also refuses
     // a mean or variance of nothing (PyTorch: NaN), a deliberate difference.
-    if len == 0 && !matches!(red, Reduction::Sum | Reduction::SumAxes | Reduction::Logsumexp) {
+    if len == 0 && !matches!(red, Reduction::Sum | Reduction::SumAxes | Reduction::Logsumexp | Reduction::LogsumexpAxes) {
         return check_refused(&what, op_name, call);
     }
     let vals = |g: &Vec<usize>| g.iter().map(|&k| x.r.vals[k]).collect::<Vec<f64>>();
@@ -512,14 +550,14 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
             let (w, t) = match red {
                 Reduction::Sum | Reduction::SumAxes => (sum, sum_tol),
                 Reduction::Mean | Reduction::MeanAxes => (sum / n, sum_tol / n + 2.0 * U * (sum / n).abs()),
-                Reduction::Amax | Reduction::MaxDim => (v.iter().copied().fold(f64::NEG_INFINITY, f64::max), 0.0),
-                Reduction::Amin | Reduction::MinDim => (v.iter().copied().fold(f64::INFINITY, f64::min), 0.0),
-                Reduction::Logsumexp => {
+                Reduction::Amax | Reduction::MaxDim | Reduction::AmaxAxes => (v.iter().copied().fold(f64::NEG_INFINITY, f64::max), 0.0),
+                Reduction::Amin | Reduction::MinDim | Reduction::AminAxes => (v.iter().copied().fold(f64::INFINITY, f64::min), 0.0),
+                Reduction::Logsumexp | Reduction::LogsumexpAxes => {
                     let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                     let l = if v.is_empty() { f64::NEG_INFINITY } else { m + v.iter().map(|&y| (y - m).exp()).sum::<f64>().ln() };
                     (l, 16.0 * U * (l.abs() + 1.0))
                 }
-                Reduction::Var(u) | Reduction::Std(u) => {
+                Reduction::Var(u) | Reduction::Std(u) | Reduction::VarAxes(u) | Reduction::StdAxes(u) => {
                     let dof = n - if u { 1.0 } else { 0.0 };
                     let mean = sum / n;
                     let var = v.iter().map(|&y| (y - mean) * (y - mean)).sum::<f64>() / dof;
@@ -527,7 +565,7 @@ fn reduction_case(shape: Vec<usize>, kind: u8, seed: u64, which: usize, axis_pic
                     let var_tol = 4.0 * (n + 4.0) * U * sq / dof.max(1.0) + 1e-30;
                     match (red, dof <= 0.0) {
                         (_, true) => (f64::NAN, 0.0),
-                        (Reduction::Var(_), _) => (var, var_tol),
+                        (Reduction::Var(_) | Reduction::VarAxes(_), _) => (var, var_tol),
                         _ => (var.sqrt(), (var_tol / (2.0 * var.sqrt())).min(var_tol.sqrt()) + 2.0 * U * var.sqrt()),
                     }
                 }
@@ -580,7 +618,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 }
                 j
             });
-            Some((format!("permute {p:?}"), ops::permute(t, &p.iter().map(|&a| a as isize).collect::<Vec<isize>>()), want))
+            Some((format!("permute {p:?}"), ops::permute(t, p.iter().map(|&a| a as isize).collect::<Vec<isize>>()), want))
         }
         1 if rank >= 1 => {
             let (a, b) = (rng.below(rank), rng.below(rank));
@@ -684,7 +722,7 @@ fn view_step(t: &Tensor, r: &Ref, rng: &mut Rng) -> Option<(String, Result<Tenso
                 j[a] = shape[a] - 1 - idx[a];
                 j
             });
-            Some((format!("flip {a}"), ops::flip(t, &[a as isize]), want))
+            Some((format!("flip {a}"), ops::flip(t, [a as isize]), want))
         }
         _ => Some(("contiguous".to_string(), ops::contiguous(t).inspect(|c| assert!(c.is_contiguous() || c.numel() == 0)), r.clone())),
     }

@@ -122,6 +122,18 @@ macro_rules! axes_from_int {
 // shapes.
 axes_from_int!(i32, isize, usize);
 
+impl From<SignedDims> for Axes {
+    fn from(a: SignedDims) -> Axes {
+        Axes(Some(a))
+    }
+}
+
+impl From<&SignedDims> for Axes {
+    fn from(a: &SignedDims) -> Axes {
+        Axes(Some(a.clone()))
+    }
+}
+
 /// An integer read as a signed size or axis; a `usize` beyond `isize::MAX` saturates
 /// (and is then refused as out of range), never wrapping to a negative axis or to `-1`.
 trait Signed: Copy {

@@ -114,7 +114,7 @@ fn without_batch_norm_sharded_gradients_are_the_full_batch_gradients() -> Result
         let fc = Linear::with_seed(64, 10, true, 5)?;
         let loss = |shard: &[usize]| -> Result<Tensor> {
             let (x, y) = batch(&data, shard)?;
-            om_ops::cross_entropy(&fc.forward(&om_ops::reshape(&x, &[shard.len() as isize, 64])?)?, &y, None, Default::default())
+            om_ops::cross_entropy(&fc.forward(&om_ops::reshape(&x, [shard.len() as isize, 64])?)?, &y, None, Default::default())
         };
         if shards == 0 {
             loss(&rows)?.backward()?;

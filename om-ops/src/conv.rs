@@ -562,7 +562,7 @@ pub mod conv2d {
                 ],
                 |x| {
                     super::conv2d(
-                        &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                        &crate::permute(&x[0], [0, 3, 1, 2])?,
                         &x[1],
                         Some(&x[2]),
                         Conv2dOptions::default().stride([1, 2]).padding([0, 1, 1, 0]),
@@ -595,7 +595,7 @@ pub mod conv2d {
             Case::new(
                 "unbatched_permuted_input",
                 vec![Case::input(&[5, 4, 3], -1.0, 1.0, 20), Case::input(&[2, 3, 2, 2], -1.0, 1.0, 21)],
-                |x| super::conv2d(&crate::permute(&x[0], &[2, 0, 1])?, &x[1], None, Conv2dOptions::default().padding([1, 1, 0, 0])),
+                |x| super::conv2d(&crate::permute(&x[0], [2, 0, 1])?, &x[1], None, Conv2dOptions::default().padding([1, 1, 0, 0])),
             ),
         ]
     }
@@ -783,7 +783,7 @@ pub mod conv_transpose2d {
                     Case::input(&[2], -1.0, 1.0, 14),
                 ],
                 |x| {
-                    let xv = crate::slice(&crate::permute(&x[0], &[0, 3, 1, 2])?, 3, 0, 6, 2)?;
+                    let xv = crate::slice(&crate::permute(&x[0], [0, 3, 1, 2])?, 3, 0, 6, 2)?;
                     super::conv_transpose2d(&xv, &x[1], Some(&x[2]), ConvTranspose2dOptions::default().stride(2).output_padding([0, 1]))
                 },
             ),

@@ -16,6 +16,14 @@
 //! # Ok::<(), om_ops::Error>(())
 //! ```
 
+// The operator `std` (standard deviation) is declared as `pub mod std` in `reductions`;
+// the glob re-export below would then shadow the standard library for every path `std::..`
+// here and in any crate that glob-imports this one. This item keeps `std` (type namespace)
+// the standard library at the root: the glob still exports the function `std`.
+#[allow(clippy::useless_attribute)] // the `allow` below is what silences rustc here
+#[allow(hidden_glob_reexports)]
+extern crate std;
+
 mod arith_ops;
 mod conv;
 mod ctc;

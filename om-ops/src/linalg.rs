@@ -258,7 +258,7 @@ pub mod linear {
         }
         let lead = &x.shape()[..x.rank() - 1];
         let rows: usize = lead.iter().product(); // not -1: it is ambiguous for zero features
-        let x2 = crate::reshape(x, &[rows as isize, in_f as isize])?;
+        let x2 = crate::reshape(x, [rows as isize, in_f as isize])?;
         let records = om_core::is_grad_enabled() && [Some(x), Some(w), bias].into_iter().flatten().any(Tensor::needs_grad);
         let all_f32 = [Some(x), Some(w), bias].into_iter().flatten().all(|t| t.dtype() == DType::F32);
         let y = if !records && all_f32 {

@@ -211,7 +211,7 @@ where
     vec![
         Case::new(format!("{prefix}mean"), vec![input(&[3, 4], 1), target(&[3, 4], 2)], move |x| f(&x[0], &x[1], Reduction::Mean)),
         Case::new(format!("{prefix}sum_broadcast_target"), vec![input(&[2, 3, 4], 3), target(&[4], 4)], move |x| {
-            f(&x[0], &crate::expand(&x[1], &[2, 3, 4])?, Reduction::Sum)
+            f(&x[0], &crate::expand(&x[1], [2, 3, 4])?, Reduction::Sum)
         }),
         Case::new(format!("{prefix}none_transposed"), vec![input(&[4, 3], 5), target(&[3, 4], 6)], move |x| {
             f(&crate::transpose(&x[0], 0, 1)?, &x[1], Reduction::None)

@@ -44,7 +44,7 @@ impl Forward for DigitNet {
         let h = ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?;
         let h = ops::max_pool2d(&h, 2)?;
         let b = h.shape()[0] as isize;
-        self.fc.forward(&ops::reshape(&h, &[b, -1])?)
+        self.fc.forward(&ops::reshape(&h, [b, -1])?)
     }
 }
 
@@ -87,10 +87,10 @@ impl Forward for Crnn {
         let h = ops::max_pool2d(&h, [2, 1])?;
         // [B, C, H, T] → [B, T, C·H]
         let (b, t) = (h.shape()[0] as isize, h.shape()[3] as isize);
-        let frames = ops::reshape(&ops::permute(&h, &[0, 3, 1, 2])?, &[b, t, -1])?;
+        let frames = ops::reshape(&ops::permute(&h, [0, 3, 1, 2])?, [b, t, -1])?;
         let y = self.rnn.forward(&frames, None, None)?.y;
         let logits = self.fc.forward(&y)?;
-        ops::log_softmax(&ops::permute(&logits, &[1, 0, 2])?, -1)
+        ops::log_softmax(&ops::permute(&logits, [1, 0, 2])?, -1)
     }
 }
 

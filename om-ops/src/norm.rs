@@ -320,7 +320,7 @@ pub mod batch_norm2d {
             }),
             // Channels-last storage read as [N, C, H, W].
             Case::new("train_transposed", [vec![inp(&[2, 2, 2, 3], -2.0, 2.0, 7)], gb(8)].concat(), |x| {
-                super::batch_norm2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
+                super::batch_norm2d(&crate::permute(&x[0], [0, 3, 1, 2])?, Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
             }),
             Case::new("eval_affine", [vec![x()], gb(10), stats()].concat(), |x| {
                 super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&x[3]), Some(&x[4]), false, 0.1, 1e-5)

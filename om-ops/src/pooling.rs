@@ -296,7 +296,7 @@ pub mod max_pool2d {
                 super::max_pool2d(&x[0], Pool2d::new([2, 3]).stride([1, 2]).padding(1).dilation([2, 1]))
             }),
             Case::new("nhwc_permuted_input", vec![Case::distinct_input(&[2, 6, 5, 2], 4)], |x| {
-                super::max_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, Pool2d::new(2).stride([2, 1]).padding([0, 1]))
+                super::max_pool2d(&crate::permute(&x[0], [0, 3, 1, 2])?, Pool2d::new(2).stride([2, 1]).padding([0, 1]))
             }),
             Case::new("ceil_k2_s2_odd_sizes", vec![Case::distinct_input(&[1, 2, 7, 9], 5)], |x| {
                 super::max_pool2d(&x[0], Pool2d::new(2).ceil_mode(true))
@@ -313,7 +313,7 @@ pub mod max_pool2d {
             // The short form: an int is the kernel size, with stride = kernel.
             Case::new("short_form_k2", vec![Case::distinct_input(&[2, 3, 6, 4], 10)], |x| super::max_pool2d(&x[0], 2)),
             Case::new("unbatched_ceil_permuted", vec![Case::distinct_input(&[5, 6, 2], 9)], |x| {
-                super::max_pool2d(&crate::permute(&x[0], &[2, 0, 1])?, Pool2d::new([3, 2]).stride(2).padding(1).ceil_mode(true))
+                super::max_pool2d(&crate::permute(&x[0], [2, 0, 1])?, Pool2d::new([3, 2]).stride(2).padding(1).ceil_mode(true))
             }),
         ]
     }
@@ -395,7 +395,7 @@ pub mod avg_pool2d {
             }));
             c.push(Case::new(format!("nhwc_permuted_input_{tag}"), vec![Case::input(&[1, 5, 6, 2], -1.0, 1.0, 3)], move |x| {
                 super::avg_pool2d(
-                    &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                    &crate::permute(&x[0], [0, 3, 1, 2])?,
                     Pool2d::new([3, 2]).stride([1, 2]).padding(1).count_include_pad(cip),
                 )
             }));
@@ -440,15 +440,15 @@ pub mod global_avg_pool2d {
         if im.h * im.w == 0 {
             return Err(Error::shape(NAME, &[s], "the mean of an empty image plane is undefined"));
         }
-        let m = crate::mean(&crate::reshape(x, &[im.n as isize, im.c as isize, (im.h * im.w) as isize])?, Some(-1), false)?;
-        crate::reshape(&m, &im.shape(im.c, [1, 1]).iter().map(|&d| d as isize).collect::<om_core::layout::SignedDims>())
+        let m = crate::mean(&crate::reshape(x, [im.n as isize, im.c as isize, (im.h * im.w) as isize])?, Some(-1), false)?;
+        crate::reshape(&m, im.shape(im.c, [1, 1]).iter().map(|&d| d as isize).collect::<om_core::layout::SignedDims>())
     }
 
     fn cases() -> Vec<Case> {
         vec![
             Case::new("contiguous", vec![Case::input(&[2, 3, 4, 5], -1.0, 1.0, 1)], |x| super::global_avg_pool2d(&x[0])),
             Case::new("nhwc_permuted_input", vec![Case::input(&[2, 3, 4, 3], -1.0, 1.0, 2)], |x| {
-                super::global_avg_pool2d(&crate::permute(&x[0], &[0, 3, 1, 2])?)
+                super::global_avg_pool2d(&crate::permute(&x[0], [0, 3, 1, 2])?)
             }),
             Case::new("unbatched", vec![Case::input(&[3, 4, 5], -1.0, 1.0, 3)], |x| super::global_avg_pool2d(&x[0])),
         ]

@@ -97,15 +97,23 @@ fn cases_for(f: fn(&Tensor, isize) -> Result<Tensor>) -> Vec<Case> {
         Case::new("strided", vec![Case::input(&[3, 8], -2.0, 2.0, 4)], move |x| f(&crate::slice(&x[0], 1, 0, 8, 2)?, -1)),
         Case::new("first_axis", vec![Case::input(&[4, 3], -2.0, 2.0, 5)], move |x| f(&x[0], 0)),
         Case::new("middle_axis", vec![Case::input(&[2, 3, 5], -2.0, 2.0, 6)], move |x| f(&x[0], -2)),
-        Case::new("middle_axis_transposed", vec![Case::input(&[5, 3, 2], -2.0, 2.0, 7)], move |x| {
-            f(&crate::permute(&x[0], &[2, 1, 0])?, 1)
-        }),
+        Case::new("middle_axis_transposed", vec![Case::input(&[5, 3, 2], -2.0, 2.0, 7)], move |x| f(&crate::permute(&x[0], [2, 1, 0])?, 1)),
     ]
 }
 
 /// `softmax(x)_i = e^(x_i − max) / Σ_j e^(x_j − max)` along `axis` (PyTorch's
 /// `torch.softmax(x, dim)`; `-1` is the last axis).
 /// Backward: `y·(g − Σ_j g_j y_j)` per line.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{softmax, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 0.0, 1.0, 1.0], &[2, 2])?;
+/// assert_eq!(softmax(&x, -1)?.to_vec(), [0.5; 4]);
+/// assert_eq!(softmax(&x, 0)?.shape(), [2, 2]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out], attrs = [axis: isize])]
 pub mod softmax {
     use super::*;
@@ -133,6 +141,16 @@ pub mod softmax {
 /// `log_softmax(x)_i = x_i − max − log Σ_j e^(x_j − max)` along `axis` (PyTorch's
 /// `torch.log_softmax(x, dim)`).
 /// Backward: `g − e^y·Σ_j g_j` per line.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{log_softmax, Tensor};
+/// let x = Tensor::zeros(&[3, 4])?;
+/// let y = log_softmax(&x, 1)?;
+/// assert!(y.to_vec().iter().all(|v| (v + 4f32.ln()).abs() < 1e-6));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out], attrs = [axis: isize])]
 pub mod log_softmax {
     use super::*;

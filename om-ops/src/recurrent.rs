@@ -1087,9 +1087,9 @@ fn stack_cases(gates: usize, f: StackFn) -> Vec<Case> {
                 };
                 let weights = RnnWeights::from_flat(&ts[1 + n_states..], bias);
                 let out = f(&ts[0], h0, c0, &weights, config)?;
-                let mut parts = vec![crate::reshape(&out.y, &[-1])?, crate::reshape(&out.h_n, &[-1])?];
+                let mut parts = vec![crate::reshape(&out.y, [-1])?, crate::reshape(&out.h_n, [-1])?];
                 if let Some(c_n) = &out.c_n {
-                    parts.push(crate::reshape(c_n, &[-1])?);
+                    parts.push(crate::reshape(c_n, [-1])?);
                 }
                 crate::concat(&parts, 0)
             })

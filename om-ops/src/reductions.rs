@@ -1,15 +1,20 @@
-//! Selecting reductions over one axis: `argmax`/`argmin` (Int32 winners, never recorded),
-//! `take_along_axis` (the recorded gather that carries the gradient to the winner),
-//! `max_dim`/`min_dim` (compositions returning values and indices) and `amax`/`amin`
-//! (gradient shared evenly among ties), then `logsumexp`, `var`/`std_dev` and the
-//! multi-axis `sum_axes`/`mean_axes`, and `vector_norm` (ord 1, 2, ∞ over any axes). PyTorch's CPU semantics: the first maximum
-//! (minimum) along the axis wins a tie, and the first NaN wins over every number.
+//! Selecting reductions over one axis: `argmax`/`argmin` (Int32 winners, never recorded;
+//! one axis or all elements flattened), `take_along_axis` (the recorded gather that carries
+//! the gradient to the winner), `max_dim`/`min_dim` (compositions returning values and
+//! indices); then the reductions over [`Axes`] (one axis, several, or all with `None`,
+//! with `keep_dim`, as `sum`/`mean`): `amax`/`amin` (gradient shared evenly among ties),
+//! `logsumexp`, `var`/`std` (and `var_correction`/`std_correction`), and `vector_norm`
+//! (ord 1, 2, ∞). PyTorch's CPU semantics: the first maximum (minimum) along the axis wins
+//! a tie, and the first NaN wins over every number.
 //! Exact mode needs nothing special: every loop here is scalar code (the same on every
-//! path), sums are f64 in element order, and `exp`/`log` are `om_core::kernels::math`'s.
+//! path), sums are f64 in row-major order of the reduced axes, and `exp`/`log` are
+//! `om_core::kernels::math`'s. Several reduced axes are read as `reduce::Plan` says: in place
+//! when adjacent, else moved last first.
 
 use crate::indexing::{expect_i32, gather_along, scatter_along};
-use om_core::layout::{normalize_axis, SignedDims};
-use om_core::{Case, DType, Error, Result, Tensor};
+use crate::reduce::Plan;
+use om_core::layout::normalize_axis;
+use om_core::{Axes, Case, DType, Error, Result, Tensor};
 use om_macros::op;
 
 /// Which extreme a selecting reduction looks for.
@@ -109,14 +114,24 @@ fn index_case(name: &'static str, shape: &[usize], seed: u64, f: fn(&Tensor) -> 
 // ===== winners =====
 
 /// Position of the largest element along `axis` (of all elements, flattened row-major, for
-/// `None`), as Int32. Ties: the first occurrence; NaN: the first NaN (PyTorch CPU).
-/// Backward: none; the Int32 result is not recorded.
+/// `None`), as Int32: PyTorch's `x.argmax(dim, keepdim)`. Ties: the first occurrence; NaN:
+/// the first NaN (PyTorch CPU). Backward: none; the Int32 result is not recorded.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{argmax, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
+/// assert_eq!(argmax(&x, -1, false)?.to_vec_i32(), [1, 0]);
+/// assert_eq!(argmax(&x, None, false)?.to_vec_i32(), [3]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [axis: Option<isize>, keep_dim: bool])]
 pub mod argmax {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
-        arg_extreme(NAME, x, axis, keep_dim, Extreme::Max)
+    pub fn forward(x: &Tensor, axis: impl Into<Option<isize>>, keep_dim: bool) -> Result<Tensor> {
+        arg_extreme(NAME, x, axis.into(), keep_dim, Extreme::Max)
     }
 
     fn backward(_r: &Record, _g: &Tensor, _d: &mut Grads) -> Result<()> {
@@ -125,21 +140,31 @@ pub mod argmax {
 
     fn cases() -> Vec<Case> {
         vec![
-            index_case("axis1_keep_dim", &[3, 5], 1, |x| super::argmax(x, Some(1), true)),
+            index_case("axis1_keep_dim", &[3, 5], 1, |x| super::argmax(x, 1, true)),
             index_case("all_keep_dim", &[2, 3], 2, |x| super::argmax(x, None, true)),
         ]
     }
 }
 
-/// Position of the smallest element along `axis` (flattened for `None`), as Int32. Ties:
-/// the first occurrence; NaN: the first NaN (PyTorch CPU). Backward: none; the Int32
-/// result is not recorded.
+/// Position of the smallest element along `axis` (flattened for `None`), as Int32:
+/// PyTorch's `x.argmin(dim, keepdim)`. Ties: the first occurrence; NaN: the first NaN
+/// (PyTorch CPU). Backward: none; the Int32 result is not recorded.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{argmin, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
+/// assert_eq!(argmin(&x, 0, true)?.to_vec_i32(), [0, 1, 0]);
+/// assert_eq!(argmin(&x, None, false)?.to_vec_i32(), [4]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [axis: Option<isize>, keep_dim: bool])]
 pub mod argmin {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
-        arg_extreme(NAME, x, axis, keep_dim, Extreme::Min)
+    pub fn forward(x: &Tensor, axis: impl Into<Option<isize>>, keep_dim: bool) -> Result<Tensor> {
+        arg_extreme(NAME, x, axis.into(), keep_dim, Extreme::Min)
     }
 
     fn backward(_r: &Record, _g: &Tensor, _d: &mut Grads) -> Result<()> {
@@ -148,7 +173,7 @@ pub mod argmin {
 
     fn cases() -> Vec<Case> {
         vec![
-            index_case("axis0_keep_dim", &[4, 3], 3, |x| super::argmin(x, Some(0), true)),
+            index_case("axis0_keep_dim", &[4, 3], 3, |x| super::argmin(x, 0, true)),
             index_case("all", &[2, 3], 4, |x| super::argmin(x, None, false)),
         ]
     }
@@ -160,6 +185,16 @@ pub mod argmin {
 /// / `gather`, without broadcasting): `indices` is Int32 with `x`'s rank and shape except
 /// along `axis`. Backward: `g` scatter-added into zeros of `x`'s shape at the indices
 /// (repeated indices sum in f64 in element order).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{take_along_axis, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let i = Tensor::from_vec_i32(vec![2, 0, 1, 1], &[2, 2])?;
+/// assert_eq!(take_along_axis(&x, &i, 1)?.to_vec(), [3.0, 1.0, 5.0, 5.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [indices], attrs = [axis: isize])]
 pub mod take_along_axis {
     use super::*;
@@ -198,6 +233,16 @@ pub mod take_along_axis {
 /// i)` with `i = argmax(x, axis)`, squeezed unless `keep_dim`. Ties: the first occurrence;
 /// NaN propagates (the first NaN wins), as PyTorch's `max(x, dim)` on CPU.
 /// Backward: through `take_along_axis`, `g` to the winner, zero elsewhere.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{max_dim, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
+/// let (values, indices) = max_dim(&x, 1, false)?;
+/// assert_eq!((values.to_vec(), indices.to_vec_i32()), (vec![5.0, 7.0], vec![1, 0]));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod max_dim {
     use super::*;
@@ -214,6 +259,16 @@ pub mod max_dim {
 /// Smallest element along `axis` and its position (Int32), as [`max_dim()`] with the order
 /// reversed (first occurrence on ties, NaN propagates). Backward: through
 /// `take_along_axis`, `g` to the winner.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{min_dim, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
+/// let (values, indices) = min_dim(&x, 0, true)?;
+/// assert_eq!((values.shape(), indices.to_vec_i32()), (&[1, 3][..], vec![0, 1, 0]));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod min_dim {
     use super::*;
@@ -238,7 +293,7 @@ fn select_dim(op: &'static str, x: &Tensor, axis: isize, keep_dim: bool, arg: Ar
         return Ok((values, idx));
     }
     let a = normalize_axis(op, axis, x.shape().len(), false)? as isize;
-    Ok((crate::squeeze(&values, Some(a))?, crate::squeeze(&idx, Some(a))?))
+    Ok((crate::squeeze(&values, a)?, crate::squeeze(&idx, a)?))
 }
 
 fn select_cases(f: fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>) -> Vec<Case> {
@@ -246,17 +301,29 @@ fn select_cases(f: fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>) -> Vec<
         Case::new("axis_last", vec![Case::distinct_input(&[3, 5], 1)], move |x| Ok(f(&x[0], -1, false)?.0)),
         Case::new("axis0_keep_dim", vec![Case::distinct_input(&[4, 2, 3], 2)], move |x| Ok(f(&x[0], 0, true)?.0)),
         Case::new("transposed", vec![Case::distinct_input(&[4, 3], 3)], move |x| Ok(f(&crate::transpose(&x[0], 0, 1)?, 1, false)?.0)),
-        Case::new("strided", vec![Case::distinct_input(&[3, 8], 4)], move |x| Ok(f(&crate::slice(&x[0], 1, 1, 8, 2)?, 0, false)?.0)),
+        Case::new("strided", vec![Case::distinct_input(&[3, 8], 4)], move |x| Ok(f(&crate::slice(&x[0], 1, 1, None, 2)?, 0, false)?.0)),
     ]
 }
 
 // ===== extremes with shared ties =====
 
+/// The plan of a reduction over `axes` of `x` (checked f32); unless `what` is empty, an
+/// empty reduced extent is refused with `what` as the reason (no extreme of nothing).
+fn checked_plan(op: &'static str, x: &Tensor, axes: &Axes, keep_dim: bool, what: &str) -> Result<Plan> {
+    x.expect_f32(op, "x")?;
+    let plan = Plan::new(op, x.shape(), axes, keep_dim)?;
+    if plan.len == 0 && !what.is_empty() {
+        return Err(Error::shape(op, &[x.shape()], format!("the reduced extent is empty: {what}")));
+    }
+    Ok(plan)
+}
+
 /// `amax`/`amin` forward: the extreme of each row (NaN propagates).
-fn extreme_values(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, e: Extreme) -> Result<Tensor> {
-    let (outer, len, inner, out_shape) = checked_geometry(op, x, axis, keep_dim)?;
-    x.try_with_f32(|xs| {
-        Tensor::build_f32(&out_shape, |out| {
+fn extreme_values(op: &'static str, x: &Tensor, axes: &Axes, keep_dim: bool, e: Extreme) -> Result<Tensor> {
+    let plan = checked_plan(op, x, axes, keep_dim, "there is no extreme to select")?;
+    let (outer, len, inner) = (plan.outer, plan.len, plan.inner);
+    plan.source(x)?.try_with_f32(|xs| {
+        Tensor::build_f32(&plan.out_shape, |out| {
             winners(xs, outer, len, inner, e, |k, at| out[k] = xs[(k / inner * len + at) * inner + k % inner]);
             Ok(())
         })
@@ -264,55 +331,71 @@ fn extreme_values(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: b
 }
 
 /// `amax`/`amin` backward, PyTorch's formula `(g / count) · mask` with `mask = (x == y)`
-/// and `count` the number of ties in the row (a NaN row has `count = 0`, so its gradient is
-/// NaN where `g ≠ 0`, as in PyTorch).
-fn shared_grad(op: &'static str, x: &Tensor, y: &Tensor, g: &Tensor, axis: Option<isize>) -> Result<Tensor> {
-    let (outer, len, inner, _) = geometry(op, x.shape(), axis, false)?;
-    x.try_with_f32(|xs| {
+/// and `count` the number of ties in the reduced elements (a NaN result has `count = 0`, so
+/// its gradient is NaN where `g ≠ 0`, as in PyTorch).
+fn shared_grad(op: &'static str, x: &Tensor, y: &Tensor, g: &Tensor, axes: &Axes) -> Result<Tensor> {
+    let plan = Plan::new(op, x.shape(), axes, false)?;
+    let src = plan.source(x)?;
+    let dx = src.try_with_f32(|xs| {
         y.try_with_f32(|ys| {
             g.try_with_f32(|gs| {
-                Tensor::build_f32(x.shape(), |dx| {
-                    for o in 0..outer {
-                        for i in 0..inner {
-                            let (k, row) = (o * inner + i, o * len * inner + i);
-                            let count = (0..len).filter(|&j| xs[row + j * inner] == ys[k]).count() as f32;
-                            let share = gs[k] / count;
-                            for j in 0..len {
-                                let mask = if xs[row + j * inner] == ys[k] { 1.0 } else { 0.0 };
-                                dx[row + j * inner] = share * mask;
-                            }
+                Tensor::build_f32(src.shape(), |dx| {
+                    for_rows(plan.outer, plan.len, plan.inner, |k, row| {
+                        let count = row.indices().filter(|&i| xs[i] == ys[k]).count() as f32;
+                        let share = gs[k] / count;
+                        for i in row.indices() {
+                            let mask = if xs[i] == ys[k] { 1.0 } else { 0.0 };
+                            dx[i] = share * mask;
                         }
-                    }
+                    });
                     Ok(())
                 })
             })
         })
-    })???
+    })????;
+    plan.restore(&dx)
 }
 
-/// Cases for `amax`/`amin`; `tied` has exact ties (the shared gradient is still smooth along
-/// the checked directions only when ties move together, so it is checked with the oracle).
-fn extreme_cases(f: ArgFn) -> Vec<Case> {
+/// Cases for `amax`/`amin`; every input has distinct values (the shared gradient at exact
+/// ties is checked against PyTorch by the oracle tests).
+fn extreme_cases(f: fn(&Tensor, Axes, bool) -> Result<Tensor>) -> Vec<Case> {
     vec![
-        Case::new("all", vec![Case::distinct_input(&[3, 4], 1)], move |x| f(&x[0], None, false)),
-        Case::new("axis0_keep_dim", vec![Case::distinct_input(&[4, 3], 2)], move |x| f(&x[0], Some(0), true)),
-        Case::new("axis_last", vec![Case::distinct_input(&[2, 3, 5], 3)], move |x| f(&x[0], Some(-1), false)),
-        Case::new("transposed", vec![Case::distinct_input(&[5, 3], 4)], move |x| f(&crate::transpose(&x[0], 0, 1)?, Some(1), false)),
+        Case::new("all", vec![Case::distinct_input(&[3, 4], 1)], move |x| f(&x[0], Axes::all(), false)),
+        Case::new("axis0_keep_dim", vec![Case::distinct_input(&[4, 3], 2)], move |x| f(&x[0], 0.into(), true)),
+        Case::new("axis_last", vec![Case::distinct_input(&[2, 3, 5], 3)], move |x| f(&x[0], (-1).into(), false)),
+        Case::new("transposed", vec![Case::distinct_input(&[5, 3], 4)], move |x| f(&crate::transpose(&x[0], 0, 1)?, 1.into(), false)),
+        Case::new("axes_adjacent", vec![Case::distinct_input(&[2, 3, 4], 5)], move |x| f(&x[0], [1, 2].into(), false)),
+        Case::new("axes_apart_keep_dim", vec![Case::distinct_input(&[3, 2, 4], 6)], move |x| f(&x[0], [0, -1].into(), true)),
+        Case::new("axes_transposed", vec![Case::distinct_input(&[4, 3, 2], 7)], move |x| {
+            f(&crate::transpose(&x[0], 0, 2)?, [0, 2].into(), false)
+        }),
     ]
 }
 
-/// Largest element over `axis` (all elements for `None`); NaN propagates.
+/// Largest element over `axes` (one axis, several, or all with `None`; PyTorch's
+/// `torch.amax(x, dim, keepdim)`); NaN propagates. An error over zero elements.
 /// Backward: `g` shared evenly among the tied maxima, `(g / count) · (x == y)` (PyTorch).
-#[op(saved = [x, out], attrs = [axis: Option<isize>, keep_dim: bool])]
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{amax, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[1, 2, 3])?;
+/// assert_eq!(amax(&x, -1, false)?.to_vec(), [5.0, 7.0]);
+/// assert_eq!(amax(&x, [1, 2], false)?.to_vec(), [7.0]);
+/// assert_eq!(amax(&x, None, false)?.item()?, 7.0);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, out], attrs = [axes: Axes, keep_dim: bool])]
 pub mod amax {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
-        extreme_values(NAME, x, axis, keep_dim, Extreme::Max)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        extreme_values(NAME, x, &axes.into(), keep_dim, Extreme::Max)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis).map_err(|e| e.with_op(NAME))?);
+        d.x(shared_grad(NAME, r.x(), r.out(), g, &r.axes).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -321,18 +404,29 @@ pub mod amax {
     }
 }
 
-/// Smallest element over `axis` (all elements for `None`); NaN propagates.
+/// Smallest element over `axes` (one axis, several, or all with `None`; PyTorch's
+/// `torch.amin(x, dim, keepdim)`); NaN propagates. An error over zero elements.
 /// Backward: `g` shared evenly among the tied minima, `(g / count) · (x == y)` (PyTorch).
-#[op(saved = [x, out], attrs = [axis: Option<isize>, keep_dim: bool])]
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{amin, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
+/// assert_eq!(amin(&x, 0, true)?.to_vec(), [1.0, 0.0, 2.0]);
+/// assert_eq!(amin(&x, [0, 1], false)?.item()?, 0.0);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, out], attrs = [axes: Axes, keep_dim: bool])]
 pub mod amin {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
-        extreme_values(NAME, x, axis, keep_dim, Extreme::Min)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        extreme_values(NAME, x, &axes.into(), keep_dim, Extreme::Min)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(shared_grad(NAME, r.x(), r.out(), g, r.axis).map_err(|e| e.with_op(NAME))?);
+        d.x(shared_grad(NAME, r.x(), r.out(), g, &r.axes).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
@@ -352,7 +446,7 @@ struct Row {
 }
 
 impl Row {
-    /// The element indices of the row, in increasing order along the reduced axis.
+    /// The element indices of the row, in increasing order along the reduced axes.
     fn indices(self) -> impl Iterator<Item = usize> {
         (0..self.len).map(move |j| self.start + j * self.step)
     }
@@ -378,21 +472,33 @@ fn lse_shift(xs: &[f32], row: impl Iterator<Item = usize>) -> f32 {
     }
 }
 
-/// `log Σ exp(x)` over `axis` (all elements for `None`), shifted by the row maximum `m`:
-/// `m + log Σ exp(x − m)`, the exponentials summed in f64 in element order; `exp`/`log` are
-/// `om_core::kernels::math`'s (the same bits on every path and in both modes).
-/// Backward: `g · exp(x − y)` (the softmax of the row).
-#[op(saved = [x, out], attrs = [axis: Option<isize>, keep_dim: bool])]
+/// `log Σ exp(x)` over `axes` (one axis, several, or all with `None`; PyTorch's
+/// `torch.logsumexp(x, dim, keepdim)`), shifted by the maximum `m` of the reduced elements:
+/// `m + log Σ exp(x − m)`, the exponentials summed in f64 in row-major order of the reduced
+/// axes; `exp`/`log` are `om_core::kernels::math`'s (the same bits on every path and in
+/// both modes). Backward: `g · exp(x − y)` (the softmax of the reduced elements).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{logsumexp, Tensor};
+/// let x = Tensor::zeros(&[2, 2, 3])?;
+/// let y = logsumexp(&x, [1, 2], false)?; // log(6 · e⁰)
+/// assert_eq!(y.shape(), [2]);
+/// assert!((y.to_vec()[0] - 6f32.ln()).abs() < 1e-6);
+/// assert_eq!(logsumexp(&x, -1, true)?.shape(), [2, 2, 1]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, out], attrs = [axes: Axes, keep_dim: bool])]
 pub mod logsumexp {
     use super::*;
     use om_core::kernels::math::{exp, log};
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Tensor> {
-        x.expect_f32(NAME, "x")?;
-        let (outer, len, inner, out_shape) = geometry(NAME, x.shape(), axis, keep_dim)?;
-        x.try_with_f32(|xs| {
-            Tensor::build_f32(&out_shape, |out| {
-                for_rows(outer, len, inner, |k, row| {
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        let plan = checked_plan(NAME, x, &axes.into(), keep_dim, "")?;
+        plan.source(x)?.try_with_f32(|xs| {
+            Tensor::build_f32(&plan.out_shape, |out| {
+                for_rows(plan.outer, plan.len, plan.inner, |k, row| {
                     let m = lse_shift(xs, row.indices());
                     let s: f64 = row.indices().map(|r| exp(xs[r] - m) as f64).sum();
                     out[k] = log(s as f32) + m;
@@ -409,59 +515,57 @@ pub mod logsumexp {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let x = r.x();
-        let (outer, len, inner, _) = geometry(NAME, x.shape(), r.axis, false)?;
-        let dx = x.try_with_f32(|xs| {
+        let plan = Plan::new(NAME, x.shape(), &r.axes, false)?;
+        let src = plan.source(x)?;
+        let dx = src.try_with_f32(|xs| {
             r.out().try_with_f32(|ys| {
                 g.try_with_f32(|gs| {
-                    Tensor::build_f32(x.shape(), |dx| {
-                        for_rows(outer, len, inner, |k, row| row.indices().for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
+                    Tensor::build_f32(src.shape(), |dx| {
+                        for_rows(plan.outer, plan.len, plan.inner, |k, row| row.indices().for_each(|i| dx[i] = gs[k] * exp(xs[i] - ys[k])));
                         Ok(())
                     })
                 })
             })
         })????;
-        d.x(dx);
+        d.x(plan.restore(&dx)?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
         vec![
             Case::new("all", vec![Case::input(&[3, 4], -2.0, 2.0, 1)], |x| super::logsumexp(&x[0], None, false)),
-            Case::new("axis1", vec![Case::input(&[3, 5], -2.0, 2.0, 2)], |x| super::logsumexp(&x[0], Some(1), false)),
-            Case::new("axis0_keep_dim", vec![Case::input(&[4, 2, 3], -2.0, 2.0, 3)], |x| super::logsumexp(&x[0], Some(0), true)),
+            Case::new("axis1", vec![Case::input(&[3, 5], -2.0, 2.0, 2)], |x| super::logsumexp(&x[0], 1, false)),
+            Case::new("axis0_keep_dim", vec![Case::input(&[4, 2, 3], -2.0, 2.0, 3)], |x| super::logsumexp(&x[0], 0, true)),
             Case::new("transposed", vec![Case::input(&[4, 3], -2.0, 2.0, 4)], |x| {
-                super::logsumexp(&crate::transpose(&x[0], 0, 1)?, Some(-1), false)
+                super::logsumexp(&crate::transpose(&x[0], 0, 1)?, -1, false)
             }),
-            Case::new("expanded", vec![Case::input(&[3, 1], -2.0, 2.0, 5)], |x| {
-                super::logsumexp(&crate::expand(&x[0], &[3, 4])?, Some(1), false)
-            }),
+            Case::new("expanded", vec![Case::input(&[3, 1], -2.0, 2.0, 5)], |x| super::logsumexp(&crate::expand(&x[0], [3, 4])?, 1, false)),
+            Case::new("axes_adjacent", vec![Case::input(&[2, 3, 4], -2.0, 2.0, 6)], |x| super::logsumexp(&x[0], [1, 2], false)),
+            Case::new("axes_apart_keep_dim", vec![Case::input(&[3, 2, 4], -2.0, 2.0, 7)], |x| super::logsumexp(&x[0], [-1, 0], true)),
         ]
     }
 }
 
-/// Row means and centred sums of squares, two-pass in f64: `(mean, Σ (x − mean)², n)`.
+/// Row means and centred sums of squares, two-pass in f64: `(mean, Σ (x − mean)²)`.
 fn moments(xs: &[f32], row: Row) -> (f64, f64) {
     let n = row.len as f64;
     let mean = row.indices().map(|r| xs[r] as f64).sum::<f64>() / n;
     (mean, row.indices().map(|r| (xs[r] as f64 - mean).powi(2)).sum())
 }
 
-/// The divisor of `var`/`std`: `n − 1` when `unbiased` (Bessel), else `n`.
-fn divisor(n: usize, unbiased: bool) -> f64 {
-    n as f64 - f64::from(u8::from(unbiased))
+/// The divisor of `var`/`std`: `max(0, n − correction)` (PyTorch's; 1 is Bessel's).
+fn divisor(n: usize, correction: usize) -> f64 {
+    (n as f64 - correction as f64).max(0.0)
 }
 
-/// Variance or standard deviation of each row (f64 two-pass), and its backward.
-fn moment_forward(op: &'static str, x: &Tensor, axis: Option<isize>, unbiased: bool, keep_dim: bool, root: bool) -> Result<Tensor> {
-    x.expect_f32(op, "x")?;
-    let (outer, len, inner, out_shape) = geometry(op, x.shape(), axis, keep_dim)?;
-    if len == 0 {
-        return Err(Error::shape(op, &[x.shape()], "the variance of zero elements is undefined"));
-    }
-    x.try_with_f32(|xs| {
-        Tensor::build_f32(&out_shape, |out| {
-            for_rows(outer, len, inner, |k, row| {
-                let v = moments(xs, row).1 / divisor(len, unbiased);
+/// Variance (or with `root` the standard deviation) of each reduced row, f64 two-pass.
+fn moment_forward(op: &'static str, x: &Tensor, axes: &Axes, correction: usize, keep_dim: bool, root: bool) -> Result<Tensor> {
+    let plan = checked_plan(op, x, axes, keep_dim, "the variance of zero elements is undefined")?;
+    let d = divisor(plan.len, correction);
+    plan.source(x)?.try_with_f32(|xs| {
+        Tensor::build_f32(&plan.out_shape, |out| {
+            for_rows(plan.outer, plan.len, plan.inner, |k, row| {
+                let v = moments(xs, row).1 / d;
                 out[k] = if root { v.sqrt() } else { v } as f32;
             });
             Ok(())
@@ -470,14 +574,15 @@ fn moment_forward(op: &'static str, x: &Tensor, axis: Option<isize>, unbiased: b
 }
 
 /// `dx = g · 2(x − mean) / d` for `var`; for `std` (`y = √var`): `g · (x − mean) / (d · y)`.
-fn moment_backward(op: &'static str, x: &Tensor, y: Option<&Tensor>, g: &Tensor, axis: Option<isize>, unbiased: bool) -> Result<Tensor> {
-    let (outer, len, inner, _) = geometry(op, x.shape(), axis, false)?;
-    let d = divisor(len, unbiased);
+fn moment_backward(op: &'static str, x: &Tensor, y: Option<&Tensor>, g: &Tensor, axes: &Axes, correction: usize) -> Result<Tensor> {
+    let plan = Plan::new(op, x.shape(), axes, false)?;
+    let d = divisor(plan.len, correction);
     let ys = y.map(|y| y.try_with_f32(|v| v.to_vec())).transpose()?;
-    x.try_with_f32(|xs| {
+    let src = plan.source(x)?;
+    let dx = src.try_with_f32(|xs| {
         g.try_with_f32(|gs| {
-            Tensor::build_f32(x.shape(), |dx| {
-                for_rows(outer, len, inner, |k, row| {
+            Tensor::build_f32(src.shape(), |dx| {
+                for_rows(plan.outer, plan.len, plan.inner, |k, row| {
                     let mean = moments(xs, row).0;
                     let scale = match &ys {
                         None => 2.0 * gs[k] as f64 / d,
@@ -490,186 +595,166 @@ fn moment_backward(op: &'static str, x: &Tensor, y: Option<&Tensor>, g: &Tensor,
                 Ok(())
             })
         })
-    })??
+    })???;
+    plan.restore(&dx)
 }
 
-fn moment_cases(f: fn(&Tensor, Option<isize>, bool, bool) -> Result<Tensor>) -> Vec<Case> {
-    vec![
-        Case::new("all_unbiased", vec![Case::input(&[3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], None, true, false)),
-        Case::new("axis1_biased", vec![Case::input(&[3, 5], -1.0, 1.0, 2)], move |x| f(&x[0], Some(1), false, false)),
-        Case::new("axis0_keep_dim", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 3)], move |x| f(&x[0], Some(0), true, true)),
-        Case::new("transposed", vec![Case::input(&[4, 3], -1.0, 1.0, 4)], move |x| {
-            f(&crate::transpose(&x[0], 0, 1)?, Some(-1), true, false)
-        }),
-        Case::new("strided", vec![Case::input(&[3, 8], -1.0, 1.0, 5)], move |x| {
-            f(&crate::slice(&x[0], 1, 1, 8, 2)?, Some(0), false, false)
-        }),
-    ]
+/// A moment reduction `f(x, axes, correction, keep_dim)` (`var`/`std` ignore `correction`).
+type MomentFn = fn(&Tensor, Axes, usize, bool) -> Result<Tensor>;
+
+/// Cases of the moment reductions; with `fixed` (Bessel's correction only) the cases of
+/// another correction are left out.
+fn moment_cases(f: MomentFn, fixed: bool) -> Vec<Case> {
+    type View = fn(&Tensor) -> Result<Tensor>;
+    /// Name, input shape, the view of the input reduced, axes, correction, keep_dim.
+    type Spec = (&'static str, &'static [usize], View, Axes, usize, bool);
+    let id: View = |x| Ok(x.clone());
+    let cases: [Spec; 7] = [
+        ("all_unbiased", &[3, 4], id, Axes::all(), 1, false),
+        ("axis1_biased", &[3, 5], id, 1.into(), 0, false),
+        ("axis0_keep_dim", &[4, 2, 3], id, 0.into(), 1, true),
+        ("transposed", &[4, 3], |x| crate::transpose(x, 0, 1), (-1).into(), 1, false),
+        ("strided", &[3, 8], |x| crate::slice(x, 1, 1, None, 2), 0.into(), 0, false),
+        ("axes_adjacent", &[2, 3, 4], id, [1, 2].into(), 1, false),
+        ("axes_apart_keep_dim", &[3, 2, 4], id, [0, 2].into(), 0, true),
+    ];
+    let seeds = 1u64..;
+    cases
+        .into_iter()
+        .zip(seeds)
+        .filter(|((.., correction, _), _)| !fixed || *correction == 1)
+        .map(|((name, shape, view, axes, correction, keep), seed)| {
+            Case::new(name, vec![Case::input(shape, -1.0, 1.0, seed)], move |x| f(&view(&x[0])?, axes.clone(), correction, keep))
+        })
+        .collect()
 }
 
-/// Variance over `axis` (all elements for `None`): `Σ (x − mean)² / (n − 1)` when
-/// `unbiased`, `/ n` otherwise (PyTorch's `correction` 1 or 0); two passes in f64, one
-/// rounding. One element with `unbiased` gives NaN, as in PyTorch.
-/// Backward: `g · 2(x − mean) / (n − 1 or n)`.
-#[op(saved = [x], attrs = [axis: Option<isize>, unbiased: bool, keep_dim: bool])]
+/// Variance over `axes` (one axis, several, or all with `None`) with Bessel's correction,
+/// `Σ (x − mean)² / (n − 1)`: PyTorch's `torch.var(x, dim, keepdim=keep_dim)` (default
+/// `correction=1`; [`var_correction()`] takes another). Two passes in f64, one rounding;
+/// one element gives NaN, as in PyTorch; an error over zero elements.
+/// Backward: `g · 2(x − mean) / (n − 1)`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{var, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 6.0, 8.0], &[2, 3])?;
+/// assert_eq!(var(&x, 1, false)?.to_vec(), [1.0, 4.0]);
+/// assert_eq!(var(&x, [0, 1], true)?.shape(), [1, 1]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x], attrs = [axes: Axes, keep_dim: bool])]
 pub mod var {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, unbiased: bool, keep_dim: bool) -> Result<Tensor> {
-        moment_forward(NAME, x, axis, unbiased, keep_dim, false)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        moment_forward(NAME, x, &axes.into(), 1, keep_dim, false)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(moment_backward(NAME, r.x(), None, g, r.axis, r.unbiased).map_err(|e| e.with_op(NAME))?);
+        d.x(moment_backward(NAME, r.x(), None, g, &r.axes, 1).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        moment_cases(super::var)
+        moment_cases(|x, a, _, k| super::var(x, a, k), true)
     }
 }
 
-/// Standard deviation over `axis`: `√var` (see [`var()`]; the root taken in f64). PyTorch's
-/// `std`, named `std_dev` so that it never shadows the `std` crate in a glob import.
-/// Backward: `g · (x − mean) / ((n − 1 or n) · y)`, and 0 where `y = 0` (PyTorch's mask).
-#[op(saved = [x, out], attrs = [axis: Option<isize>, unbiased: bool, keep_dim: bool])]
-pub mod std_dev {
+/// Variance over `axes` divided by `max(0, n − correction)`: PyTorch's `torch.var(x, dim,
+/// correction=correction, keepdim=keep_dim)`; `correction` 0 is the population variance,
+/// 1 is [`var()`]. Backward: `g · 2(x − mean) / (n − correction)`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{var_correction, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[4])?;
+/// assert_eq!(var_correction(&x, None, 0, false)?.item()?, 1.25);
+/// assert_eq!(var_correction(&x, 0, 1, false)?.item()?, 5.0 / 3.0);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x], attrs = [axes: Axes, correction: usize, keep_dim: bool])]
+pub mod var_correction {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: Option<isize>, unbiased: bool, keep_dim: bool) -> Result<Tensor> {
-        moment_forward(NAME, x, axis, unbiased, keep_dim, true)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, correction: usize, keep_dim: bool) -> Result<Tensor> {
+        moment_forward(NAME, x, &axes.into(), correction, keep_dim, false)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, r.axis, r.unbiased).map_err(|e| e.with_op(NAME))?);
+        d.x(moment_backward(NAME, r.x(), None, g, &r.axes, r.correction).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        moment_cases(super::std_dev)
+        moment_cases(super::var_correction, false)
     }
 }
 
-// ===== sums over several axes =====
-
-/// Validated axes of a multi-axis reduction, as a sorted set of distinct non-negative axes.
-fn axis_set(op: &'static str, shape: &[usize], axes: &[isize]) -> Result<Vec<usize>> {
-    if axes.is_empty() {
-        return Err(Error::argument(op, "name at least one axis (sum(x, None, ..) reduces all of them)"));
-    }
-    let mut set = axes.iter().map(|&a| normalize_axis(op, a, shape.len(), false)).collect::<Result<Vec<_>>>()?;
-    set.sort_unstable();
-    if set.windows(2).any(|w| w[0] == w[1]) {
-        return Err(Error::argument(op, format!("axis listed twice in {axes:?}")));
-    }
-    Ok(set)
-}
-
-/// `x` with the `axes` moved last (kept axes in order first), reduced in one f64 sum per
-/// output over the moved axes in row-major order, scaled by `1/count` for a mean.
-fn sum_over(op: &'static str, x: &Tensor, axes: &[isize], keep_dim: bool, mean: bool) -> Result<Tensor> {
-    x.expect_f32(op, "x")?;
-    let shape = x.shape();
-    let set = axis_set(op, shape, axes)?;
-    let kept: Vec<usize> = (0..shape.len()).filter(|a| !set.contains(a)).collect();
-    let len: usize = set.iter().map(|&a| shape[a]).product();
-    if mean && len == 0 {
-        return Err(Error::shape(op, &[shape], "mean over zero elements is undefined"));
-    }
-    let out_shape: Vec<usize> =
-        (0..shape.len()).filter_map(|a| if set.contains(&a) { keep_dim.then_some(1) } else { Some(shape[a]) }).collect();
-    if let [a] = set[..] {
-        // One axis: `sum`/`mean` themselves, which sum a large expanded view in place.
-        let a = Some(a as isize);
-        return if mean { crate::mean(x, a, keep_dim) } else { crate::sum(x, a, keep_dim) };
-    }
-    let order: Vec<isize> = kept.iter().chain(&set).map(|&a| a as isize).collect();
-    let moved = crate::permute(x, &order)?;
-    let scale = if mean { 1.0 / len as f64 } else { 1.0 };
-    moved.try_with_f32(|xs| Tensor::build_f32(&out_shape, |out| om_core::kernels::reduce::sum_axis(xs, out.len(), len, 1, scale, out)))?
-}
-
-/// `g` (reduced over `axes`) broadcast back to `shape`, divided by the count for a mean.
-fn sum_over_backward(op: &'static str, g: &Tensor, shape: &[usize], axes: &[isize], mean: bool) -> Result<Tensor> {
-    let set = axis_set(op, shape, axes)?;
-    let kept_shape: Vec<isize> = (0..shape.len()).map(|a| if set.contains(&a) { 1 } else { shape[a] as isize }).collect();
-    let g = if mean {
-        let n = set.iter().map(|&a| shape[a]).product::<usize>() as f32;
-        om_core::kernels::elementwise::unary(op, g, |v| v / n)?
-    } else {
-        g.clone()
-    };
-    let full: SignedDims = shape.iter().map(|&d| d as isize).collect();
-    crate::expand(&crate::reshape(&g, &kept_shape)?, &full)
-}
-
-fn sum_over_cases(f: fn(&Tensor, &[isize], bool) -> Result<Tensor>) -> Vec<Case> {
-    vec![
-        Case::new("axes_0_2", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], &[0, 2], false)),
-        Case::new("axes_last_two_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 2)], move |x| f(&x[0], &[-1, -2], true)),
-        Case::new("one_axis", vec![Case::input(&[3, 4], -1.0, 1.0, 3)], move |x| f(&x[0], &[1], false)),
-        Case::new("transposed", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 4)], move |x| f(&crate::transpose(&x[0], 0, 2)?, &[0, 1], false)),
-        Case::new("expanded", vec![Case::input(&[3, 1, 2], -1.0, 1.0, 5)], move |x| f(&crate::expand(&x[0], &[3, 4, 2])?, &[1, 2], true)),
-    ]
-}
-
-/// Sum over several axes at once (distinct, at least one; any order, negative allowed),
-/// optionally keeping them as size 1: one f64 sum per output in row-major order of the
-/// reduced axes, rounded once (one axis is [`sum`](crate::sum()) itself; several gather the
-/// view first). Backward: `g` broadcast to the input's shape.
-#[op(attrs = [axes: &[isize], keep_dim: bool])]
-pub mod sum_axes {
+/// Standard deviation over `axes` with Bessel's correction: `√var` (see [`var()`]; the
+/// root taken in f64), PyTorch's `torch.std(x, dim, keepdim=keep_dim)`;
+/// [`std_correction()`] takes another correction.
+/// Backward: `g · (x − mean) / ((n − 1) · y)`, and 0 where `y = 0` (PyTorch's mask).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::Tensor;
+/// let x = Tensor::from_vec(vec![1.0, 3.0, 2.0, 2.0], &[2, 2])?;
+/// assert_eq!(om_ops::std(&x, -1, false)?.to_vec(), [2f32.sqrt(), 0.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, out], attrs = [axes: Axes, keep_dim: bool])]
+pub mod std {
     use super::*;
 
-    pub fn forward(x: &Tensor, axes: &[isize], keep_dim: bool) -> Result<Tensor> {
-        sum_over(NAME, x, axes, keep_dim, false)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        moment_forward(NAME, x, &axes.into(), 1, keep_dim, true)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(sum_over_backward(NAME, g, &r.input_shapes[0], &r.axes, false)?);
+        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, &r.axes, 1).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        sum_over_cases(super::sum_axes)
+        moment_cases(|x, a, _, k| super::std(x, a, k), true)
     }
 }
 
-/// Mean over several axes at once: [`sum_axes()`] scaled by `1/count` in f64 before rounding.
-/// Backward: `g / count` broadcast to the input's shape.
-#[op(attrs = [axes: &[isize], keep_dim: bool])]
-pub mod mean_axes {
+/// Standard deviation over `axes` with `correction` (`√` of [`var_correction()`]):
+/// PyTorch's `torch.std(x, dim, correction=correction, keepdim=keep_dim)`.
+/// Backward: `g · (x − mean) / ((n − correction) · y)`, and 0 where `y = 0`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{std_correction, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 3.0], &[2])?;
+/// assert_eq!(std_correction(&x, None, 0, false)?.item()?, 1.0);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, out], attrs = [axes: Axes, correction: usize, keep_dim: bool])]
+pub mod std_correction {
     use super::*;
 
-    pub fn forward(x: &Tensor, axes: &[isize], keep_dim: bool) -> Result<Tensor> {
-        sum_over(NAME, x, axes, keep_dim, true)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, correction: usize, keep_dim: bool) -> Result<Tensor> {
+        moment_forward(NAME, x, &axes.into(), correction, keep_dim, true)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(sum_over_backward(NAME, g, &r.input_shapes[0], &r.axes, true)?);
+        d.x(moment_backward(NAME, r.x(), Some(r.out()), g, &r.axes, r.correction).map_err(|e| e.with_op(NAME))?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        sum_over_cases(super::mean_axes)
+        moment_cases(super::std_correction, false)
     }
 }
 
 // ===== vector norms =====
-
-/// The layout of a reduction over `axes` (`None`: every axis): the permutation that moves
-/// the reduced axes last (kept axes first, both in order), the output shape, and the
-/// number of elements per output.
-fn moved_layout(op: &'static str, shape: &[usize], axes: &Option<Vec<isize>>, keep_dim: bool) -> Result<(Vec<isize>, Vec<usize>, usize)> {
-    let set = match axes {
-        None => (0..shape.len()).collect(),
-        Some(a) => axis_set(op, shape, a)?,
-    };
-    let kept: Vec<usize> = (0..shape.len()).filter(|a| !set.contains(a)).collect();
-    let order = kept.iter().chain(&set).map(|&a| a as isize).collect();
-    let out_shape = (0..shape.len()).filter_map(|a| if set.contains(&a) { keep_dim.then_some(1) } else { Some(shape[a]) }).collect();
-    Ok((order, out_shape, set.iter().map(|&a| shape[a]).product()))
-}
 
 /// `sign(v)` with `sign(0) = 0` (PyTorch's `sgn`).
 fn sgn(v: f32) -> f32 {
@@ -682,37 +767,49 @@ fn sgn(v: f32) -> f32 {
     }
 }
 
-/// The vector norm of `x` over `axes` (`None`: every element), PyTorch's
-/// `torch.linalg.vector_norm(x, ord, dim, keepdim)` for `ord` 1 (`Σ|x|`), 2 (`√Σx²`) or
-/// `f32::INFINITY` (`max|x|`; NaN propagates). Sums are f64 in row-major order of the
-/// reduced axes, rounded once. Backward, as PyTorch: `g·sgn(x)` (ord 1), `x·(g/‖x‖)` with 0
-/// where the norm is 0 (ord 2), `sgn(x)·(g/count)` at the elements whose `|x|` equals the
-/// maximum, shared evenly among ties (ord ∞).
-#[op(saved = [x, out], attrs = [ord: f32, axes: Option<Vec<isize>>, keep_dim: bool])]
+/// The vector norm of `x` over `axes` (one axis, several, or every element with `None`),
+/// PyTorch's `torch.linalg.vector_norm(x, ord, dim, keepdim)` for `ord` 1 (`Σ|x|`), 2
+/// (`√Σx²`) or `f32::INFINITY` (`max|x|`; NaN propagates). Sums are f64 in row-major order
+/// of the reduced axes, rounded once. Backward, as PyTorch: `g·sgn(x)` (ord 1), `x·(g/‖x‖)`
+/// with 0 where the norm is 0 (ord 2), `sgn(x)·(g/count)` at the elements whose `|x|`
+/// equals the maximum, shared evenly among ties (ord ∞).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{vector_norm, Tensor};
+/// let x = Tensor::from_vec(vec![3.0, -4.0, 0.0, 1.0], &[2, 2])?;
+/// assert_eq!(vector_norm(&x, 2.0, None, false)?.item()?, 26f32.sqrt());
+/// assert_eq!(vector_norm(&x, 1.0, 1, false)?.to_vec(), [7.0, 1.0]);
+/// assert_eq!(vector_norm(&x, f32::INFINITY, [0, 1], true)?.to_vec(), [4.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+#[op(saved = [x, out], attrs = [ord: f32, axes: Axes, keep_dim: bool])]
 pub mod vector_norm {
     use super::*;
 
-    pub fn forward(x: &Tensor, ord: f32, axes: Option<Vec<isize>>, keep_dim: bool) -> Result<Tensor> {
+    pub fn forward(x: &Tensor, ord: f32, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
         x.expect_f32(NAME, "x")?;
         if !(ord == 1.0 || ord == 2.0 || ord == f32::INFINITY) {
             return Err(Error::argument(NAME, format!("ord must be 1, 2 or infinity, got {ord}")));
         }
-        let (order, out_shape, len) = moved_layout(NAME, x.shape(), &axes, keep_dim)?;
-        if ord == f32::INFINITY && len == 0 {
+        let plan = Plan::new(NAME, x.shape(), &axes.into(), keep_dim)?;
+        if ord == f32::INFINITY && plan.len == 0 {
             return Err(Error::shape(NAME, &[x.shape()], "the infinity norm of zero elements is undefined"));
         }
-        crate::permute(x, &order)?.try_with_f32(|xs| {
-            Tensor::build_f32(&out_shape, |out| {
-                for (i, o) in out.iter_mut().enumerate() {
-                    let row = &xs[i * len..(i + 1) * len]; // empty rows too: their norm is 0
-                    *o = if ord == 1.0 {
-                        row.iter().fold(0.0f64, |s, &v| s + (v as f64).abs()) as f32
+        plan.source(x)?.try_with_f32(|xs| {
+            Tensor::build_f32(&plan.out_shape, |out| {
+                // Empty rows too: their norm is 0.
+                for_rows(plan.outer, plan.len, plan.inner, |k, row| {
+                    let values = row.indices().map(|i| xs[i]);
+                    out[k] = if ord == 1.0 {
+                        values.fold(0.0f64, |s, v| s + (v as f64).abs()) as f32
                     } else if ord == 2.0 {
-                        row.iter().fold(0.0f64, |s, &v| s + v as f64 * v as f64).sqrt() as f32
+                        values.fold(0.0f64, |s, v| s + v as f64 * v as f64).sqrt() as f32
                     } else {
-                        row.iter().fold(0.0f32, |m, &v| if v.is_nan() || m.is_nan() { f32::NAN } else { m.max(v.abs()) })
+                        values.fold(0.0f32, |m, v| if v.is_nan() || m.is_nan() { f32::NAN } else { m.max(v.abs()) })
                     };
-                }
+                });
                 Ok(())
             })
         })?
@@ -720,36 +817,33 @@ pub mod vector_norm {
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let x = r.x();
-        let (order, _, len) = moved_layout(NAME, x.shape(), &r.axes, r.keep_dim)?;
-        let moved = crate::permute(x, &order)?;
+        let plan = Plan::new(NAME, x.shape(), &r.axes, r.keep_dim)?;
+        let src = plan.source(x)?;
         let ord = r.ord;
-        let grad = moved.try_with_f32(|xs| {
+        let grad = src.try_with_f32(|xs| {
             g.try_with_f32(|gs| {
                 r.out().try_with_f32(|ns| {
-                    Tensor::build_f32(moved.shape(), |dx| {
-                        for (((dr, row), &g), &n) in dx.chunks_mut(len.max(1)).zip(xs.chunks(len.max(1))).zip(gs).zip(ns) {
+                    Tensor::build_f32(src.shape(), |dx| {
+                        for_rows(plan.outer, plan.len, plan.inner, |k, row| {
+                            let (g, n) = (gs[k], ns[k]);
                             if ord == 1.0 {
-                                dr.iter_mut().zip(row).for_each(|(d, &v)| *d = g * sgn(v));
+                                row.indices().for_each(|i| dx[i] = g * sgn(xs[i]));
                             } else if ord == 2.0 {
                                 let s = if n == 0.0 { 0.0 } else { g / n };
-                                dr.iter_mut().zip(row).for_each(|(d, &v)| *d = v * s);
+                                row.indices().for_each(|i| dx[i] = xs[i] * s);
                             } else {
-                                let ties = row.iter().filter(|v| v.abs() == n).count().max(1) as f32;
+                                let ties = row.indices().filter(|&i| xs[i].abs() == n).count().max(1) as f32;
                                 let s = g / ties;
-                                dr.iter_mut().zip(row).for_each(|(d, &v)| *d = if v.abs() == n { sgn(v) * s } else { 0.0 });
+                                row.indices().for_each(|i| dx[i] = if xs[i].abs() == n { sgn(xs[i]) * s } else { 0.0 });
                             }
-                        }
+                        });
                         Ok(())
                     })
                 })
             })
         })????;
         // Back to the input's axis order (a view of the moved buffer).
-        let mut inverse = vec![0isize; order.len()];
-        for (i, &a) in order.iter().enumerate() {
-            inverse[a as usize] = i as isize;
-        }
-        d.x(crate::permute(&grad, &inverse)?);
+        d.x(plan.restore(&grad)?);
         Ok(())
     }
 
@@ -761,10 +855,10 @@ pub mod vector_norm {
                 super::vector_norm(&x[0], ord, None, false)
             }));
             cases.push(Case::new(format!("{tag}_axes_0_2_keep_dim"), vec![Case::distinct_input(&[2, 3, 4], 2)], move |x| {
-                super::vector_norm(&x[0], ord, Some(vec![0, 2]), true)
+                super::vector_norm(&x[0], ord, [0, 2], true)
             }));
             cases.push(Case::new(format!("{tag}_transposed_last"), vec![Case::distinct_input(&[4, 3], 3)], move |x| {
-                super::vector_norm(&crate::transpose(&x[0], 0, 1)?, ord, Some(vec![-1]), false)
+                super::vector_norm(&crate::transpose(&x[0], 0, 1)?, ord, -1, false)
             }));
         }
         cases
@@ -852,7 +946,7 @@ mod tests {
     fn amax_amin_match_pytorch() {
         let o = oracle();
         both_modes(|| {
-            for (op, f) in [("amax", amax as ArgFn), ("amin", amin)] {
+            for (op, f) in [("amax", amax as fn(&Tensor, Option<isize>, bool) -> Result<Tensor>), ("amin", amin)] {
                 for (name, axis, keep) in cases(&o, op) {
                     let x = o.get(&format!("{name}_x"));
                     let y = f(&x, axis, keep).unwrap();
@@ -871,7 +965,7 @@ mod tests {
                 check_values(&o, &name, &x, &logsumexp(&x, axis, keep).unwrap());
             }
             let (x, want) = (o.get("logsumexp_inf_x"), o.get("logsumexp_inf_y"));
-            let y = logsumexp(&x, Some(1), false).unwrap();
+            let y = logsumexp(&x, 1, false).unwrap();
             assert_eq!(y.to_vec()[..2], want.to_vec()[..2], "an infinite row keeps its infinity");
             assert_close("logsumexp_inf_y", &y, &want);
             let nan = Tensor::from_vec(vec![1.0, f32::NAN, 2.0], &[3]).unwrap();
@@ -883,35 +977,91 @@ mod tests {
     fn var_std_match_pytorch() {
         let o = oracle();
         both_modes(|| {
-            for (op, f) in [("var", var as fn(&Tensor, Option<isize>, bool, bool) -> Result<Tensor>), ("std", std_dev)] {
+            type Moment = fn(&Tensor, Option<isize>, usize, bool) -> Result<Tensor>;
+            for (op, f) in [("var", var_correction as Moment), ("std", std_correction)] {
                 for (name, axis, keep) in cases_at_least(&o, op, 6) {
-                    let unbiased = o.get(&format!("{name}_params")).to_vec_i32()[2] != 0;
+                    let correction = o.get(&format!("{name}_params")).to_vec_i32()[2] as usize;
                     let x = o.get(&format!("{name}_x"));
-                    check_values(&o, &name, &x, &f(&x, axis, unbiased, keep).unwrap());
+                    check_values(&o, &name, &x, &f(&x, axis, correction, keep).unwrap());
+                    if correction == 1 {
+                        // `var`/`std` are Bessel's correction: the same bits.
+                        let fixed = if op == "var" { var(&x, axis, keep) } else { crate::std(&x, axis, keep) };
+                        assert_eq!(fixed.unwrap().to_vec(), f(&x, axis, 1, keep).unwrap().to_vec(), "{name}");
+                    }
                 }
             }
         });
     }
 
+    /// `sum`/`mean` over several axes (the oracle cases written for the former
+    /// `sum_axes`/`mean_axes`).
     #[test]
     fn sum_mean_axes_match_pytorch() {
         let o = oracle();
         both_modes(|| {
-            for (op, f) in [("sum_axes", sum_axes as fn(&Tensor, &[isize], bool) -> Result<Tensor>), ("mean_axes", mean_axes)] {
+            for (op, f) in [("sum_axes", crate::sum as fn(&Tensor, Vec<isize>, bool) -> Result<Tensor>), ("mean_axes", crate::mean)] {
                 for n in 0..4 {
                     let name = format!("{op}_{n}");
                     let p = o.get(&format!("{name}_params")).to_vec_i32();
                     let x = o.get(&format!("{name}_x"));
                     let axes: Vec<isize> = p[1..].iter().map(|&a| a as isize).collect();
-                    let y = f(&x, &axes, p[0] != 0).unwrap();
+                    let y = f(&x, axes, p[0] != 0).unwrap();
                     check_values(&o, &name, &x, &y);
                 }
             }
         });
         let x = Tensor::zeros(&[2, 3]).unwrap();
-        assert_eq!(sum_axes(&x, &[], false).unwrap_err().op(), "sum_axes");
-        assert_eq!(mean_axes(&x, &[1, -1], false).unwrap_err().op(), "mean_axes");
-        assert_eq!(sum_axes(&x, &[2], false).unwrap_err().op(), "sum_axes");
+        assert_eq!(crate::mean(&x, [1, -1], false).unwrap_err().op(), "mean");
+        assert_eq!(crate::sum(&x, [2], false).unwrap_err().op(), "sum");
+    }
+
+    /// Several axes give the bits of one axis over the same elements gathered in row-major
+    /// order of the reduced axes (moved last and merged), values and gradients.
+    #[test]
+    fn several_axes_equal_one_merged_axis() {
+        type Reduce = fn(&Tensor, Axes, bool) -> Result<Tensor>;
+        let reductions: [(&str, Reduce); 9] = [
+            ("sum", |x, a, k| crate::sum(x, a, k)),
+            ("mean", |x, a, k| crate::mean(x, a, k)),
+            ("amax", |x, a, k| amax(x, a, k)),
+            ("amin", |x, a, k| amin(x, a, k)),
+            ("logsumexp", |x, a, k| logsumexp(x, a, k)),
+            ("var", |x, a, k| var(x, a, k)),
+            ("std_correction", |x, a, k| std_correction(x, a, 0, k)),
+            ("vector_norm_2", |x, a, k| vector_norm(x, 2.0, a, k)),
+            ("vector_norm_inf", |x, a, k| vector_norm(x, f32::INFINITY, a, k)),
+        ];
+        let data = Tensor::from_vec((0..120).map(|i| ((i * 37 % 120) as f32 - 60.0) / 17.0).collect(), &[2, 3, 4, 5]).unwrap();
+        // (axes, the permutation moving them last, the merged shape)
+        let layouts: [(&[isize], [isize; 4], [isize; 2]); 4] = [
+            (&[1, 2], [0, 3, 1, 2], [10, 12]),
+            (&[0, -1], [1, 2, 0, 3], [12, 10]),
+            (&[3, 1, 0], [2, 0, 1, 3], [4, 30]),
+            (&[0, 1, 2, 3], [0, 1, 2, 3], [1, 120]),
+        ];
+        both_modes(|| {
+            for (op, f) in reductions {
+                for (axes, order, merged) in layouts {
+                    let x = data.detach().requires_grad().unwrap();
+                    let y = f(&x, axes.into(), false).unwrap();
+                    let x1 = data.detach().requires_grad().unwrap();
+                    let m = crate::reshape(&crate::permute(&x1, order).unwrap(), merged).unwrap();
+                    let y1 = f(&m, 1.into(), false).unwrap();
+                    let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&y), bits(&y1), "{op} over {axes:?}");
+                    let kept: Vec<usize> =
+                        (0..4).filter(|a| !axes.iter().any(|&b| (b + 4) as usize % 4 == *a)).map(|a| data.shape()[a]).collect();
+                    assert_eq!(y.shape(), &kept[..], "{op} over {axes:?}");
+                    let w = Tensor::from_vec((0..y.numel()).map(|i| 0.5 + i as f32 / 7.0).collect(), y.shape()).unwrap();
+                    crate::sum(&crate::mul(&y, &w).unwrap(), None, false).unwrap().backward().unwrap();
+                    let w1 = crate::reshape(&w, y1.shape()).unwrap();
+                    crate::sum(&crate::mul(&y1, &w1).unwrap(), None, false).unwrap().backward().unwrap();
+                    assert_eq!(bits(&x.grad().unwrap()), bits(&x1.grad().unwrap()), "{op} over {axes:?}: gradient");
+                    let yk = f(&x, axes.into(), true).unwrap();
+                    assert_eq!((yk.rank(), bits(&yk)), (4, bits(&y)), "{op} over {axes:?} keeping the axes");
+                }
+            }
+        });
     }
 
     #[test]
@@ -922,8 +1072,9 @@ mod tests {
                 let name = format!("vector_norm_{n}");
                 let p = o.get(&format!("{name}_params")).to_vec_i32();
                 let ord = if p[0] < 0 { f32::INFINITY } else { p[0] as f32 };
-                let axes = (p[2] != -99).then(|| p[2..].iter().map(|&a| a as isize).collect());
+                let axes = (p[2] != -99).then(|| p[2..].iter().map(|&a| a as isize).collect::<Vec<_>>());
                 let x = o.get(&format!("{name}_x"));
+                let axes = axes.map_or(Axes::all(), Axes::from);
                 check_values(&o, &name, &x, &vector_norm(&x, ord, axes, p[1] != 0).unwrap());
             }
         });
@@ -932,20 +1083,56 @@ mod tests {
         vector_norm(&z, 2.0, None, false).unwrap().backward().unwrap();
         assert_eq!(z.grad().unwrap().to_vec(), vec![0.0; 3]);
         let x = Tensor::zeros(&[2, 0]).unwrap();
-        assert_eq!(vector_norm(&x, 2.0, Some(vec![1]), false).unwrap().to_vec(), vec![0.0, 0.0]);
-        assert_eq!(vector_norm(&x, f32::INFINITY, Some(vec![1]), false).unwrap_err().op(), "vector_norm");
+        assert_eq!(vector_norm(&x, 2.0, vec![1], false).unwrap().to_vec(), vec![0.0, 0.0]);
+        assert_eq!(vector_norm(&x, f32::INFINITY, vec![1], false).unwrap_err().op(), "vector_norm");
         assert_eq!(vector_norm(&x, 3.0, None, false).unwrap_err().op(), "vector_norm");
+    }
+
+    /// Blocks 2 and 3 of the API acceptance program (`shared/api/acceptance.rs`), as calls.
+    #[test]
+    fn acceptance_axes_and_shapes() {
+        let x = Tensor::randn_with_seed(&[8, 1, 8, 8], 1).unwrap();
+        assert_eq!(crate::sum(&x, 1, false).unwrap().shape(), &[8, 8, 8]);
+        assert_eq!(crate::sum(&x, [2, 3], true).unwrap().shape(), &[8, 1, 1, 1]);
+        assert_eq!(crate::sum(&x, None, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(crate::mean(&x, [-2, -1], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(amax(&x, [2, 3], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(amin(&x, [0, 2, 3], true).unwrap().shape(), &[1, 1, 1, 1]);
+        assert_eq!(logsumexp(&x, [2, 3], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(var(&x, [2, 3], false).unwrap().shape(), &[8, 1]);
+        assert_eq!(crate::std(&x, None, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(vector_norm(&x, 2.0, [1, 3], false).unwrap().shape(), &[8, 8]);
+        let (values, indices) = max_dim(&x, 3, false).unwrap();
+        assert_eq!((values.shape(), indices.shape()), (&[8, 1, 8][..], &[8, 1, 8][..]));
+        assert_eq!(argmax(&x, -1, false).unwrap().shape(), &[8, 1, 8]);
+        assert_eq!(argmin(&x, None, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(crate::softmax(&x, -1).unwrap().shape(), x.shape());
+        let r = crate::reshape(&x, [8, -1]).unwrap();
+        assert_eq!(r.shape(), &[8, 64]);
+        assert_eq!(crate::reshape(&r, x.shape()).unwrap().shape(), x.shape());
+        let f = crate::flatten(&x, 1).unwrap();
+        assert_eq!(crate::squeeze(&crate::unsqueeze(&f, 0).unwrap(), 0).unwrap().shape(), &[8, 64]);
+        // `var` is torch.var's default, unbiased: n − 1 = 63 for 64 elements.
+        let (v, v0) = (var(&x, [2, 3], false).unwrap().to_vec(), var_correction(&x, [2, 3], 0, false).unwrap().to_vec());
+        for (a, b) in v.iter().zip(&v0) {
+            assert!((a * 63.0 - b * 64.0).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+        }
     }
 
     #[test]
     fn bad_arguments_are_errors_naming_the_op() {
-        assert_eq!(var(&Tensor::zeros(&[0]).unwrap(), None, true, false).unwrap_err().op(), "var");
-        assert_eq!(std_dev(&Tensor::zeros(&[2]).unwrap(), Some(1), true, false).unwrap_err().op(), "std_dev");
+        assert_eq!(var(&Tensor::zeros(&[0]).unwrap(), None, false).unwrap_err().op(), "var");
+        assert_eq!(crate::std(&Tensor::zeros(&[2]).unwrap(), 1, false).unwrap_err().op(), "std");
+        assert_eq!(var_correction(&Tensor::zeros(&[2, 0]).unwrap(), [0, 1], 0, false).unwrap_err().op(), "var_correction");
+        assert_eq!(std_correction(&Tensor::zeros(&[2, 2]).unwrap(), [0, 0], 1, false).unwrap_err().op(), "std_correction");
+        assert_eq!(logsumexp(&Tensor::zeros(&[2, 2]).unwrap(), [0, 2], false).unwrap_err().op(), "logsumexp");
+        assert_eq!(amin(&Tensor::zeros(&[2, 2]).unwrap(), [1, -1], false).unwrap_err().op(), "amin");
         let x = Tensor::zeros(&[2, 3]).unwrap();
         let empty = Tensor::zeros(&[2, 0]).unwrap();
         assert_eq!(max_dim(&x, 2, false).unwrap_err().op(), "max_dim");
         assert_eq!(min_dim(&empty, -1, true).unwrap_err().op(), "min_dim");
-        assert_eq!(argmin(&empty, Some(1), false).unwrap_err().op(), "argmin");
+        assert_eq!(argmin(&empty, 1, false).unwrap_err().op(), "argmin");
+        assert_eq!(argmax(&x, -3, false).unwrap_err().op(), "argmax");
         assert_eq!(amax(&empty, None, false).unwrap_err().op(), "amax");
         let bad = Tensor::from_vec_i32(vec![0, 3, 1], &[1, 3]).unwrap();
         assert_eq!(take_along_axis(&x, &bad, 1).unwrap_err().op(), "take_along_axis");

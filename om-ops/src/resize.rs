@@ -438,7 +438,7 @@ pub mod resize2d {
                 super::resize2d(&x[0], Interpolate::size([1, 4]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_nhwc_permuted_input"), vec![Case::input(&[1, 5, 4, 3], -1.0, 1.0, 5)], move |x| {
-                super::resize2d(&crate::permute(&x[0], &[0, 3, 1, 2])?, Interpolate::size([3, 7]).mode(mode).align_corners(align))
+                super::resize2d(&crate::permute(&x[0], [0, 3, 1, 2])?, Interpolate::size([3, 7]).mode(mode).align_corners(align))
             }));
             c.push(Case::new(format!("{tag}_unbatched"), vec![Case::input(&[2, 4, 5], -1.0, 1.0, 6)], move |x| {
                 super::resize2d(&x[0], Interpolate::size([7, 3]).mode(mode).align_corners(align))
@@ -509,7 +509,7 @@ pub mod resize2d_scale {
             }));
             c.push(Case::new(format!("{tag}_same_size_other_scale_permuted"), vec![Case::input(&[1, 6, 5, 2], -1.0, 1.0, 4)], move |x| {
                 super::resize2d_scale(
-                    &crate::permute(&x[0], &[0, 3, 1, 2])?,
+                    &crate::permute(&x[0], [0, 3, 1, 2])?,
                     Interpolate::scale_factor([1.1, 2.0]).mode(mode).align_corners(align),
                 )
             }));

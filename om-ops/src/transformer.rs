@@ -406,7 +406,7 @@ pub mod attention {
                     Case::input(&[1, 2, 3, 4], -1.0, 1.0, 15),
                     Case::input(&[1, 2, 3, 4], -1.0, 1.0, 16),
                 ],
-                |x| super::attention(&crate::permute(&x[0], &[0, 2, 1, 3])?, &x[1], &x[2], None, 0.5),
+                |x| super::attention(&crate::permute(&x[0], [0, 2, 1, 3])?, &x[1], &x[2], None, 0.5),
             ),
             // Rows that are not unit-stride (k and v gathered per block) and a transposed mask.
             Case::new(
@@ -418,7 +418,7 @@ pub mod attention {
                 ],
                 move |x| {
                     let m = crate::transpose(&mask(&[3, 3], 20), 0, 1)?;
-                    let v = crate::permute(&x[2], &[1, 0, 2, 3])?;
+                    let v = crate::permute(&x[2], [1, 0, 2, 3])?;
                     super::attention(&x[0], &crate::transpose(&x[1], 2, 3)?, &crate::transpose(&v, 2, 3)?, Some(&m), 0.6)
                 },
             ),

@@ -146,7 +146,7 @@ impl Model {
         )?)?;
         let h = ops::avg_pool2d(&h, ops::Pool2d::new(2).stride(1))?;
         let h = ops::global_avg_pool2d(&h)?; // [N, C, 1, 1]
-        let h = ops::reshape(&h, &[h.shape()[0] as isize, h.shape()[1] as isize])?;
+        let h = ops::reshape(&h, [h.shape()[0] as isize, h.shape()[1] as isize])?;
         ops::cross_entropy(&self.lin(&h, "fc")?, self.stored("c.targets"), None, Default::default())
     }
 
@@ -160,14 +160,14 @@ impl Model {
         let heads = 2isize;
         let dh = d / heads;
         let scale = (1.0 / (dh as f64).sqrt()) as f32;
-        let split = |y: Tensor| ops::permute(&ops::reshape(&y, &[b, t, heads, dh])?, &[0, 2, 1, 3]);
+        let split = |y: Tensor| ops::permute(&ops::reshape(&y, [b, t, heads, dh])?, [0, 2, 1, 3]);
         let mut x = ops::embedding(self.p("embed"), ids, None)?;
         for l in 0..2 {
             let q = split(self.lin(&x, &format!("l{l}.q"))?)?;
             let k = split(self.lin(&x, &format!("l{l}.k"))?)?;
             let v = split(self.lin(&x, &format!("l{l}.v"))?)?;
             let a = ops::attention(&q, &k, &v, Some(mask), scale)?;
-            let a = ops::reshape(&ops::contiguous(&ops::permute(&a, &[0, 2, 1, 3])?)?, &[b, t, d])?;
+            let a = ops::reshape(&ops::contiguous(&ops::permute(&a, [0, 2, 1, 3])?)?, [b, t, d])?;
             let a = self.lin(&a, &format!("l{l}.o"))?;
             let ln =
                 |y: &Tensor, n: &str| ops::layer_norm(y, Some(self.p(&format!("l{l}.{n}_g"))), Some(self.p(&format!("l{l}.{n}_b"))), 1e-5);
@@ -189,7 +189,7 @@ impl Model {
         let h = ops::relu(&ops::conv2d(&h, self.p("conv2_w"), Some(self.p("conv2_b")), ops::Conv2dOptions::default().padding(1))?)?;
         let h = ops::max_pool2d(&h, [2, 1])?;
         let s: Vec<isize> = h.shape().iter().map(|&v| v as isize).collect();
-        let seq = ops::reshape(&ops::permute(&h, &[3, 0, 1, 2])?, &[s[3], s[0], s[1] * s[2]])?;
+        let seq = ops::reshape(&ops::permute(&h, [3, 0, 1, 2])?, [s[3], s[0], s[1] * s[2]])?;
         let cfg = ops::RnnConfig { layers: 2, bidirectional: true, batch_first: false };
         let r = ops::lstm(&seq, None, None, &self.rnn_weights("lstm", 2), cfg)?;
         ops::log_softmax(&self.lin(&r.y, "fc")?, -1)

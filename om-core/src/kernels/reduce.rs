@@ -98,11 +98,6 @@ pub fn sum_view(src: &[f32], shape: &[usize], strides: &[usize], offset: usize, 
     }
 }
 
-/// Sum of all values.
-pub fn sum_all(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f64, |acc, &v| acc + v as f64) as f32
-}
-
 /// For `x` viewed as `[outer, len, inner]` (contiguous), sums over the middle axis into
 /// `out` (`[outer, inner]`), scaling each sum by `scale` in f64 before rounding. Fails
 /// if the `inner` doubles of scratch are refused (see [`crate::pool::F64Scratch`]).

@@ -143,7 +143,7 @@ impl Convnet {
         let h = max_pool_2x2(&ops::relu(&self.bn1.forward(&self.conv1.forward(&self.x)?)?)?)?;
         let h = max_pool_2x2(&ops::relu(&self.bn2.forward(&self.conv2.forward(&h)?)?)?)?;
         let h = ops::global_avg_pool2d(&ops::relu(&self.conv3.forward(&h)?)?)?;
-        let logits = self.fc.forward(&ops::reshape(&h, &[32, 128])?)?;
+        let logits = self.fc.forward(&ops::reshape(&h, [32, 128])?)?;
         ops::cross_entropy(&logits, &self.y, None, Default::default())
     }
 }
@@ -185,12 +185,12 @@ impl EncoderLayer {
     /// `x` `[B, T, E]` → `[B, T, E]`.
     fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let d = E / HEADS;
-        let heads = |t: Tensor| ops::permute(&ops::reshape(&t, &[B as isize, T as isize, HEADS as isize, d as isize])?, &[0, 2, 1, 3]);
+        let heads = |t: Tensor| ops::permute(&ops::reshape(&t, [B as isize, T as isize, HEADS as isize, d as isize])?, [0, 2, 1, 3]);
         let q = heads(self.q.forward(x)?)?;
         let k = heads(self.k.forward(x)?)?;
         let v = heads(self.v.forward(x)?)?;
         let a = ops::attention(&q, &k, &v, Some(mask), 1.0 / (d as f32).sqrt())?;
-        let a = ops::reshape(&ops::permute(&a, &[0, 2, 1, 3])?, &[B as isize, T as isize, E as isize])?;
+        let a = ops::reshape(&ops::permute(&a, [0, 2, 1, 3])?, [B as isize, T as isize, E as isize])?;
         let x = self.norm1.forward(&ops::add(x, &self.o.forward(&a)?)?)?;
         let f = self.ff2.forward(&ops::gelu(&self.ff1.forward(&x)?, GeluForm::Erf)?)?;
         self.norm2.forward(&ops::add(&x, &f)?)
@@ -276,7 +276,7 @@ impl CrnnCtc {
         let h = max_pool_2x2(&ops::relu(&self.conv1.forward(&self.x)?)?)?;
         let h = max_pool_2x2(&ops::relu(&self.conv2.forward(&h)?)?)?;
         // [B, 64, 8, 32] → [W = 32, B, 64·8]
-        let frames = ops::reshape(&ops::permute(&h, &[3, 0, 1, 2])?, &[FRAMES as isize, CTC_BATCH as isize, -1])?;
+        let frames = ops::reshape(&ops::permute(&h, [3, 0, 1, 2])?, [FRAMES as isize, CTC_BATCH as isize, -1])?;
         let y = self.rnn.forward(&frames, None, None)?.y;
         let log_probs = ops::log_softmax(&self.fc.forward(&y)?, -1)?;
         let input_lengths = [FRAMES; CTC_BATCH];

@@ -100,12 +100,12 @@ impl MultiheadAttention {
             let y = crate::linear(x, &w, b.as_ref())?;
             // [B, T, E] → [B, H, T, D]
             let (bs, t) = (x.shape()[0] as isize, x.shape()[1] as isize);
-            crate::permute(&crate::reshape(&y, &[bs, t, h as isize, d as isize])?, &[0, 2, 1, 3])
+            crate::permute(&crate::reshape(&y, [bs, t, h as isize, d as isize])?, [0, 2, 1, 3])
         };
         let (q, k, v) = (project(query, 0)?, project(key, 1)?, project(value, 2)?);
         let y = crate::attention(&q, &k, &v, mask, 1.0 / (d as f32).sqrt())?;
         let (bs, tq) = (query.shape()[0] as isize, query.shape()[1] as isize);
-        let y = crate::reshape(&crate::permute(&y, &[0, 2, 1, 3])?, &[bs, tq, e as isize])?;
+        let y = crate::reshape(&crate::permute(&y, [0, 2, 1, 3])?, [bs, tq, e as isize])?;
         self.out_proj.forward(&y)
     }
 }

@@ -159,7 +159,7 @@ mod tests {
         let bn = BatchNorm2d::new(2)?;
         let fc = Linear::with_seed(8, 3, true, 2)?;
         let h = crate::relu(&bn.forward(&conv.forward(&x)?)?)?;
-        let want = fc.forward(&crate::reshape(&h, &[4, -1])?)?;
+        let want = fc.forward(&crate::reshape(&h, [4, -1])?)?;
         assert_eq!(y.to_vec(), want.to_vec());
         // eval reaches the boxed batch norm: its running stats stop changing.
         net.eval();

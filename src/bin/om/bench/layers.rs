@@ -97,12 +97,12 @@ fn attention_step() -> Result<Box<dyn FnMut() -> Result<()>>> {
     let projections = [leaf(&[b, t, e], 1, 1.0)?, leaf(&[b, t, e], 2, 1.0)?, leaf(&[b, t, e], 3, 1.0)?];
     let mask = Tensor::zeros(&[t, t])?;
     let gy = Tensor::rand_uniform(&[b, t, e], -1.0, 1.0, 4)?;
-    let split = move |p: &Tensor| ops::permute(&ops::reshape(p, &[b as isize, t as isize, heads as isize, d as isize])?, &[0, 2, 1, 3]);
+    let split = move |p: &Tensor| ops::permute(&ops::reshape(p, [b as isize, t as isize, heads as isize, d as isize])?, [0, 2, 1, 3]);
     Ok(Box::new(move || {
         projections.iter().for_each(Tensor::clear_grad);
         let [q, k, v] = [split(&projections[0])?, split(&projections[1])?, split(&projections[2])?];
         let y = ops::attention(&q, &k, &v, Some(&mask), 1.0 / (d as f32).sqrt())?;
-        let y = ops::reshape(&ops::permute(&y, &[0, 2, 1, 3])?, &[b as isize, t as isize, e as isize])?;
+        let y = ops::reshape(&ops::permute(&y, [0, 2, 1, 3])?, [b as isize, t as isize, e as isize])?;
         y.backward_with(Some(&gy), false)
     }))
 }
