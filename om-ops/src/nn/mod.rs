@@ -66,6 +66,8 @@ pub use layers::{BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, LayerNorm, Lin
 /// assert!(p.iter().all(|s| (s - 1.0).abs() < 1e-5));
 /// # Ok::<(), om_ops::Error>(())
 /// ```
+///
+/// # Details
 pub use om_core::module::Forward;
 /// A layer or model: its named parameters and buffers and its training flag
 /// (`torch.nn.Module`'s `named_parameters`, `named_buffers`, `train`/`eval`).
@@ -93,6 +95,8 @@ pub use om_core::module::Forward;
 /// assert!(!net.bn.training);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
+///
+/// # Details
 pub use om_core::module::Module;
 /// A field that holds tensors directly (`#[module(param)]` / `#[module(buffer)]` fields:
 /// a `Tensor`, an `Option<Tensor>`, a `Vec` or array of tensors).
@@ -117,9 +121,42 @@ pub use om_core::module::Module;
 /// assert_eq!(seen, names);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
+///
+/// # Details
 pub use om_core::module::Tensors;
 /// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one
 /// `use om_ops::nn::Module` brings both).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{self, Module};
+/// use om_ops::Tensor;
+/// #[derive(Module)]
+/// struct Block {
+///     conv: nn::Conv2d, // a child: conv.weight, conv.bias
+///     #[module(flatten)]
+///     norm: nn::LayerNorm, // a child without the prefix: weight, bias
+///     #[module(buffer, name = "ema")]
+///     average: Tensor, // saved, not trained, named `ema`
+///     #[module(training)]
+///     training: bool,
+///     #[module(skip)]
+///     label: String,
+/// }
+/// let mut b = Block {
+///     conv: nn::Conv2d::new(1, 2, 3)?,
+///     norm: nn::LayerNorm::new(4)?,
+///     average: Tensor::zeros(&[4])?,
+///     training: true,
+///     label: "block".into(),
+/// };
+/// let names: Vec<String> = nn::state(&b).into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["conv.weight", "conv.bias", "weight", "bias", "ema"]);
+/// b.eval();
+/// assert!(!b.training && b.label == "block");
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub use om_macros::Module;
 pub use pooling::{AvgPool2d, MaxPool2d};
 pub use recurrent::{Gru, Lstm};

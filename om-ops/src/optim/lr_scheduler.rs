@@ -350,7 +350,8 @@ impl LinearLR {
 }
 scheduler!(LinearLR);
 
-/// How [`OneCycleLR`] moves between two rates.
+/// How [`OneCycleLR`] moves between two rates (PyTorch's `anneal_strategy`; the
+/// example of [`OneCycleOptions`] uses [`Anneal::Linear`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Anneal {
     /// Half a cosine: `end + (start − end)/2 · (cos(π·pct) + 1)` (PyTorch's `"cos"`).
