@@ -43,18 +43,60 @@ macro_rules! activation {
 
 activation!(
     /// `max(x, 0)` (`torch.nn.ReLU`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_ops::nn::{Forward, ReLU};
+    /// use om_ops::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0, 0.0, 2.0], &[3])?;
+    /// assert_eq!(ReLU.forward(&x)?.to_vec(), [0.0, 0.0, 2.0]);
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
     ReLU => crate::relu
 );
 activation!(
     /// `tanh(x)` (`torch.nn.Tanh`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_ops::nn::{Forward, Tanh};
+    /// use om_ops::Tensor;
+    /// let y = Tanh.forward(&Tensor::from_vec(vec![-1.0, 0.0, 1.0], &[3])?)?.to_vec();
+    /// assert!(y.iter().zip([-1f32.tanh(), 0.0, 1f32.tanh()]).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
     Tanh => crate::tanh
 );
 activation!(
     /// `1 / (1 + e^−x)` (`torch.nn.Sigmoid`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_ops::nn::{Forward, Sigmoid};
+    /// use om_ops::Tensor;
+    /// let y = Sigmoid.forward(&Tensor::from_vec(vec![0.0, 2.0], &[2])?)?.to_vec();
+    /// assert_eq!(y[0], 0.5);
+    /// assert!((y[1] - 1.0 / (1.0 + (-2f32).exp())).abs() < 1e-6);
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
     Sigmoid => crate::sigmoid
 );
 activation!(
     /// `x·σ(x)` (`torch.nn.SiLU`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_ops::nn::{Forward, SiLU};
+    /// use om_ops::Tensor;
+    /// let y = SiLU.forward(&Tensor::from_vec(vec![0.0, 1.0], &[2])?)?.to_vec();
+    /// assert_eq!(y[0], 0.0);
+    /// assert!((y[1] - 1.0 / (1.0 + (-1f32).exp())).abs() < 1e-6);
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
     SiLU => crate::silu
 );
 /// Softmax along one axis (`torch.nn.Softmax(dim)`): [`crate::softmax()`] of the input,
@@ -124,6 +166,22 @@ impl Forward for LogSoftmax {
 
 /// Gaussian error linear unit (`torch.nn.GELU`): the exact erf form by default,
 /// `GELU { form: GeluForm::Tanh }` for PyTorch's `approximate='tanh'`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Forward, GELU};
+/// use om_ops::{GeluForm, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// // x·Φ(x): Φ(1) = 0.8413447 (nn.GELU())
+/// let y = GELU::default().forward(&x)?.to_vec();
+/// assert!(y[0] == 0.0 && (y[1] - 0.8413447).abs() < 1e-6);
+/// // nn.GELU(approximate='tanh'): 0.5·(1 + tanh(√(2/π)·(1 + 0.044715)))
+/// let t = GELU { form: GeluForm::Tanh }.forward(&x)?.to_vec();
+/// let want = 0.5 * (1.0 + ((2.0 / std::f32::consts::PI).sqrt() * 1.044715).tanh());
+/// assert!((t[1] - want).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[allow(clippy::upper_case_acronyms)] // PyTorch's name
 #[derive(Module, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GELU {
@@ -147,6 +205,17 @@ impl Forward for GELU {
 activation!(
     /// `x` for `x ≥ 0`, `negative_slope·x` below (`torch.nn.LeakyReLU`, slope 0.01 by
     /// default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_ops::nn::{Forward, LeakyReLU};
+    /// use om_ops::Tensor;
+    /// let x = Tensor::from_vec(vec![-2.0, 3.0], &[2])?;
+    /// assert_eq!(LeakyReLU::default().forward(&x)?.to_vec(), [-0.02, 3.0]); // nn.LeakyReLU()
+    /// assert_eq!(LeakyReLU { negative_slope: 0.5 }.forward(&x)?.to_vec(), [-1.0, 3.0]);
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
     LeakyReLU {
         /// The slope for negative inputs.
         negative_slope = 0.01
@@ -154,6 +223,19 @@ activation!(
 );
 activation!(
     /// `x` for `x > 0`, `alpha·(e^x − 1)` below (`torch.nn.ELU`, alpha 1 by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_ops::nn::{Forward, ELU};
+    /// use om_ops::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.0, 2.0], &[2])?;
+    /// let y = ELU::default().forward(&x)?.to_vec(); // nn.ELU()
+    /// assert!((y[0] - ((-1f32).exp() - 1.0)).abs() < 1e-6 && y[1] == 2.0);
+    /// let y = ELU { alpha: 2.0 }.forward(&x)?.to_vec();
+    /// assert!((y[0] - 2.0 * ((-1f32).exp() - 1.0)).abs() < 1e-6);
+    /// # Ok::<(), om_ops::Error>(())
+    /// ```
     #[allow(clippy::upper_case_acronyms)] // PyTorch's name
     ELU {
         /// The scale of the negative part.

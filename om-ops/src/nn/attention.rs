@@ -14,6 +14,29 @@ use om_core::{Error, Result, Tensor};
 /// `_reset_parameters` zeroes both biases). Without `bias` neither bias exists. Both
 /// weights are drawn from one generator seeded with one draw of the default stream (or the
 /// `seed` of [`MultiheadAttention::with_seed`]), `in_proj_weight` first.
+///
+/// Unlike PyTorch, `bias` has no default (PyTorch's is `True`) and the inputs are always
+/// batch-first (PyTorch's default is `batch_first=False`, `[T, B, E]`).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Module, MultiheadAttention};
+/// use om_ops::Tensor;
+/// // nn.MultiheadAttention(16, 4, batch_first=True)
+/// let mha = MultiheadAttention::new(16, 4, true)?;
+/// let q = Tensor::randn(&[2, 5, 16])?;
+/// let kv = Tensor::randn(&[2, 7, 16])?;
+/// assert_eq!(mha.forward(&q, &kv, &kv, None)?.shape(), &[2, 5, 16]);
+/// // A causal mask [Tq, Tk] for self-attention: −∞ above the diagonal.
+/// let mask: Vec<f32> = (0..25).map(|i| if i % 5 > i / 5 { f32::NEG_INFINITY } else { 0.0 }).collect();
+/// let mask = Tensor::from_vec(mask, &[5, 5])?;
+/// assert_eq!(mha.forward(&q, &q, &q, Some(&mask))?.shape(), &[2, 5, 16]);
+/// let names: Vec<String> = mha.parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]);
+/// assert!(MultiheadAttention::new(10, 4, true).is_err()); // 4 does not divide 10
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct MultiheadAttention {
     /// `[3·embed_dim, embed_dim]`: rows `0..E` project the query, `E..2E` the key,

@@ -8,12 +8,16 @@ use om_core::{Error, Result, Tensor};
 /// `1/(1 − p)` while training (seeds from the thread's default stream, `om_core::rng`);
 /// returns its input unchanged after `set_training(false)`.
 ///
+/// # Examples
+///
 /// ```
 /// use om_ops::nn::{Dropout, Forward, Module};
 /// use om_ops::Tensor;
 /// let mut drop = Dropout::new(0.5)?;
 /// let x = Tensor::ones(&[4, 8])?;
 /// assert_eq!(drop.forward(&x)?.shape(), [4, 8]);
+/// // Kept values are scaled by 1/(1 − p) = 2.
+/// assert!(drop.forward(&x)?.to_vec().iter().all(|&v| v == 0.0 || v == 2.0));
 /// drop.set_training(false);
 /// assert_eq!(drop.forward(&x)?.to_vec(), x.to_vec());
 /// # Ok::<(), om_ops::Error>(())

@@ -9,6 +9,24 @@ use om_core::{Error, Result, Tensor};
 /// `U(−1/√in, 1/√in)` (PyTorch's `kaiming_uniform_(a=√5)` and its bias rule), weight
 /// first, from one generator seeded with one draw of the default stream
 /// ([`om_core::rng::manual_seed`]) or with the `seed` of [`Linear::with_seed`].
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Forward, Linear};
+/// use om_ops::Tensor;
+/// let fc = Linear::new(20, 30)?; // nn.Linear(20, 30)
+/// let x = Tensor::randn(&[128, 20])?;
+/// assert_eq!(fc.forward(&x)?.shape(), &[128, 30]);
+/// assert_eq!(fc.weight.shape(), &[30, 20]);
+/// let bound = 1.0 / 20f32.sqrt();
+/// assert!(fc.weight.to_vec().iter().all(|w| w.abs() <= bound));
+/// // y = x·Wᵀ + b: a zero input gives the bias.
+/// let y0 = fc.forward(&Tensor::zeros(&[1, 20])?)?;
+/// assert_eq!(y0.to_vec(), fc.bias.as_ref().unwrap().to_vec());
+/// assert!(Linear::with_bias(20, 30, false)?.bias.is_none()); // bias=False
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct Linear {
     /// `[out_features, in_features]`.
@@ -235,6 +253,25 @@ impl Forward for ConvTranspose2d {
 /// `bias` (β) 0, `running_mean` 0, `running_var` 1, momentum 0.1, ε 1e-5. In training
 /// mode it normalises with the batch statistics and the operator updates the running
 /// stats in place; in evaluation mode it uses the running stats.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{BatchNorm2d, Forward, Module};
+/// use om_ops::Tensor;
+/// let mut bn = BatchNorm2d::new(3)?; // nn.BatchNorm2d(3)
+/// let x = Tensor::full(&[4, 3, 2, 2], 2.0)?;
+/// // Training: the batch statistics (mean 2, variance 0) normalise every value to 0 …
+/// assert_eq!(bn.forward(&x)?.to_vec(), vec![0.0; 48]);
+/// // … and the running stats move by momentum 0.1: mean 0.9·0 + 0.1·2, var 0.9·1 + 0.1·0.
+/// assert!(bn.running_mean.to_vec().iter().all(|m| (m - 0.2).abs() < 1e-6));
+/// assert!(bn.running_var.to_vec().iter().all(|v| (v - 0.9).abs() < 1e-6));
+/// // Evaluation: the running stats, (2 − 0.2) / √(0.9 + 1e-5).
+/// bn.eval();
+/// let y = bn.forward(&x)?.to_vec();
+/// assert!((y[0] - 1.8 / (0.9f32 + 1e-5).sqrt()).abs() < 1e-5);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct BatchNorm2d {
     /// γ `[C]`.
@@ -291,6 +328,21 @@ impl Forward for BatchNorm2d {
 
 /// Layer normalisation over the last axis (`torch.nn.LayerNorm` with one normalised
 /// dimension): `weight` (γ) 1, `bias` (β) 0, ε 1e-5.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Forward, LayerNorm};
+/// use om_ops::Tensor;
+/// let ln = LayerNorm::new(4)?; // nn.LayerNorm(4)
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 10.0, 10.0, 10.0, 10.0], &[2, 4])?;
+/// let y = ln.forward(&x)?.to_vec();
+/// // Row 0: mean 2.5, biased variance 1.25; row 1 is constant, so all zeros.
+/// let want = [-1.5, -0.5, 0.5, 1.5].map(|d: f32| d / (1.25f32 + 1e-5).sqrt());
+/// assert!(y[..4].iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
+/// assert_eq!(&y[4..], &[0.0; 4]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct LayerNorm {
     /// γ `[D]`.
@@ -319,6 +371,22 @@ impl Forward for LayerNorm {
 
 /// A lookup table (`torch.nn.Embedding`): `weight` `[num, dim]` drawn from N(0, 1); the
 /// `padding_idx` row, if any, starts at zero and receives no gradient.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Embedding, Forward};
+/// use om_ops::Tensor;
+/// let emb = Embedding::new(10, 3, Some(0))?; // nn.Embedding(10, 3, padding_idx=0)
+/// let ids = Tensor::from_vec_i32(vec![1, 2, 4, 5, 4, 3, 2, 0], &[2, 4])?;
+/// let y = emb.forward(&ids)?;
+/// assert_eq!(y.shape(), &[2, 4, 3]);
+/// let (y, w) = (y.to_vec(), emb.weight.to_vec());
+/// assert_eq!(&y[..3], &w[3..6]); // id 1 reads row 1
+/// assert_eq!(&y[21..], &[0.0; 3]); // the padding row starts at zero
+/// assert!(Embedding::new(10, 3, Some(10)).is_err());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct Embedding {
     /// `[num_embeddings, embedding_dim]`.

@@ -39,9 +39,124 @@ pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, 
 pub use attention::MultiheadAttention;
 pub use dropout::Dropout;
 pub use layers::{BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, LayerNorm, Linear};
-pub use om_core::module::{Forward, Module, Tensors};
+/// A module applied to one tensor, `y = m(x)` (`torch.nn.Module.forward`): what
+/// [`Sequential`] chains.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::nn::{self, Forward, Module};
+/// use om_ops::{Result, Tensor};
+/// #[derive(Module)]
+/// struct Mlp {
+///     fc1: nn::Linear,
+///     fc2: nn::Linear,
+/// }
+/// impl Forward for Mlp {
+///     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+///         self.fc2.forward(&self.fc1.forward(x)?.relu()?)
+///     }
+/// }
+/// let mlp = Mlp { fc1: nn::Linear::new(4, 16)?, fc2: nn::Linear::new(16, 3)? };
+/// assert_eq!(mlp.forward(&Tensor::randn(&[8, 4])?)?.shape(), &[8, 3]);
+/// // A Forward module is a layer like any other.
+/// let net = nn::Sequential::new().push(mlp).push(nn::Softmax::new(-1));
+/// let p = net.forward(&Tensor::randn(&[8, 4])?)?.sum(-1, false)?.to_vec();
+/// assert!(p.iter().all(|s| (s - 1.0).abs() < 1e-5));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+///
+/// # Details
+pub use om_core::module::Forward;
+/// A layer or model: its named parameters and buffers and its training flag
+/// (`torch.nn.Module`'s `named_parameters`, `named_buffers`, `train`/`eval`).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{self, Module};
+/// use om_ops::Tensor;
+/// // class Net(nn.Module): fc1 = nn.Linear(4, 8); bn = nn.BatchNorm2d(8); scale = nn.Parameter(...)
+/// #[derive(Module)]
+/// struct Net {
+///     fc1: nn::Linear,
+///     bn: nn::BatchNorm2d,
+///     #[module(param)]
+///     scale: Tensor,
+/// }
+/// let scale = Tensor::ones(&[1])?.requires_grad()?;
+/// let mut net = Net { fc1: nn::Linear::new(4, 8)?, bn: nn::BatchNorm2d::new(8)?, scale };
+/// let names: Vec<String> = net.parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "scale"]);
+/// assert_eq!(net.buffers().len(), 2); // bn.running_mean, bn.running_var
+/// assert_eq!(net.parameter_tensors().len(), 5); // what an optimizer takes
+/// net.eval(); // reaches the children
+/// assert!(!net.bn.training);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+///
+/// # Details
+pub use om_core::module::Module;
+/// A field that holds tensors directly (`#[module(param)]` / `#[module(buffer)]` fields:
+/// a `Tensor`, an `Option<Tensor>`, a `Vec` or array of tensors).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Module, Tensors};
+/// use om_ops::Tensor;
+/// #[derive(Module)]
+/// struct Heads {
+///     #[module(param)]
+///     w: Vec<Tensor>,
+///     #[module(param)]
+///     b: Option<Tensor>,
+/// }
+/// let h = Heads { w: vec![Tensor::ones(&[2])?, Tensor::ones(&[3])?], b: None };
+/// let names: Vec<String> = h.parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["w.0", "w.1"]);
+/// let mut seen = Vec::new();
+/// h.w.visit_tensors("w", &mut |n, _| seen.push(n.to_string()));
+/// assert_eq!(seen, names);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+///
+/// # Details
+pub use om_core::module::Tensors;
 /// `#[derive(Module)]` (from om-macros; the trait and the derive share the name, so one
 /// `use om_ops::nn::Module` brings both).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{self, Module};
+/// use om_ops::Tensor;
+/// #[derive(Module)]
+/// struct Block {
+///     conv: nn::Conv2d, // a child: conv.weight, conv.bias
+///     #[module(flatten)]
+///     norm: nn::LayerNorm, // a child without the prefix: weight, bias
+///     #[module(buffer, name = "ema")]
+///     average: Tensor, // saved, not trained, named `ema`
+///     #[module(training)]
+///     training: bool,
+///     #[module(skip)]
+///     label: String,
+/// }
+/// let mut b = Block {
+///     conv: nn::Conv2d::new(1, 2, 3)?,
+///     norm: nn::LayerNorm::new(4)?,
+///     average: Tensor::zeros(&[4])?,
+///     training: true,
+///     label: "block".into(),
+/// };
+/// let names: Vec<String> = nn::state(&b).into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["conv.weight", "conv.bias", "weight", "bias", "ema"]);
+/// b.eval();
+/// assert!(!b.training && b.label == "block");
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub use om_macros::Module;
 pub use pooling::{AvgPool2d, MaxPool2d};
 pub use recurrent::{Gru, Lstm};

@@ -57,6 +57,25 @@ impl Module for Stack {
 
 /// A multi-layer, optionally bidirectional LSTM (`torch.nn.LSTM` without dropout or
 /// projections), initialised as PyTorch does.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Lstm, Module};
+/// use om_ops::{RnnConfig, Tensor};
+/// let rnn = Lstm::new(10, 20, RnnConfig::new(2))?; // nn.LSTM(10, 20, 2)
+/// let x = Tensor::randn(&[5, 3, 10])?; // [T, B, input]
+/// let (h0, c0) = (Tensor::zeros(&[2, 3, 20])?, Tensor::zeros(&[2, 3, 20])?);
+/// let out = rnn.forward(&x, Some(&h0), Some(&c0))?;
+/// assert_eq!(out.y.shape(), &[5, 3, 20]);
+/// assert_eq!(out.h_n.shape(), &[2, 3, 20]);
+/// assert_eq!(out.c_n.unwrap().shape(), &[2, 3, 20]);
+/// // The last step of the last layer's output is that layer's final hidden state.
+/// assert_eq!(&out.y.to_vec()[4 * 60..], &out.h_n.to_vec()[60..]);
+/// let names: Vec<String> = rnn.parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names[..4], ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct Lstm {
     #[module(flatten)]
@@ -84,6 +103,22 @@ impl Lstm {
 
 /// A multi-layer, optionally bidirectional GRU (`torch.nn.GRU` without dropout),
 /// initialised as PyTorch does.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Gru, Module};
+/// use om_ops::{RnnConfig, Tensor};
+/// // nn.GRU(10, 20, bidirectional=True, batch_first=True)
+/// let rnn = Gru::new(10, 20, RnnConfig::new(1).bidirectional(true).batch_first(true))?;
+/// let out = rnn.forward(&Tensor::randn(&[3, 5, 10])?, None)?; // [B, T, input], h0 = 0
+/// assert_eq!(out.y.shape(), &[3, 5, 40]); // both directions on the feature axis
+/// assert_eq!(out.h_n.shape(), &[2, 3, 20]);
+/// assert!(out.c_n.is_none());
+/// assert_eq!(rnn.parameters()[4].0, "weight_ih_l0_reverse");
+/// assert_eq!(rnn.parameters()[0].1.shape(), &[60, 10]); // 3 gates · 20
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module)]
 pub struct Gru {
     #[module(flatten)]

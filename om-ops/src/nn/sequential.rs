@@ -7,6 +7,8 @@ use om_core::{Error, Result, Tensor};
 /// Modules applied in turn, each to the previous one's output (`torch.nn.Sequential`).
 /// Children are named by their position, as in PyTorch: `0.weight`, `2.bias`, ...
 ///
+/// # Examples
+///
 /// ```
 /// use om_ops::nn::{Flatten, Forward, Linear, Module, ReLU, Sequential};
 /// use om_ops::Tensor;
@@ -123,6 +125,18 @@ impl Forward for Flatten {
 }
 
 /// Returns its input (`torch.nn.Identity`): a placeholder layer.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{Forward, Identity, Module};
+/// use om_ops::Tensor;
+/// let x = Tensor::randn(&[128, 20])?;
+/// let y = Identity.forward(&x)?;
+/// assert_eq!((y.shape(), y.to_vec()), (x.shape(), x.to_vec()));
+/// assert!(Identity.parameters().is_empty());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Module, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Identity;
 

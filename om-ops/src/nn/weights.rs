@@ -5,7 +5,17 @@ use om_core::{io, no_grad, Error, Result, Tensor};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Every named tensor a weights file holds: the parameters, then the buffers.
+/// Every named tensor a weights file holds: the parameters, then the buffers (PyTorch's
+/// `state_dict()`, without batch norm's `num_batches_tracked`).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{self, BatchNorm2d};
+/// let names: Vec<String> = nn::state(&BatchNorm2d::new(4)?).into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["weight", "bias", "running_mean", "running_var"]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub fn state<M: Module + ?Sized>(module: &M) -> Vec<(String, Tensor)> {
     let mut s = module.parameters();
     s.extend(module.buffers());
@@ -17,7 +27,24 @@ fn duplicate(list: &[(String, Tensor)]) -> Option<&str> {
     list.iter().map(|(n, _)| n.as_str()).find(|n| !seen.insert(*n))
 }
 
-/// Writes the module's parameters and buffers to a safetensors file.
+/// Writes the module's parameters and buffers to a safetensors file (PyTorch's
+/// `torch.save(model.state_dict(), path)`, in the safetensors format).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{self, Forward, Linear};
+/// use om_ops::Tensor;
+/// let path = std::env::temp_dir().join(format!("om_nn_save_doc_{}.safetensors", std::process::id()));
+/// let trained = Linear::new(4, 2)?;
+/// nn::save(&trained, &path)?;
+/// let fresh = Linear::new(4, 2)?; // other random weights
+/// nn::load(&fresh, &path)?;
+/// # std::fs::remove_file(&path).ok();
+/// let x = Tensor::randn(&[3, 4])?;
+/// assert_eq!(fresh.forward(&x)?.to_vec(), trained.forward(&x)?.to_vec());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub fn save<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()> {
     let s = state(module);
     if let Some(n) = duplicate(&s) {
@@ -36,6 +63,22 @@ pub fn save<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()
 /// [`BatchNorm2d`](super::BatchNorm2d) does not have (its momentum is a number), so the
 /// loaded model computes what PyTorch's does. PyTorch loads a file without the counter
 /// (ours) with `strict=True` too, filling it in with 0.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{self, Linear};
+/// let path = std::env::temp_dir().join(format!("om_nn_load_doc_{}.safetensors", std::process::id()));
+/// nn::save(&Linear::new(4, 2)?, &path)?;
+/// // `strict=True`: a layer of another shape refuses the file and keeps its weights.
+/// let other = Linear::new(4, 3)?;
+/// let before = other.weight.to_vec();
+/// let err = nn::load(&other, &path).unwrap_err().to_string();
+/// # std::fs::remove_file(&path).ok();
+/// assert!(err.contains("nn::load") && err.contains("`weight`"), "{err}");
+/// assert_eq!(other.weight.to_vec(), before);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub fn load<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let file = io::load(path).map_err(|e| e.with_op("nn::load"))?;

@@ -9,6 +9,8 @@ use om_core::Result;
 hyper_params! {
     /// Hyper-parameters of [`Adagrad`] (`torch.optim.Adagrad`'s arguments and defaults).
     ///
+    /// # Examples
+    ///
     /// ```
     /// use om_ops::optim::AdagradConfig;
     /// use om_ops::Tensor;
@@ -56,6 +58,22 @@ const SLOTS: &[&str] = &["sum"];
 /// Adagrad as `torch.optim.Adagrad`: with step count `t`, `g += wd·p`;
 /// `clr = lr / (1 + (t − 1)·lr_decay)` (in `f64`, as PyTorch's Python scalar);
 /// `s += g²`; `p −= clr·g / (√s + ε)`. Configured by [`AdagradConfig`].
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::optim::{Adagrad, Optimizer};
+/// use om_ops::Tensor;
+/// let w = Tensor::from_vec(vec![1.0, -2.0], &[2])?.requires_grad()?;
+/// let mut opt = Adagrad::new(vec![w.clone()], 0.1)?; // optim.Adagrad([w], lr=0.1)
+/// w.mul(&w)?.sum(None, false)?.backward()?;
+/// opt.step()?;
+/// // First step: s = g², so each weight moves by lr against its gradient's sign.
+/// let v = w.to_vec();
+/// assert!((v[0] - 0.9).abs() < 1e-6 && (v[1] + 1.9).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct Adagrad {
     params: Params,
     config: AdagradConfig,

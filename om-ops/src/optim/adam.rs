@@ -10,6 +10,8 @@ hyper_params! {
     /// Hyper-parameters of [`Adam`] (`torch.optim.Adam`'s arguments and defaults;
     /// [`AdamConfig::adamw`] gives `torch.optim.AdamW`'s).
     ///
+    /// # Examples
+    ///
     /// ```
     /// use om_ops::optim::{AdamConfig, Optimizer};
     /// use om_ops::Tensor;
@@ -66,6 +68,29 @@ const SLOTS: &[&str] = &["exp_avg", "exp_avg_sq"];
 /// `g += wd·p` (Adam) or `p ·= 1 − lr·wd` (AdamW); `m = lerp(m, g, 1 − β₁)`;
 /// `v = β₂·v + (1 − β₂)·g²`; `p −= lr/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε)`.
 /// Configured by [`AdamConfig`].
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::optim::{Adam, Optimizer};
+/// use om_ops::Tensor;
+/// let w = Tensor::from_vec(vec![1.0, -2.0], &[2])?.requires_grad()?;
+/// let mut opt = Adam::new(vec![w.clone()], 0.1)?; // optim.Adam([w], lr=0.1)
+/// w.mul(&w)?.sum(None, false)?.backward()?;
+/// opt.step()?;
+/// // The first step's bias-corrected m/√v is g/|g|: each weight moves by lr against its gradient.
+/// let v = w.to_vec();
+/// assert!((v[0] - 0.9).abs() < 1e-6 && (v[1] + 1.9).abs() < 1e-6);
+///
+/// // optim.AdamW([p], lr=0.1): weight decay 0.01, decoupled from the gradient.
+/// let p = Tensor::ones(&[2])?.requires_grad()?;
+/// let mut opt = Adam::adamw(vec![p.clone()], 0.1)?;
+/// p.mul_scalar(0.0)?.sum(None, false)?.backward()?; // a zero gradient
+/// opt.step()?;
+/// assert_eq!(p.to_vec(), [1.0 - 0.1 * 0.01; 2]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct Adam {
     params: Params,
     config: AdamConfig,

@@ -22,6 +22,9 @@ fn grads(op: &'static str, params: &[Tensor]) -> Result<Vec<Tensor>> {
 /// (also when that is 1). A NaN or infinite norm is an error when `error_if_nonfinite`,
 /// the gradients untouched; otherwise the gradients are scaled by the NaN factor, as in
 /// PyTorch. `norm_type` must be positive (any p, or `f32::INFINITY`), `max_norm` ≥ 0.
+/// PyTorch's defaults are `norm_type=2.0, error_if_nonfinite=False`.
+///
+/// # Examples
 ///
 /// ```
 /// use om_ops::optim::clip_grad_norm;
@@ -85,6 +88,8 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f32, norm_type: f32, error_if
 
 /// Clamps every gradient element of `params` to `[−clip_value, clip_value]`
 /// (`torch.nn.utils.clip_grad_value_`); NaN stays NaN. `clip_value` must be ≥ 0.
+///
+/// # Examples
 ///
 /// ```
 /// use om_ops::optim::clip_grad_value;

@@ -28,7 +28,23 @@ use super::Optimizer;
 use om_core::{Error, Result};
 use std::f64::consts::PI;
 
-/// What every scheduler does.
+/// What every scheduler does: PyTorch's `step()`, `get_last_lr()` and `last_epoch`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{ExponentialLR, LrScheduler, Optimizer, Sgd};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 1.0)?;
+/// let mut sched = ExponentialLR::new(&mut opt, 0.5)?;
+/// assert_eq!((sched.last_epoch(), sched.lr()), (0, 1.0));
+/// sched.step(&mut opt)?; // PyTorch's scheduler.step()
+/// assert_eq!((sched.last_epoch(), sched.lr(), opt.lr()), (1, 0.5, 0.5));
+/// // `advance` computes the next rate without an optimizer (to plot a schedule).
+/// assert_eq!(sched.advance()?, 0.25);
+/// assert_eq!(opt.lr(), 0.5);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub trait LrScheduler {
     /// The rate of the current epoch (PyTorch's `get_last_lr()`).
     fn lr(&self) -> f64;
@@ -113,6 +129,25 @@ fn check_gamma(op: &'static str, gamma: f64) -> Result<()> {
 }
 
 /// `torch.optim.lr_scheduler.StepLR`: the rate times `gamma` every `step_size` epochs.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{LrScheduler, Optimizer, Sgd, StepLR};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.05)?;
+/// // StepLR(optimizer, step_size=30, gamma=0.1): 0.05 for epochs 0–29, 0.005 for 30–59, …
+/// let mut sched = StepLR::new(&mut opt, 30, 0.1)?;
+/// let mut rates = Vec::new();
+/// for _epoch in 0..61 {
+///     rates.push(opt.lr()); // the epoch's rate
+///     // ... the epoch's optimizer steps ...
+///     sched.step(&mut opt)?;
+/// }
+/// let near = |a: f32, b: f32| (a - b).abs() < 1e-9;
+/// assert!(near(rates[29], 0.05) && near(rates[30], 0.005) && near(rates[60], 0.0005));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct StepLR {
     schedule: Schedule,
     step_size: usize,
@@ -135,6 +170,26 @@ scheduler!(StepLR);
 
 /// `torch.optim.lr_scheduler.MultiStepLR`: the rate times `gamma` at each milestone
 /// epoch (`gamma^n` at a milestone listed `n` times).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{LrScheduler, Optimizer, Sgd, MultiStepLR};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.05)?;
+/// // MultiStepLR(optimizer, milestones=[30, 80], gamma=0.1)
+/// let mut sched = MultiStepLR::new(&mut opt, &[30, 80], 0.1)?;
+/// let mut rates = vec![sched.lr()];
+/// for _ in 0..90 {
+///     sched.step(&mut opt)?;
+///     rates.push(sched.lr());
+/// }
+/// let base = 0.05f32 as f64; // the optimizer's rate
+/// let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+/// assert!(near(rates[29], base) && near(rates[30], base * 0.1) && near(rates[79], base * 0.1));
+/// assert!(near(rates[80], base * 0.01));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct MultiStepLR {
     schedule: Schedule,
     milestones: Vec<usize>,
@@ -167,6 +222,20 @@ fn decay_at(milestones: &[usize], gamma: f64, epoch: usize, lr: f64) -> f64 {
 }
 
 /// `torch.optim.lr_scheduler.ExponentialLR`: the rate times `gamma` every epoch.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{LrScheduler, Optimizer, Sgd, ExponentialLR};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.1)?;
+/// let mut sched = ExponentialLR::new(&mut opt, 0.9)?; // ExponentialLR(optimizer, gamma=0.9)
+/// for _ in 0..3 {
+///     sched.step(&mut opt)?;
+/// }
+/// assert!((sched.lr() - 0.1f32 as f64 * 0.9f64.powi(3)).abs() < 1e-12);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct ExponentialLR {
     schedule: Schedule,
     gamma: f64,
@@ -189,6 +258,23 @@ scheduler!(ExponentialLR);
 /// along half a cosine over `t_max` epochs (then back up, periodically), in PyTorch's
 /// chained form: `η_e = (1 + cos(π·e/T)) / (1 + cos(π·(e−1)/T)) · (η_{e−1} − η_min) + η_min`,
 /// and `η_e = η_{e−1} + (η_base − η_min)·(1 − cos(π/T))/2` when `(e − 1 − T) mod 2T = 0`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{LrScheduler, Optimizer, Sgd, CosineAnnealingLR};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 1.0)?;
+/// // CosineAnnealingLR(optimizer, T_max=4) (eta_min=0): (1 + cos(π·e/4)) / 2
+/// let mut sched = CosineAnnealingLR::new(&mut opt, 4, 0.0)?;
+/// for e in 1..=4 {
+///     sched.step(&mut opt)?;
+///     let want = (1.0 + (std::f64::consts::PI * e as f64 / 4.0).cos()) / 2.0;
+///     assert!((sched.lr() - want).abs() < 1e-12, "epoch {e}");
+/// }
+/// assert!(sched.lr().abs() < 1e-12); // eta_min at epoch T_max
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct CosineAnnealingLR {
     schedule: Schedule,
     t_max: usize,
@@ -218,6 +304,25 @@ scheduler!(CosineAnnealingLR);
 /// linearly from `start_factor` to `end_factor` over `total_iters` epochs, then constant;
 /// in PyTorch's chained form
 /// `η_e = η_{e−1}·(1 + (end − start) / (T·start + (e − 1)·(end − start)))`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{LrScheduler, Optimizer, Sgd, LinearLR};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.1)?;
+/// // LinearLR(optimizer, start_factor=1/3, end_factor=1, total_iters=5): PyTorch's defaults
+/// let mut sched = LinearLR::new(&mut opt, 1.0 / 3.0, 1.0, 5)?;
+/// let mut factors = vec![sched.lr() / 0.1f32 as f64];
+/// for _ in 0..6 {
+///     sched.step(&mut opt)?;
+///     factors.push(sched.lr() / 0.1f32 as f64);
+/// }
+/// // 1/3 + (2/3)·e/5, then 1
+/// let want = [5.0, 7.0, 9.0, 11.0, 13.0, 15.0, 15.0].map(|n| n / 15.0);
+/// assert!(factors.iter().zip(want).all(|(f, w)| (f - w).abs() < 1e-12), "{factors:?}");
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct LinearLR {
     schedule: Schedule,
     start_factor: f64,
@@ -245,7 +350,8 @@ impl LinearLR {
 }
 scheduler!(LinearLR);
 
-/// How [`OneCycleLR`] moves between two rates.
+/// How [`OneCycleLR`] moves between two rates (PyTorch's `anneal_strategy`; the
+/// example of [`OneCycleOptions`] uses [`Anneal::Linear`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Anneal {
     /// Half a cosine: `end + (start − end)/2 · (cos(π·pct) + 1)` (PyTorch's `"cos"`).
@@ -255,6 +361,28 @@ pub enum Anneal {
 }
 
 /// Options of [`OneCycleLR`] (PyTorch's defaults).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{Anneal, LrScheduler, OneCycleLR, OneCycleOptions, Optimizer, Sgd};
+/// use om_ops::Tensor;
+/// let o = OneCycleOptions::default();
+/// assert_eq!((o.pct_start, o.anneal, o.div_factor, o.final_div_factor, o.three_phase), (0.3, Anneal::Cos, 25.0, 1e4, false));
+/// // OneCycleLR(optimizer, max_lr=1.0, total_steps=11, pct_start=0.5, anneal_strategy='linear')
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.1)?;
+/// let o = OneCycleOptions { pct_start: 0.5, anneal: Anneal::Linear, ..o };
+/// let mut sched = OneCycleLR::new(&mut opt, 1.0, 11, o)?;
+/// let mut rates = vec![sched.lr()];
+/// for _ in 0..10 {
+///     sched.step(&mut opt)?;
+///     rates.push(sched.lr());
+/// }
+/// // Up in a straight line from 1/25 to 1 by step 4.5, then down to 1/25/1e4 at step 10.
+/// assert!((rates[0] - 0.04).abs() < 1e-12 && (rates[4] - (0.04 + 0.96 * 4.0 / 4.5)).abs() < 1e-12);
+/// assert!((rates[10] - 4e-6).abs() < 1e-15);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OneCycleOptions {
     /// Fraction of the steps spent raising the rate, in `[0, 1]` (0.3).
@@ -288,6 +416,26 @@ struct Phase {
 /// `max_lr/(div_factor·final_div_factor)`, each phase annealed by [`Anneal`]; the
 /// optimizer's own rate is replaced. Momentum is not cycled (PyTorch's
 /// `cycle_momentum=False`; the rates are the same either way).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{LrScheduler, OneCycleLR, OneCycleOptions, Optimizer, Sgd};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones(&[2])?.requires_grad()?], 0.1)?;
+/// // OneCycleLR(optimizer, max_lr=0.01, total_steps=100): stepped after every batch
+/// let mut sched = OneCycleLR::new(&mut opt, 0.01, 100, OneCycleOptions::default())?;
+/// assert!((opt.lr() - 0.01 / 25.0).abs() < 1e-9); // the optimizer's own rate is replaced
+/// let mut peak = 0.0f64;
+/// for _batch in 0..99 {
+///     // ... the batch's optimizer step ...
+///     sched.step(&mut opt)?;
+///     peak = peak.max(sched.lr());
+/// }
+/// assert!((peak - 0.01).abs() < 1e-12); // max_lr after pct_start·total_steps steps
+/// assert!((sched.lr() - 0.01 / 25.0 / 1e4).abs() < 1e-12); // the 100th rate
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct OneCycleLR {
     schedule: Schedule,
     total_steps: usize,

@@ -56,7 +56,35 @@ pub use state::{load, save};
 use om_core::{Error, Result, Tensor};
 use std::collections::BTreeMap;
 
-/// What every optimizer does.
+/// What every optimizer does (`torch.optim.Optimizer`'s `step`, `zero_grad`, the rate of
+/// its parameter group, `state_dict`/`load_state_dict`). A training loop can take any
+/// optimizer as `&mut dyn Optimizer`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::optim::{Adam, Optimizer, Sgd};
+/// use om_ops::{Result, Tensor};
+/// /// Minimises Σ (w − 3)² from w = 0.
+/// fn fit(opt: &mut dyn Optimizer, w: &Tensor) -> Result<f32> {
+///     for _ in 0..200 {
+///         opt.zero_grad()?;
+///         let d = (w - 3.0)?;
+///         d.mul(&d)?.sum(None, false)?.backward()?;
+///         opt.step()?;
+///     }
+///     Ok(w.to_vec()[0])
+/// }
+/// let w = Tensor::zeros(&[1])?.requires_grad()?;
+/// assert!((fit(&mut Sgd::new(vec![w.clone()], 0.1)?, &w)? - 3.0).abs() < 1e-4);
+/// let w = Tensor::zeros(&[1])?.requires_grad()?;
+/// let mut adam = Adam::new(vec![w.clone()], 0.1)?;
+/// adam.set_lr(0.2); // what a scheduler does
+/// assert_eq!(adam.lr(), 0.2);
+/// assert!((fit(&mut adam, &w)? - 3.0).abs() < 1e-2);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub trait Optimizer {
     /// Applies one update from the parameters' current gradients.
     fn step(&mut self) -> Result<()>;

@@ -11,6 +11,8 @@ use om_core::{no_grad, DType, Error, Result, Tensor};
 /// [`parameters`](crate::nn::Module::parameters) they are its dotted names
 /// (`conv1.weight`, ...).
 ///
+/// # Examples
+///
 /// ```
 /// use om_ops::optim::Params;
 /// use om_ops::methods::*;

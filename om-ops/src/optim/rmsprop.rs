@@ -9,6 +9,8 @@ use om_core::Result;
 hyper_params! {
     /// Hyper-parameters of [`RMSprop`] (`torch.optim.RMSprop`'s arguments and defaults).
     ///
+    /// # Examples
+    ///
     /// ```
     /// use om_ops::optim::RMSpropConfig;
     /// use om_ops::Tensor;
@@ -65,6 +67,22 @@ const SLOTS: &[&str] = &["square_avg", "momentum_buffer", "grad_avg"];
 /// RMSprop as `torch.optim.RMSprop`: `g += wd·p`; `s = α·s + (1 − α)·g²`; centered:
 /// `ḡ = lerp(ḡ, g, 1 − α)`, `a = √(s − ḡ²) + ε`, else `a = √s + ε`; with momentum
 /// `b = μ·b + g/a`, `p −= lr·b`, else `p −= lr·g/a`. Configured by [`RMSpropConfig`].
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::optim::{Optimizer, RMSprop};
+/// use om_ops::Tensor;
+/// let w = Tensor::from_vec(vec![1.0, -2.0], &[2])?.requires_grad()?;
+/// let mut opt = RMSprop::new(vec![w.clone()], 0.01)?; // optim.RMSprop([w]) (lr=0.01, alpha=0.99)
+/// w.mul(&w)?.sum(None, false)?.backward()?;
+/// opt.step()?;
+/// // First step: s = 0.01·g², so g/√s = ±10 and each weight moves by 10·lr.
+/// let v = w.to_vec();
+/// assert!((v[0] - 0.9).abs() < 1e-5 && (v[1] + 1.9).abs() < 1e-5);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct RMSprop {
     params: Params,
     config: RMSpropConfig,

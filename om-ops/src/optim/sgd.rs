@@ -9,6 +9,8 @@ use om_core::{Error, Result};
 hyper_params! {
     /// Hyper-parameters of [`Sgd`] (`torch.optim.SGD`'s arguments and defaults).
     ///
+    /// # Examples
+    ///
     /// ```
     /// use om_ops::optim::{Optimizer, SgdConfig};
     /// use om_ops::Tensor;
@@ -66,6 +68,23 @@ const SLOTS: &[&str] = &["momentum_buffer"];
 /// `b = μ·b + (1 − dampening)·d`, and `d = d + μ·b` (Nesterov) or `d = b`; `p −= lr·d`.
 /// Configured by [`SgdConfig`]; its state is a momentum buffer per parameter (the step
 /// count is the number of momentum updates).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::optim::{Optimizer, Sgd};
+/// use om_ops::Tensor;
+/// let w = Tensor::from_vec(vec![1.0, -2.0], &[2])?.requires_grad()?;
+/// let mut opt = Sgd::new(vec![w.clone()], 0.25)?; // optim.SGD([w], lr=0.25)
+/// for _ in 0..2 {
+///     opt.zero_grad()?;
+///     w.mul(&w)?.sum(None, false)?.backward()?; // gradient 2w
+///     opt.step()?; // w −= 0.25·2w: halved
+/// }
+/// assert_eq!(w.to_vec(), [0.25, -0.5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub struct Sgd {
     params: Params,
     config: SgdConfig,

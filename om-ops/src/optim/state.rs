@@ -19,6 +19,8 @@ use std::path::Path;
 
 /// Writes `opt`'s hyper-parameters and state to a safetensors file.
 ///
+/// # Examples
+///
 /// ```
 /// use om_ops::optim::{self, Adam, Optimizer};
 /// use om_ops::methods::*;
@@ -50,6 +52,30 @@ pub fn save(opt: &dyn Optimizer, path: impl AsRef<Path>) -> Result<()> {
 /// (a parameter without state in the file starts afresh). On any error — unreadable file, a missing or extra key, a wrong
 /// shape or dtype, a hyper-parameter out of range — the error names the file and `opt` is
 /// left unchanged.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::methods::*;
+/// use om_ops::optim::{self, Optimizer, Sgd, SgdConfig};
+/// use om_ops::Tensor;
+/// let w = Tensor::from_vec(vec![1.0, -2.0], &[2])?.requires_grad()?;
+/// let mut opt = SgdConfig::default().lr(0.1).momentum(0.9).build(vec![w.clone()])?;
+/// w.mul(&w)?.sum(None, false)?.backward()?;
+/// opt.step()?;
+/// let path = std::env::temp_dir().join(format!("om_optim_load_doc_{}.safetensors", std::process::id()));
+/// optim::save(&opt, &path)?;
+/// // The file's hyper-parameters and momentum buffers replace the new optimizer's.
+/// let mut resumed = Sgd::new(vec![w.clone()], 0.5)?;
+/// optim::load(&mut resumed, &path)?;
+/// assert_eq!((resumed.lr(), resumed.config().momentum), (0.1, 0.9));
+/// // A state file of another optimizer is refused, the optimizer unchanged.
+/// let mut adam = optim::Adam::new(vec![w.clone()], 0.5)?;
+/// assert!(optim::load(&mut adam, &path).is_err());
+/// assert_eq!(adam.lr(), 0.5);
+/// # std::fs::remove_file(&path).ok();
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 pub fn load(opt: &mut dyn Optimizer, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let file = io::load(path).map_err(|e| e.with_op("optim::load"))?;
