@@ -23,7 +23,7 @@ pub mod data_parallel;
 pub mod mpi;
 pub mod threads;
 
-pub use communicator::{split, weighted_sum, Communicator, Layout, Single};
+pub use communicator::{split, weighted_sum, Communicator, Layout, Single, DEFAULT_TIMEOUT};
 pub use data_parallel::{DataParallel, BUCKET};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiWorld;
