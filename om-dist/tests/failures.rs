@@ -177,3 +177,17 @@ fn the_normal_path_still_agrees() {
     let results = group(2, Duration::from_secs(60), |c| train(c, 3, |_, _, _| None));
     assert_eq!(results, [Ok(()), Ok(())]);
 }
+
+#[test]
+fn replicas_that_differ_fail_every_rank() {
+    let results = group(2, Duration::from_secs(60), |c| {
+        let rank = c.rank();
+        let fc = model(2)?;
+        let dp = DataParallel::new(c, fc.parameter_tensors(), vec![], 2)?;
+        if rank == 1 {
+            fc.parameter_tensors()[0].update_f32("test", |v| v[0] += 1.0)?;
+        }
+        dp.check_replicas()
+    });
+    all_fail(&results, &["DataParallel: rank 1's parameters differ from rank 0's"]);
+}
