@@ -27,9 +27,13 @@ use om_core::{Error, Result};
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-/// One rank's header of a collective: status (0 ok, 1 failed), a length (of its argument,
-/// or of its failure message), a tag (the root, the shard weights' hash).
-type Header = [u64; 3];
+/// One rank's header of a collective: status (0 ok, 1 failed), the collective (its index
+/// in [`COLLECTIVES`]), a length (of its argument, or of its failure message), a tag (the
+/// root, the shard weights' hash).
+type Header = [u64; 4];
+
+/// The collectives, as the headers name them.
+const COLLECTIVES: [&str; 4] = ["barrier", "broadcast", "sum_shards", "gather"];
 
 /// The processes of an `mpirun` job. Dropping it finalises MPI.
 pub struct MpiWorld {
@@ -72,19 +76,19 @@ impl MpiWorld {
     /// Aborts the job when the others do not arrive within the timeout.
     fn header(&self, op: &'static str, mine: Header, message: &str) -> Result<Vec<Header>> {
         let size = self.size();
-        let mut all = vec![[0u64; 3]; size];
+        let mut all = vec![[0u64; 4]; size];
         {
             let flat: &mut [u64] = all.as_flattened_mut();
             mpi::request::scope(|scope| {
                 let mut request = self.world.immediate_all_gather_into(scope, &mine[..], flat);
-                let deadline = Instant::now() + self.timeout;
-                let mut pause = Duration::from_micros(1);
+                let start = Instant::now();
                 loop {
                     match request.test() {
                         Ok(_) => break,
                         Err(pending) => request = pending,
                     }
-                    if Instant::now() >= deadline {
+                    let waited = start.elapsed();
+                    if waited >= self.timeout {
                         eprintln!(
                             "{op}: rank {} waited {} s for the other ranks (one is stuck or gone): aborting the job",
                             self.rank(),
@@ -92,12 +96,24 @@ impl MpiWorld {
                         );
                         self.world.abort(1);
                     }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(1));
+                    // yield as OpenMPI's blocking calls do when oversubscribed; a long
+                    // wait (a rank evaluating alone) sleeps between polls instead
+                    if waited < Duration::from_millis(100) {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                 }
             });
         }
         if all.iter().all(|h| h[0] == 0) {
+            let name = |h: &Header| COLLECTIVES.get(h[1] as usize).copied().unwrap_or("?");
+            if let Some(r) = all.iter().position(|h| h[1] != all[0][1]) {
+                return Err(Error::argument(
+                    op,
+                    format!("rank {r} is in {}, rank 0 in {} (the ranks called different collectives)", name(&all[r]), name(&all[0])),
+                ));
+            }
             return Ok(all);
         }
         // the failing ranks' messages, gathered everywhere
@@ -116,10 +132,13 @@ impl MpiWorld {
     /// rank's failure `check` (then every rank's `Err`).
     fn start(&self, op: &'static str, check: Result<()>, len: usize, tag: u64) -> Result<Vec<Header>> {
         match check {
-            Ok(()) => self.header(op, [0, len as u64, tag], ""),
+            Ok(()) => {
+                let kind = COLLECTIVES.iter().position(|&c| c == op).unwrap_or(COLLECTIVES.len());
+                self.header(op, [0, kind as u64, len as u64, tag], "")
+            }
             Err(e) => {
                 let msg = format!("rank {} failed: {e}", self.rank());
-                self.header(op, [1, 0, msg.len() as u64], &msg)
+                self.header(op, [1, 0, msg.len() as u64, 0], &msg)
             }
         }
     }
@@ -164,16 +183,16 @@ impl Communicator for MpiWorld {
             false => Err(Error::argument("broadcast", format!("root {root} is not a rank of {}", self.size()))),
         };
         let heads = self.start("broadcast", check, buf.len(), root as u64)?;
-        if let Some(r) = heads.iter().position(|h| h[2] != root as u64) {
+        if let Some(r) = heads.iter().position(|h| h[3] != root as u64) {
             return Err(Error::argument(
                 "broadcast",
-                format!("rank {r} broadcasts from root {}, rank {root} from root {root}", heads[r][2]),
+                format!("rank {r} broadcasts from root {}, rank {root} from root {root}", heads[r][3]),
             ));
         }
-        if let Some(r) = heads.iter().position(|h| h[1] != heads[root][1]) {
+        if let Some(r) = heads.iter().position(|h| h[2] != heads[root][2]) {
             return Err(Error::argument(
                 "broadcast",
-                format!("rank {r} has {} value(s), root {root} sent {}", heads[r][1], heads[root][1]),
+                format!("rank {r} has {} value(s), root {root} sent {}", heads[r][2], heads[root][2]),
             ));
         }
         self.world.process_at_rank(root as i32).broadcast_into(buf);
@@ -187,13 +206,13 @@ impl Communicator for MpiWorld {
             false => Err(Error::argument("sum_shards", format!("the layout is for {} ranks, the world has {ranks}", layout.ranks()))),
         };
         let heads = self.start("sum_shards", check, n, weights_tag(weights))?;
-        if let Some(r) = heads.iter().position(|h| h[1] != heads[0][1]) {
+        if let Some(r) = heads.iter().position(|h| h[2] != heads[0][2]) {
             return Err(Error::argument(
                 "sum_shards",
-                format!("rank {r} has {} value(s) per shard, rank 0 has {}", heads[r][1], heads[0][1]),
+                format!("rank {r} has {} value(s) per shard, rank 0 has {}", heads[r][2], heads[0][2]),
             ));
         }
-        if let Some(r) = heads.iter().position(|h| h[2] != heads[0][2]) {
+        if let Some(r) = heads.iter().position(|h| h[3] != heads[0][3]) {
             return Err(Error::argument(
                 "sum_shards",
                 format!("rank {r}'s shard weights differ from rank 0's (the ranks cut batches of different lengths)"),
@@ -235,7 +254,7 @@ impl Communicator for MpiWorld {
 
     fn gather(&self, local: &[f64]) -> Result<Vec<f64>> {
         let heads = self.start("gather", count(local.len()).map(drop), local.len(), 0)?;
-        let counts = heads.iter().map(|h| count(h[1] as usize)).collect::<Result<Vec<_>>>()?;
+        let counts = heads.iter().map(|h| count(h[2] as usize)).collect::<Result<Vec<_>>>()?;
         let displs: Vec<Count> = counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect();
         let mut all = vec![0.0f64; counts.iter().map(|&c| c as usize).sum()];
         let mut gathered = PartitionMut::new(&mut all[..], counts, displs);

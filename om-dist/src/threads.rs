@@ -30,8 +30,9 @@ struct Shared {
     timeout: Duration,
     f32_slots: Vec<RwLock<Vec<f32>>>,
     f64_slots: Vec<RwLock<Vec<f64>>>,
-    /// Each rank's argument length (or tag) of the current collective, for the checks.
-    lens: Vec<RwLock<(usize, u64)>>,
+    /// Each rank's collective, argument length and tag (root, shard weights' hash) of the
+    /// current collective, for the checks.
+    lens: Vec<RwLock<(&'static str, usize, u64)>>,
 }
 
 /// One rank of a group of threads; [`ThreadGroup::new`] makes the whole group, one
@@ -77,7 +78,7 @@ impl ThreadGroup {
             timeout,
             f32_slots: (0..size).map(|_| RwLock::new(Vec::new())).collect(),
             f64_slots: (0..size).map(|_| RwLock::new(Vec::new())).collect(),
-            lens: (0..size).map(|_| RwLock::new((0, 0))).collect(),
+            lens: (0..size).map(|_| RwLock::new(("", 0, 0))).collect(),
         });
         (0..size).map(|rank| ThreadGroup { rank, shared: shared.clone() }).collect()
     }
@@ -145,11 +146,18 @@ impl ThreadGroup {
     }
 
     /// Posts this rank's `(len, tag)` for collective `op`, waits for every rank, and
-    /// returns every rank's (the same list on every rank).
+    /// returns every rank's (the same list on every rank); fails on every rank when the
+    /// ranks are in different collectives.
     fn exchange(&self, op: &'static str, len: usize, tag: u64) -> Result<Vec<(usize, u64)>> {
-        *self.shared.lens[self.rank].write().unwrap_or_else(|e| e.into_inner()) = (len, tag);
+        *self.shared.lens[self.rank].write().unwrap_or_else(|e| e.into_inner()) = (op, len, tag);
         self.wait(op)?;
-        Ok(self.shared.lens.iter().map(|l| *l.read().unwrap_or_else(|e| e.into_inner())).collect())
+        let all: Vec<_> = self.shared.lens.iter().map(|l| *l.read().unwrap_or_else(|e| e.into_inner())).collect();
+        if let Some(r) = all.iter().position(|l| l.0 != all[0].0) {
+            let msg = format!("rank {r} is in {}, rank 0 in {} (the ranks called different collectives)", all[r].0, all[0].0);
+            self.poison(msg.clone());
+            return Err(Error::argument(op, msg));
+        }
+        Ok(all.iter().map(|l| (l.1, l.2)).collect())
     }
 
     /// Fails collective `op` on every rank with `msg` (before this rank arrives, so no
@@ -190,7 +198,7 @@ impl Communicator for ThreadGroup {
     }
 
     fn barrier(&self) -> Result<()> {
-        self.wait("barrier")
+        self.exchange("barrier", 0, 0).map(drop)
     }
 
     fn broadcast(&self, buf: &mut [f32], root: usize) -> Result<()> {
@@ -265,7 +273,7 @@ impl Communicator for ThreadGroup {
             slot.clear();
             slot.extend_from_slice(local);
         }
-        self.wait("gather")?;
+        self.exchange("gather", local.len(), 0)?;
         let all = self.shared.f64_slots.iter().flat_map(|s| s.read().unwrap_or_else(|e| e.into_inner()).clone()).collect();
         self.wait("gather")?;
         Ok(all)

@@ -191,3 +191,12 @@ fn replicas_that_differ_fail_every_rank() {
     });
     all_fail(&results, &["DataParallel: rank 1's parameters differ from rank 0's"]);
 }
+
+#[test]
+fn ranks_in_different_collectives_fail_every_rank() {
+    let results = group(2, Duration::from_secs(60), |c| match c.rank() {
+        0 => c.barrier(),
+        _ => c.gather(&[1.0]).map(drop),
+    });
+    all_fail(&results, &["rank 1 is in gather, rank 0 in barrier"]);
+}
