@@ -54,7 +54,7 @@ pub struct ThreadGroup {
 
 impl ThreadGroup {
     /// A group of `size ≥ 1` ranks whose collectives wait at most
-    /// [`DEFAULT_TIMEOUT`](crate::DEFAULT_TIMEOUT) for the other ranks.
+    /// [`DEFAULT_TIMEOUT`] for the other ranks.
     pub fn new(size: usize) -> Vec<ThreadGroup> {
         ThreadGroup::with_timeout(size, DEFAULT_TIMEOUT)
     }
