@@ -9,12 +9,22 @@
 
 use om_core::{Error, Result};
 use std::ops::Range;
+use std::time::Duration;
+
+/// How long a collective waits for the other ranks unless configured otherwise
+/// ([`crate::ThreadGroup::with_timeout`], `MpiWorld::set_timeout`): 5 minutes. A rank that
+/// fails tells the others at once ([`Communicator::fail`]); the timeout bounds the wait for
+/// a rank that neither arrives nor fails (stuck, or on another code path).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What data-parallel training needs from a group of processes (ranks `0..size`).
 ///
 /// Every rank calls every collective in the same order with arguments of the same
-/// lengths; an implementation fails with an `Error` (never hangs silently) when that
-/// is not so or when a peer is gone.
+/// lengths. Collectives are fallible and never hang: when that is not so, when a rank
+/// failed ([`Communicator::fail`]), is gone, or does not arrive within the timeout
+/// ([`DEFAULT_TIMEOUT`] unless configured), **every** rank's current collective returns an
+/// `Err` naming the failing rank and the reason (or, on MPI when no message can reach the
+/// others, the job is aborted with the message).
 pub trait Communicator {
     /// This process's index, `0..size()`.
     fn rank(&self) -> usize;
@@ -32,6 +42,34 @@ pub trait Communicator {
     fn sum_shards(&self, layout: &Layout, local: &[f32], weights: &[f64], out: &mut [f32]) -> Result<()>;
     /// Every rank's `local` values, rank by rank, on every rank (for metrics).
     fn gather(&self, local: &[f64]) -> Result<Vec<f64>>;
+    /// Reports that this rank failed with `error` outside a collective (its loss returned
+    /// an `Err` or panicked, its batch was too short, …): the other ranks' current or next
+    /// collective returns an `Err` naming this rank and `error` instead of waiting for it.
+    /// Returns the error this rank's own call should return (with several ranks, naming
+    /// this rank too). After a failure the group is unusable: every later collective fails.
+    ///
+    /// One process has no one to tell: [`Single`] returns `error` unchanged.
+    ///
+    /// ```
+    /// use om_dist::{Communicator, ThreadGroup};
+    /// let ranks = ThreadGroup::new(2);
+    /// let errors: Vec<String> = std::thread::scope(|s| {
+    ///     let handles: Vec<_> = ranks
+    ///         .into_iter()
+    ///         .map(|c| {
+    ///             s.spawn(move || match c.rank() {
+    ///                 1 => c.fail(om_core::Error::argument("loss", "no data")).to_string(),
+    ///                 _ => c.barrier().unwrap_err().to_string(),
+    ///             })
+    ///         })
+    ///         .collect();
+    ///     handles.into_iter().map(|h| h.join().unwrap()).collect()
+    /// });
+    /// assert_eq!(errors, ["barrier: rank 1 failed: loss: no data", "DataParallel: rank 1 failed: loss: no data"]);
+    /// ```
+    fn fail(&self, error: Error) -> Error {
+        error
+    }
 }
 
 /// A borrowed communicator is one (so a caller can keep its world, e.g. to abort it).
@@ -58,6 +96,10 @@ impl<C: Communicator + ?Sized> Communicator for &C {
 
     fn gather(&self, local: &[f64]) -> Result<Vec<f64>> {
         (**self).gather(local)
+    }
+
+    fn fail(&self, error: Error) -> Error {
+        (**self).fail(error)
     }
 }
 
@@ -148,6 +190,12 @@ pub(crate) fn check_sum(layout: &Layout, rank: usize, local: &[f32], weights: &[
         ));
     }
     Ok(())
+}
+
+/// FNV-1a of the shard weights' bits: equal on two ranks when they cut batches of the
+/// same length (the ranks compare it before summing).
+pub(crate) fn weights_tag(weights: &[f64]) -> u64 {
+    weights.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w.to_bits()).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// One process holding every shard: the sums are gradient accumulation.

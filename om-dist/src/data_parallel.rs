@@ -14,7 +14,9 @@
 
 use crate::communicator::{split, Communicator, Layout};
 use om_core::{DType, Error, Result, Tensor};
+use std::any::Any;
 use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The reduction runs in buckets of at most this many values, so a collective's message
 /// and receive buffers stay bounded whatever the model's size (16 MiB of `f32`).
@@ -62,12 +64,10 @@ impl<C: Communicator> DataParallel<C> {
     /// step's buffers. `params` are contiguous `f32` leaves, `buffers` contiguous `f32`
     /// tensors; `shards ≥` the ranks of `comm`.
     pub fn new(comm: C, params: Vec<Tensor>, buffers: Vec<Tensor>, shards: usize) -> Result<DataParallel<C>> {
-        let layout = Layout::new(shards, comm.size())?;
-        for (what, list) in [("parameter", &params), ("buffer", &buffers)] {
-            if let Some(i) = list.iter().position(|t| t.dtype() != DType::F32 || !t.is_contiguous()) {
-                return Err(Error::argument("DataParallel", format!("{what} {i} must be a contiguous f32 tensor")));
-            }
-        }
+        let layout = match check_new(&comm, &params, &buffers, shards) {
+            Ok(layout) => layout,
+            Err(e) => return Err(comm.fail(e)),
+        };
         let len = params.iter().map(Tensor::numel).sum::<usize>() + 1;
         let held = layout.owned(comm.rank()).len();
         let n_buffers = buffers.iter().map(Tensor::numel).sum();
@@ -85,7 +85,7 @@ impl<C: Communicator> DataParallel<C> {
         let mut flat = vec![0.0f32; len - 1];
         flatten(&dp.params, &mut flat);
         dp.comm.broadcast(&mut flat, 0)?;
-        unflatten(&flat, &dp.params)?;
+        unflatten(&flat, &dp.params).map_err(|e| dp.comm.fail(e))?;
         dp.broadcast_buffers()?;
         Ok(dp)
     }
@@ -104,7 +104,42 @@ impl<C: Communicator> DataParallel<C> {
     /// every rank) into the parameters' `grad`s, identical on every rank, and returns the
     /// batch's mean loss. `loss(shard)` is the mean loss of a shard's examples, recorded
     /// for backward. Every shard needs at least one example.
+    ///
+    /// A failure on any rank fails the step on every rank, never a hang: when a rank's
+    /// `loss` (or its backward pass) returns an `Err` or panics, when its batch is shorter
+    /// than the shard count, or when the ranks' batches or models differ, every rank's
+    /// `step` returns an `Err` naming the failing rank and the reason (see
+    /// [`Communicator::fail`]); the communicator is then unusable.
     pub fn step<E>(&mut self, batch: &[E], mut loss: impl FnMut(&[E]) -> Result<Tensor>) -> Result<f32> {
+        if let Err(e) = self.shards(batch, &mut loss) {
+            return Err(self.comm.fail(e));
+        }
+        let owned = self.layout.owned(self.comm.rank());
+        for b in 0..self.len.div_ceil(BUCKET) {
+            let r = bucket(self.len, b);
+            let local = &self.local[owned.len() * r.start..owned.len() * r.end];
+            self.comm.sum_shards(&self.layout, local, &self.weights, &mut self.sum[r])?;
+        }
+        let mut at = 0;
+        for p in &self.params {
+            let n = p.numel();
+            let written = match p.grad() {
+                Some(g) => g.update_f32("DataParallel", |g| g.copy_from_slice(&self.sum[at..at + n])),
+                None => Err(Error::argument("DataParallel", "a parameter lost its gradient")),
+            };
+            written.map_err(|e| self.comm.fail(e))?;
+            at += n;
+        }
+        if owned.start == 0 {
+            unflatten(&self.first_buffers, &self.buffers).map_err(|e| self.comm.fail(e))?;
+        }
+        self.broadcast_buffers()?;
+        Ok(self.sum[self.len - 1])
+    }
+
+    /// This rank's part of a step before the reduction: the weights, then each of its
+    /// shards' loss and gradients into `local` (a panic in `loss` or backward is an `Err`).
+    fn shards<E>(&mut self, batch: &[E], loss: &mut impl FnMut(&[E]) -> Result<Tensor>) -> Result<()> {
         let shards = self.layout.shards();
         if batch.len() < shards {
             return Err(Error::argument(
@@ -118,8 +153,13 @@ impl<C: Communicator> DataParallel<C> {
         let owned = self.layout.owned(self.comm.rank());
         for (k, s) in owned.clone().enumerate() {
             self.params.iter().try_for_each(Tensor::zero_grad)?;
-            let l = loss(&batch[split(batch.len(), shards, s)])?;
-            l.backward()?;
+            let rows = &batch[split(batch.len(), shards, s)];
+            let l = catch_unwind(AssertUnwindSafe(|| -> Result<Tensor> {
+                let l = loss(rows)?;
+                l.backward()?;
+                Ok(l)
+            }))
+            .unwrap_or_else(|panic| Err(Error::argument("DataParallel", format!("shard {s}'s loss panicked: {}", message(&*panic)))))?;
             let mut at = 0;
             for (i, p) in self.params.iter().enumerate() {
                 let g = p.grad().ok_or_else(|| Error::argument("DataParallel", format!("parameter {i} got no gradient from shard {s}")))?;
@@ -131,23 +171,7 @@ impl<C: Communicator> DataParallel<C> {
                 flatten(&self.buffers, &mut self.first_buffers);
             }
         }
-        for b in 0..self.len.div_ceil(BUCKET) {
-            let r = bucket(self.len, b);
-            let local = &self.local[owned.len() * r.start..owned.len() * r.end];
-            self.comm.sum_shards(&self.layout, local, &self.weights, &mut self.sum[r])?;
-        }
-        let mut at = 0;
-        for p in &self.params {
-            let n = p.numel();
-            let g = p.grad().ok_or_else(|| Error::argument("DataParallel", "a parameter lost its gradient"))?;
-            g.update_f32("DataParallel", |g| g.copy_from_slice(&self.sum[at..at + n]))?;
-            at += n;
-        }
-        if owned.start == 0 {
-            unflatten(&self.first_buffers, &self.buffers)?;
-        }
-        self.broadcast_buffers()?;
-        Ok(self.sum[self.len - 1])
+        Ok(())
     }
 
     /// Overwrites every rank's buffers with rank 0's.
@@ -155,7 +179,7 @@ impl<C: Communicator> DataParallel<C> {
         if self.comm.size() > 1 {
             flatten(&self.buffers, &mut self.first_buffers);
             self.comm.broadcast(&mut self.first_buffers, 0)?;
-            unflatten(&self.first_buffers, &self.buffers)?;
+            unflatten(&self.first_buffers, &self.buffers).map_err(|e| self.comm.fail(e))?;
         }
         Ok(())
     }
@@ -177,20 +201,37 @@ impl<C: Communicator> DataParallel<C> {
     }
 
     /// Checks that every rank's parameters and buffers are bit-identical to rank 0's
-    /// (rank 0's [`DataParallel::hash`] broadcast, in four exact 16-bit pieces).
+    /// (every rank's [`DataParallel::hash`] gathered, in four exact 16-bit pieces): every
+    /// rank fails, naming the first rank that differs, when one does.
     pub fn check_replicas(&self) -> Result<()> {
         let mine = self.hash();
-        let mut pieces: [f32; 4] = std::array::from_fn(|i| ((mine >> (16 * i)) & 0xffff) as f32);
-        self.comm.broadcast(&mut pieces, 0)?;
-        let root = pieces.iter().enumerate().fold(0u64, |h, (i, &p)| h | ((p as u64) << (16 * i)));
-        if root != mine {
+        let pieces: [f64; 4] = std::array::from_fn(|i| ((mine >> (16 * i)) & 0xffff) as f64);
+        let all = self.comm.gather(&pieces)?;
+        let hashes: Vec<u64> = all.chunks(4).map(|p| p.iter().enumerate().fold(0u64, |h, (i, &p)| h | ((p as u64) << (16 * i)))).collect();
+        if let Some(r) = hashes.iter().position(|&h| h != hashes[0]) {
             return Err(Error::argument(
                 "DataParallel",
-                format!("rank {}'s parameters differ from rank 0's (hash {mine:016x}, rank 0 {root:016x})", self.comm.rank()),
+                format!("rank {r}'s parameters differ from rank 0's (hash {:016x}, rank 0 {:016x})", hashes[r], hashes[0]),
             ));
         }
         Ok(())
     }
+}
+
+/// The checks of [`DataParallel::new`] on this rank, and the layout.
+fn check_new<C: Communicator>(comm: &C, params: &[Tensor], buffers: &[Tensor], shards: usize) -> Result<Layout> {
+    let layout = Layout::new(shards, comm.size())?;
+    for (what, list) in [("parameter", params), ("buffer", buffers)] {
+        if let Some(i) = list.iter().position(|t| t.dtype() != DType::F32 || !t.is_contiguous()) {
+            return Err(Error::argument("DataParallel", format!("{what} {i} must be a contiguous f32 tensor")));
+        }
+    }
+    Ok(layout)
+}
+
+/// A panic's message (its payload when it is a string).
+fn message(panic: &(dyn Any + Send)) -> &str {
+    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("(no message)")
 }
 
 /// Bucket `b`'s range of a shard's `len` values.

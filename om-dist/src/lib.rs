@@ -14,6 +14,10 @@
 //!   is a reduce-scatter by parameter slices (each owner sums the shards in shard order)
 //!   followed by an all-gather — never `MPI_Allreduce`'s implementation-defined order.
 //!
+//! Failures stay contained: a rank whose loss errs or panics, whose model or batch differs,
+//! or that does not arrive within the timeout ([`DEFAULT_TIMEOUT`]) makes every rank's
+//! current call return an `Err` naming it ([`Communicator::fail`]), never a hang.
+//!
 //! `docs/distributed.md` describes running it, what is reproducible and the communication
 //! volume.
 
@@ -23,7 +27,7 @@ pub mod data_parallel;
 pub mod mpi;
 pub mod threads;
 
-pub use communicator::{split, weighted_sum, Communicator, Layout, Single};
+pub use communicator::{split, weighted_sum, Communicator, Layout, Single, DEFAULT_TIMEOUT};
 pub use data_parallel::{DataParallel, BUCKET};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiWorld;

@@ -8,10 +8,16 @@
 //! No MPI reduction operator runs, so `MPI_Allreduce`'s implementation-defined order never
 //! enters the result.
 //!
-//! A rank that fails calls [`MpiWorld::abort`] (`MPI_Abort`), which ends every rank of the
-//! job; `mpirun` also ends the job when a rank dies.
+//! Failures reach every rank: each collective starts with a small header exchange (an
+//! all-gather of every rank's status, length and tag, waited for at most the world's
+//! timeout). A rank that failed outside a collective ([`Communicator::fail`]) joins the
+//! others' next header with its message, arguments that differ between ranks (lengths,
+//! roots, shard weights) are seen by every rank, and every rank's collective returns the
+//! same `Err` naming the failing rank; no data moves. A header that does not complete in
+//! time (a rank stuck or gone) prints the reason and aborts the job (`MPI_Abort`), since a
+//! pending MPI collective cannot be cancelled; `mpirun` also ends the job when a rank dies.
 
-use crate::communicator::{check_sum, split, weighted_sum, Communicator, Layout};
+use crate::communicator::{check_sum, split, weighted_sum, weights_tag, Communicator, Layout};
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
@@ -19,12 +25,22 @@ use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Root as _};
 use mpi::Count;
 use om_core::{Error, Result};
 use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+/// One rank's header of a collective: status (0 ok, 1 failed), the collective (its index
+/// in [`COLLECTIVES`]), a length (of its argument, or of its failure message), a tag (the
+/// root, the shard weights' hash).
+type Header = [u64; 4];
+
+/// The collectives, as the headers name them.
+const COLLECTIVES: [&str; 4] = ["barrier", "broadcast", "sum_shards", "gather"];
 
 /// The processes of an `mpirun` job. Dropping it finalises MPI.
 pub struct MpiWorld {
     world: SimpleCommunicator,
     /// The send and receive scratch of [`Communicator::sum_shards`], grown once.
     scratch: RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)>,
+    timeout: Duration,
     _universe: Universe,
 }
 
@@ -36,7 +52,95 @@ impl MpiWorld {
     /// Initialises MPI (once per process).
     pub fn init() -> Result<MpiWorld> {
         let universe = mpi::initialize().ok_or_else(|| Error::argument("mpi", "MPI is already initialised in this process"))?;
-        Ok(MpiWorld { world: universe.world(), scratch: RefCell::new(Default::default()), _universe: universe })
+        Ok(MpiWorld {
+            world: universe.world(),
+            scratch: RefCell::new(Default::default()),
+            timeout: crate::DEFAULT_TIMEOUT,
+            _universe: universe,
+        })
+    }
+
+    /// How long a collective waits for the other ranks before aborting the job
+    /// ([`crate::DEFAULT_TIMEOUT`] unless set).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sets how long a collective waits for the other ranks before aborting the job.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// The header exchange that starts collective `op`: every rank's header, or, when this
+    /// rank or another failed, the first failing rank's message as every rank's `Err`.
+    /// Aborts the job when the others do not arrive within the timeout.
+    fn header(&self, op: &'static str, mine: Header, message: &str) -> Result<Vec<Header>> {
+        let size = self.size();
+        let mut all = vec![[0u64; 4]; size];
+        {
+            let flat: &mut [u64] = all.as_flattened_mut();
+            mpi::request::scope(|scope| {
+                let mut request = self.world.immediate_all_gather_into(scope, &mine[..], flat);
+                let start = Instant::now();
+                loop {
+                    match request.test() {
+                        Ok(_) => break,
+                        Err(pending) => request = pending,
+                    }
+                    let waited = start.elapsed();
+                    if waited >= self.timeout {
+                        eprintln!(
+                            "{op}: rank {} waited {} s for the other ranks (one is stuck or gone): aborting the job",
+                            self.rank(),
+                            self.timeout.as_secs_f64()
+                        );
+                        self.world.abort(1);
+                    }
+                    // yield as OpenMPI's blocking calls do when oversubscribed; a long
+                    // wait (a rank evaluating alone) sleeps between polls instead
+                    if waited < Duration::from_millis(100) {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            });
+        }
+        if all.iter().all(|h| h[0] == 0) {
+            let name = |h: &Header| COLLECTIVES.get(h[1] as usize).copied().unwrap_or("?");
+            if let Some(r) = all.iter().position(|h| h[1] != all[0][1]) {
+                return Err(Error::argument(
+                    op,
+                    format!("rank {r} is in {}, rank 0 in {} (the ranks called different collectives)", name(&all[r]), name(&all[0])),
+                ));
+            }
+            return Ok(all);
+        }
+        // the failing ranks' messages, gathered everywhere
+        let counts = all.iter().map(|h| count(if h[0] == 0 { 0 } else { h[2] as usize })).collect::<Result<Vec<_>>>()?;
+        let displs: Vec<Count> = counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect();
+        let mut bytes = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
+        let sent: &[u8] = if mine[0] == 0 { &[] } else { message.as_bytes() };
+        self.world.all_gather_varcount_into(sent, &mut PartitionMut::new(&mut bytes[..], counts, displs.clone()));
+        let first = all.iter().position(|h| h[0] != 0).unwrap_or(0);
+        let at = displs[first] as usize;
+        let text = String::from_utf8_lossy(&bytes[at..at + all[first][2] as usize]).into_owned();
+        Err(Error::argument(op, text))
+    }
+
+    /// The header of collective `op` for an argument of `len` values and `tag`, or this
+    /// rank's failure `check` (then every rank's `Err`).
+    fn start(&self, op: &'static str, check: Result<()>, len: usize, tag: u64) -> Result<Vec<Header>> {
+        match check {
+            Ok(()) => {
+                let kind = COLLECTIVES.iter().position(|&c| c == op).unwrap_or(COLLECTIVES.len());
+                self.header(op, [0, kind as u64, len as u64, tag], "")
+            }
+            Err(e) => {
+                let msg = format!("rank {} failed: {e}", self.rank());
+                self.header(op, [1, 0, msg.len() as u64, 0], &msg)
+            }
+        }
     }
 
     /// Ends every rank of the job with exit code `code` (`MPI_Abort`).
@@ -69,13 +173,27 @@ impl Communicator for MpiWorld {
     }
 
     fn barrier(&self) -> Result<()> {
-        self.world.barrier();
-        Ok(())
+        // the header exchange is a barrier
+        self.start("barrier", Ok(()), 0, 0).map(drop)
     }
 
     fn broadcast(&self, buf: &mut [f32], root: usize) -> Result<()> {
-        if root >= self.size() {
-            return Err(Error::argument("broadcast", format!("root {root} is not a rank of {}", self.size())));
+        let check = match root < self.size() {
+            true => Ok(()),
+            false => Err(Error::argument("broadcast", format!("root {root} is not a rank of {}", self.size()))),
+        };
+        let heads = self.start("broadcast", check, buf.len(), root as u64)?;
+        if let Some(r) = heads.iter().position(|h| h[3] != root as u64) {
+            return Err(Error::argument(
+                "broadcast",
+                format!("rank {r} broadcasts from root {}, rank {root} from root {root}", heads[r][3]),
+            ));
+        }
+        if let Some(r) = heads.iter().position(|h| h[2] != heads[root][2]) {
+            return Err(Error::argument(
+                "broadcast",
+                format!("rank {r} has {} value(s), root {root} sent {}", heads[r][2], heads[root][2]),
+            ));
         }
         self.world.process_at_rank(root as i32).broadcast_into(buf);
         Ok(())
@@ -83,10 +201,23 @@ impl Communicator for MpiWorld {
 
     fn sum_shards(&self, layout: &Layout, local: &[f32], weights: &[f64], out: &mut [f32]) -> Result<()> {
         let (rank, ranks, n) = (self.rank(), self.size(), out.len());
-        if layout.ranks() != ranks {
-            return Err(Error::argument("sum_shards", format!("the layout is for {} ranks, the world has {ranks}", layout.ranks())));
+        let check = match layout.ranks() == ranks {
+            true => check_sum(layout, rank, local, weights, out),
+            false => Err(Error::argument("sum_shards", format!("the layout is for {} ranks, the world has {ranks}", layout.ranks()))),
+        };
+        let heads = self.start("sum_shards", check, n, weights_tag(weights))?;
+        if let Some(r) = heads.iter().position(|h| h[2] != heads[0][2]) {
+            return Err(Error::argument(
+                "sum_shards",
+                format!("rank {r} has {} value(s) per shard, rank 0 has {}", heads[r][2], heads[0][2]),
+            ));
         }
-        check_sum(layout, rank, local, weights, out)?;
+        if let Some(r) = heads.iter().position(|h| h[3] != heads[0][3]) {
+            return Err(Error::argument(
+                "sum_shards",
+                format!("rank {r}'s shard weights differ from rank 0's (the ranks cut batches of different lengths)"),
+            ));
+        }
         let held = layout.owned(rank).len();
         let mine = split(n, ranks, rank);
         let mut scratch = self.scratch.borrow_mut();
@@ -122,12 +253,19 @@ impl Communicator for MpiWorld {
     }
 
     fn gather(&self, local: &[f64]) -> Result<Vec<f64>> {
-        let mut counts = vec![0 as Count; self.size()];
-        self.world.all_gather_into(&count(local.len())?, &mut counts[..]);
+        let heads = self.start("gather", count(local.len()).map(drop), local.len(), 0)?;
+        let counts = heads.iter().map(|h| count(h[2] as usize)).collect::<Result<Vec<_>>>()?;
         let displs: Vec<Count> = counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect();
         let mut all = vec![0.0f64; counts.iter().map(|&c| c as usize).sum()];
         let mut gathered = PartitionMut::new(&mut all[..], counts, displs);
         self.world.all_gather_varcount_into(local, &mut gathered);
         Ok(all)
+    }
+
+    fn fail(&self, error: Error) -> Error {
+        match self.start("DataParallel", Err(error), 0, 0) {
+            Err(e) => e,
+            Ok(_) => Error::argument("DataParallel", format!("rank {} failed", self.rank())),
+        }
     }
 }
