@@ -23,7 +23,7 @@
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::for_each_chunk;
+use crate::kernels::parallel::{for_each_chunk, in_parallel_chunk};
 use std::cell::Cell;
 
 mod cache;
@@ -83,10 +83,12 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
         return;
     }
-    if aliasing_stride(c.row_stride()) && m >= ALIAS_MIN_ROWS {
+    if aliasing_stride(c.row_stride()) && m >= ALIAS_MIN_ROWS && !in_parallel_chunk() {
         // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
         // pooled scratch and copy the rows out (the arithmetic, and so every bit, is the same).
-        // The scratch only saves time: if the pool refuses it, C is computed in place.
+        // The scratch only saves time: if the pool refuses it, C is computed in place, and
+        // so it is inside a chunk of a parallel section, where no pool memory may be taken
+        // (`kernels::parallel`: how many chunks run at once depends on timing).
         let padded = n + ALIAS_PAD;
         if let Ok(mut scratch) = crate::pool::Buffer::try_new(m * padded * 4) {
             let tmp = &mut scratch.f32_mut()[..m * padded];
@@ -236,8 +238,12 @@ impl Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
         let caches = cache::caches();
         let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
-        let nc = (caches.l2.size / 2 / (KC * 4) / nr).clamp(4, 64) * nr;
-        Kernel { mr, nr, kc: kc.max(16), nc, tile }
+        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), tile }
+    }
+
+    /// `nc` of [`Kernel::new`] for a tile `nr` columns wide.
+    fn block_columns(nr: usize) -> usize {
+        (cache::caches().l2.size / 2 / (KC * 4) / nr).clamp(4, 64) * nr
     }
 }
 
@@ -493,13 +499,38 @@ unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &T
 }
 
 thread_local! {
-    /// Packing scratch of this thread; it only grows, so warm calls do not allocate.
+    /// Packing scratch of this thread; sized at once to the largest any GEMM needs
+    /// ([`packing_bound`]), so warm calls never allocate, whichever chunks ran on it.
     static SCRATCH: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Floats of packing scratch that cover every GEMM chunk on any path: the widest A panel
+/// (24 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
+/// their `nc`, from the L2 size) and the alignment slack. A few hundred KiB (544 KiB on a
+/// 1 MiB L2).
+fn packing_bound() -> usize {
+    const ALIGN: usize = 16;
+    let nc = [8, 16].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
+    (24 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
+}
+
+/// Grows this thread's packing scratch to [`packing_bound`] now. The thread team's helpers
+/// call it when they start, so that a warm step's heap use does not depend on which GEMM
+/// chunks a helper happened to join.
+pub(crate) fn reserve_packing_scratch() {
+    let mut buf = SCRATCH.with(|s| s.take());
+    let bound = packing_bound();
+    if buf.len() < bound {
+        buf.resize(bound, 0.0);
+    }
+    SCRATCH.with(|s| s.set(buf));
 }
 
 /// Runs `f` with two 64-byte aligned scratch slices of `a_len` and `b_len` floats.
 /// Both are bounded by the blocking (an A panel and a `KC × nc` B block, at most a few
-/// MiB whatever the shape), so this allocation is infallible by design.
+/// MiB whatever the shape), so this allocation is infallible by design. The first call
+/// on a thread grows its scratch to [`packing_bound`] at once (a longer request, beyond
+/// the bound, would grow it further).
 ///
 /// The buffer is taken out of the thread-local while in use, so a nested call (a GEMM run
 /// from inside another kernel's chunk) gets a fresh buffer instead of a conflict.
@@ -508,7 +539,7 @@ fn with_scratch<R>(a_len: usize, b_len: usize, f: impl FnOnce(&mut [f32], &mut [
     let a_room = a_len.div_ceil(ALIGN) * ALIGN;
     let mut buf = SCRATCH.with(|s| s.take());
     if buf.len() < a_room + b_len + ALIGN {
-        buf.resize(a_room + b_len + ALIGN, 0.0);
+        buf.resize((a_room + b_len + ALIGN).max(packing_bound()), 0.0);
     }
     let skew = buf.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
     let (a, b) = buf[skew..].split_at_mut(a_room);
