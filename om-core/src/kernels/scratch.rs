@@ -25,6 +25,29 @@ const LINE_FLOATS: usize = 16;
 
 /// The `f32` scratch of one parallel section: [`WorkerScratch::parts`] holds one part of
 /// [`WorkerScratch::per_worker`] floats per thread that may take part.
+///
+/// # Examples
+///
+/// Row sums of a `[8, 100]` matrix through a doubled copy of each row, one copy buffer per
+/// thread, taken before the loop:
+///
+/// ```
+/// use om_core::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch};
+/// use om_core::kernels::scratch::WorkerScratch;
+///
+/// let (rows, cols, threads) = (8, 100, 2);
+/// let x: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+/// let mut sums = vec![0.0f32; rows];
+/// let mut scratch = WorkerScratch::f32(threads, chunk_count(sums.len(), 1), cols)?;
+/// let per = scratch.per_worker();
+/// for_each_chunk_mut_scratch(threads, &mut sums, 1, scratch.parts(), per, |r, sum, copy| {
+///     let copy = &mut copy[..cols];
+///     copy.iter_mut().zip(&x[r * cols..][..cols]).for_each(|(c, &v)| *c = 2.0 * v);
+///     sum[0] = copy.iter().sum();
+/// });
+/// assert_eq!(sums[1], 2.0 * (100..200).sum::<i32>() as f32);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 pub struct WorkerScratch {
     buf: Buffer,
     per: usize,
