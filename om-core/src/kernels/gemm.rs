@@ -49,7 +49,29 @@ pub use operand::{Bias, MatMut, MatRef};
 /// # Panics
 /// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
 pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
-    product(settings, a, b, c, None);
+    product(settings, a, b, c, None, None);
+}
+
+/// Floats of scratch [`gemm_with_scratch`] uses for an `m × n` C with row stride `ldc`: a
+/// padded copy of C when that stride makes C's rows collide in the L1 cache (the copy is
+/// then faster), else 0.
+pub fn padded_c_len(m: usize, n: usize, ldc: usize) -> usize {
+    if aliasing_stride(ldc) && m >= ALIAS_MIN_ROWS {
+        m.saturating_mul(n.saturating_add(ALIAS_PAD))
+    } else {
+        0
+    }
+}
+
+/// As [`gemm`], with the caller's `scratch` for the padded copy of C (at least
+/// [`padded_c_len`] floats; a shorter one is not used) instead of a pooled one, so that a
+/// GEMM inside a chunk of a parallel section keeps its padded copy without taking pool
+/// memory there (`kernels::parallel`). The same bits as [`gemm`].
+///
+/// # Panics
+/// As [`gemm`].
+pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, scratch: &mut [f32]) {
+    product(settings, a, b, c, None, Some(scratch));
 }
 
 /// [`gemm`] followed by `C += bias` (per column or per row), fused into the store of
@@ -59,11 +81,12 @@ pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
 /// # Panics
 /// As [`gemm`], and if the bias length is not C's column (row) count.
 pub fn gemm_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
-    product(settings, a, b, c, Some(bias));
+    product(settings, a, b, c, Some(bias), None);
 }
 
-/// The common body of [`gemm`] and [`gemm_bias`].
-fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>) {
+/// The common body of [`gemm`], [`gemm_bias`] and [`gemm_with_scratch`] (`scratch`: the
+/// caller's room for a padded copy of C).
+fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
     assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
@@ -83,15 +106,25 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
         return;
     }
-    if aliasing_stride(c.row_stride()) && m >= ALIAS_MIN_ROWS && !in_parallel_chunk() {
+    let padded_len = padded_c_len(m, n, c.row_stride());
+    if padded_len > 0 {
         // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
-        // pooled scratch and copy the rows out (the arithmetic, and so every bit, is the same).
-        // The scratch only saves time: if the pool refuses it, C is computed in place, and
-        // so it is inside a chunk of a parallel section, where no pool memory may be taken
-        // (`kernels::parallel`: how many chunks run at once depends on timing).
-        let padded = n + ALIAS_PAD;
-        if let Ok(mut scratch) = crate::pool::Buffer::try_new(m * padded * 4) {
-            let tmp = &mut scratch.f32_mut()[..m * padded];
+        // scratch and copy the rows out (the arithmetic, and so every bit, is the same).
+        // The scratch only saves time: the caller's if it is long enough, else a pooled one,
+        // except inside a chunk of a parallel section, where no pool memory may be taken
+        // (`kernels::parallel`: how many chunks run at once depends on timing); if the pool
+        // refuses it, or none may be taken, C is computed in place.
+        let mut pooled: Option<crate::pool::Buffer>;
+        let tmp = match scratch {
+            Some(s) if s.len() >= padded_len => Some(&mut s[..padded_len]),
+            _ if in_parallel_chunk() => None,
+            _ => {
+                pooled = crate::pool::Buffer::try_new(padded_len.saturating_mul(4)).ok();
+                pooled.as_mut().map(|buf| &mut buf.f32_mut()[..padded_len])
+            }
+        };
+        if let Some(tmp) = tmp {
+            let padded = n + ALIAS_PAD;
             unaliased(settings, a, b, MatMut::with_stride(tmp, m, n, padded), bias);
             for i in 0..m {
                 c.row_mut(i).copy_from_slice(&tmp[i * padded..][..n]);

@@ -35,7 +35,7 @@
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm, MatMut, MatRef};
+use crate::kernels::gemm::{gemm, gemm_with_scratch, padded_c_len, MatMut, MatRef};
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
@@ -118,15 +118,18 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
-    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p))?;
+    // Per thread: the unfolding, and room for the GEMM's padded copy of an output image.
+    let padded = padded_c_len(og, p, p);
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
-    for_each_chunk_mut_scratch(settings.threads, y, image_out, scratch.parts(), per, |n, yn, cols| {
-        let cols = &mut cols[..k * p];
+    for_each_chunk_mut_scratch(settings.threads, y, image_out, scratch.parts(), per, |n, yn, scratch| {
+        let (cols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
             im2col_kp(geo, xg, cols);
             let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
-            gemm(inner, wg, MatRef::row_major(cols, k, p), MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p));
+            let yg = MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p);
+            gemm_with_scratch(inner, wg, MatRef::row_major(cols, k, p), yg, tmp);
         }
         if let Some(b) = bias {
             for (row, &bv) in yn.chunks_mut(p).zip(b) {
@@ -151,15 +154,17 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
-    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(dx.len(), image_in), k.saturating_mul(p))?;
+    // Per thread: the unfolding's gradient, and room for the GEMM's padded copy of it.
+    let padded = padded_c_len(k, p, p);
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(dx.len(), image_in), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
-    for_each_chunk_mut_scratch(settings.threads, dx, image_in, scratch.parts(), per, |n, dxn, dcols| {
+    for_each_chunk_mut_scratch(settings.threads, dx, image_in, scratch.parts(), per, |n, dxn, scratch| {
         dxn.fill(0.0);
-        let dcols = &mut dcols[..k * p];
+        let (dcols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
             let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
             let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
-            gemm(inner, wgt, gg, MatMut::row_major(dcols, k, p));
+            gemm_with_scratch(inner, wgt, gg, MatMut::row_major(dcols, k, p), tmp);
             col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
         }
     });
