@@ -34,10 +34,10 @@ const HEAP_PER_STEP: (u64, u64) = (0, 0);
 /// timing dependence, should one come back, 28 chances to show before the measured step.
 const WARMUP: usize = 30;
 
-/// The steps that may still allocate: the first creates the model's activations, gradients
-/// and optimizer state, the second the buffers that step one's own outputs still held
-/// (measured: every model at 1 and 2 threads allocates nothing from its third step on).
-/// Every later step must allocate nothing from the pool and nothing on the heap.
+/// The steps that may still allocate: the first two (they create what the model keeps
+/// across steps, its gradients and optimizer state, and fill the pool; measured: every model
+/// at 1 and 2 threads allocates nothing from its third step on). Every later step must
+/// allocate nothing from the pool and nothing on the heap.
 const SETTLED: usize = 2;
 
 /// One step of an `om train` model on a fixed batch: forward, loss, zero_grad, backward, Adam.
