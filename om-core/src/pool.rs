@@ -144,6 +144,9 @@ impl Buffer {
     /// Fails with [`Error::OutOfMemory`] (naming no operator yet) when `bytes` exceeds
     /// [`max_buffer_bytes`] or the system allocator cannot serve the request.
     pub fn try_new(bytes: usize) -> Result<Buffer> {
+        // How many chunks run at once depends on timing, so a buffer taken inside one would
+        // make the memory a step needs depend on it (`kernels::parallel`, issue 22).
+        debug_assert!(!crate::kernels::parallel::in_parallel_chunk(), "pool request inside a chunk of a parallel section");
         let oom = || Error::OutOfMemory { op: "", bytes: bytes as u64, limit: max_buffer_bytes() as u64 };
         if bytes > max_buffer_bytes() {
             return Err(oom());

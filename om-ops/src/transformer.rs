@@ -9,9 +9,9 @@
 //! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
-use om_core::kernels::chunks::for_each_row_chunk;
+use om_core::kernels::chunks::for_each_row_chunk_scratch;
 use om_core::kernels::gemm::{gemm, MatMut, MatRef};
-use om_core::kernels::scratch::Refusals;
+use om_core::kernels::scratch::WorkerScratch;
 use om_core::kernels::softmax::softmax_rows;
 use om_core::kernels::transpose::transpose;
 use om_core::layout::{broadcast_shapes, broadcast_strides};
@@ -175,8 +175,8 @@ fn probs_scratch_len(dims: Dims, ops: &Operands) -> usize {
 }
 
 /// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
-fn f32_bytes(counts: &[usize]) -> usize {
-    counts.iter().fold(0usize, |s, &c| s.saturating_add(c)).saturating_mul(4)
+fn f32_count(counts: &[usize]) -> usize {
+    counts.iter().fold(0usize, |s, &c| s.saturating_add(c))
 }
 
 /// Attention weights `P = softmax(scale·Q·Kᵀ + mask)` of block `b` into `p` (`[Tq, Tk]`),
@@ -208,17 +208,24 @@ fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p
     }
 }
 
-/// Runs `f(settings, block, outs)` for every (batch, head) block, one block per chunk, in
-/// parallel over blocks; `outs[i]` is the block's `widths[i]` values of output `i`.
+/// Runs `f(settings, block, outs, scratch)` for every (batch, head) block, one block per
+/// chunk, in parallel over blocks; `outs[i]` is the block's `widths[i]` values of output
+/// `i`, and `scratch` (at least `floats` values) the running thread's own scratch, taken
+/// from the pool before the loop (one part per thread, never per block: the pool memory a
+/// call needs must not depend on how many blocks run at once). Fails if it is refused.
 fn per_block<const N: usize>(
     settings: Settings,
     blocks: usize,
     outs: [&mut [f32]; N],
     widths: [usize; N],
-    f: impl Fn(Settings, usize, [&mut [f32]; N]) + Sync + Send,
-) {
+    floats: usize,
+    f: impl Fn(Settings, usize, [&mut [f32]; N], &mut [f32]) + Sync + Send,
+) -> Result<()> {
     let inner = Settings { threads: 1, ..settings };
-    for_each_row_chunk(settings.threads, outs, widths, blocks, 1, |b, _, parts| f(inner, b, parts));
+    let mut scratch = WorkerScratch::f32(settings.threads, blocks, floats)?;
+    let per = scratch.per_worker();
+    for_each_row_chunk_scratch(settings.threads, outs, widths, blocks, 1, scratch.parts(), per, |b, _, parts, s| f(inner, b, parts, s));
+    Ok(())
 }
 
 /// Rows of the softmax backward summed in lockstep (independent f64 accumulators, so the
@@ -283,17 +290,14 @@ pub mod attention {
         shape[3] = dv;
         with_operands(dims, q, k, v, mask, |ops| {
             Tensor::build_f32(&shape, |out| {
-                let refusals = Refusals::new();
                 let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(dims, &ops));
-                per_block(settings, blocks, [out], [tq * dv], |s, b, [o]| {
-                    let Some(mut buf) = refusals.buffer(f32_bytes(&[tq.saturating_mul(tk), vn, pn])) else { return };
-                    let (p, rest) = buf.f32_mut().split_at_mut(tq * tk);
+                per_block(settings, blocks, [out], [tq * dv], f32_count(&[tq.saturating_mul(tk), vn, pn]), |s, b, [o], buf| {
+                    let (p, rest) = buf.split_at_mut(tq * tk);
                     let (v_scratch, p_scratch) = rest.split_at_mut(vn);
                     probs(s, dims, scale, &ops, b, p, p_scratch);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
                     gemm(s, MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv), MatMut::with_stride(o, tq, dv, dv));
-                });
-                refusals.finish()
+                })
             })
         })
     }
@@ -315,16 +319,11 @@ pub mod attention {
             g.with_storage_f32(|gs| {
                 let gview = View::new(gs, g, g.strides(), heads, tq, dv);
                 Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
-                    let refusals = Refusals::new();
                     let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
                     let pn = probs_scratch_len(dims, &ops);
-                    per_block(settings, blocks, [dq_all, dk_all, dv_all], [nq, nk, nv], |s, b, [dq, dkb, dvb]| {
-                        let Some(mut buf) =
-                            refusals.buffer(f32_bytes(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]))
-                        else {
-                            return;
-                        };
-                        let (p, rest) = buf.f32_mut().split_at_mut(tq * tk);
+                    let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]);
+                    per_block(settings, blocks, [dq_all, dk_all, dv_all], [nq, nk, nv], floats, |s, b, [dq, dkb, dvb], buf| {
+                        let (p, rest) = buf.split_at_mut(tq * tk);
                         let (pt, rest) = rest.split_at_mut(tq * tk);
                         let (dp, rest) = rest.split_at_mut(tq * tk);
                         let (vt, rest) = rest.split_at_mut(dv * tk);
@@ -369,8 +368,7 @@ pub mod attention {
                             MatMut::with_stride(dkb, tk, dk, dk),
                         );
                         dkb.iter_mut().for_each(|x| *x *= scale);
-                    });
-                    refusals.finish()
+                    })
                 })
             })
         })?;

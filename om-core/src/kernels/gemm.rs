@@ -23,7 +23,7 @@
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::for_each_chunk;
+use crate::kernels::parallel::{for_each_chunk, in_parallel_chunk};
 use std::cell::Cell;
 
 mod cache;
@@ -49,7 +49,29 @@ pub use operand::{Bias, MatMut, MatRef};
 /// # Panics
 /// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
 pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
-    product(settings, a, b, c, None);
+    product(settings, a, b, c, None, None);
+}
+
+/// Floats of scratch [`gemm_with_scratch`] uses for an `m × n` C with row stride `ldc`: a
+/// padded copy of C when that stride makes C's rows collide in the L1 cache (the copy is
+/// then faster), else 0.
+pub fn padded_c_len(m: usize, n: usize, ldc: usize) -> usize {
+    if aliasing_stride(ldc) && m >= ALIAS_MIN_ROWS {
+        m.saturating_mul(n.saturating_add(ALIAS_PAD))
+    } else {
+        0
+    }
+}
+
+/// As [`gemm`], with the caller's `scratch` for the padded copy of C (at least
+/// [`padded_c_len`] floats; a shorter one is not used) instead of a pooled one, so that a
+/// GEMM inside a chunk of a parallel section keeps its padded copy without taking pool
+/// memory there (`kernels::parallel`). The same bits as [`gemm`].
+///
+/// # Panics
+/// As [`gemm`].
+pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, scratch: &mut [f32]) {
+    product(settings, a, b, c, None, Some(scratch));
 }
 
 /// [`gemm`] followed by `C += bias` (per column or per row), fused into the store of
@@ -59,11 +81,12 @@ pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
 /// # Panics
 /// As [`gemm`], and if the bias length is not C's column (row) count.
 pub fn gemm_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
-    product(settings, a, b, c, Some(bias));
+    product(settings, a, b, c, Some(bias), None);
 }
 
-/// The common body of [`gemm`] and [`gemm_bias`].
-fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>) {
+/// The common body of [`gemm`], [`gemm_bias`] and [`gemm_with_scratch`] (`scratch`: the
+/// caller's room for a padded copy of C).
+fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
     assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
@@ -83,13 +106,25 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
         return;
     }
-    if aliasing_stride(c.row_stride()) && m >= ALIAS_MIN_ROWS {
+    let padded_len = padded_c_len(m, n, c.row_stride());
+    if padded_len > 0 {
         // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
-        // pooled scratch and copy the rows out (the arithmetic, and so every bit, is the same).
-        // The scratch only saves time: if the pool refuses it, C is computed in place.
-        let padded = n + ALIAS_PAD;
-        if let Ok(mut scratch) = crate::pool::Buffer::try_new(m * padded * 4) {
-            let tmp = &mut scratch.f32_mut()[..m * padded];
+        // scratch and copy the rows out (the arithmetic, and so every bit, is the same).
+        // The scratch only saves time: the caller's if it is long enough, else a pooled one,
+        // except inside a chunk of a parallel section, where no pool memory may be taken
+        // (`kernels::parallel`: how many chunks run at once depends on timing); if the pool
+        // refuses it, or none may be taken, C is computed in place.
+        let mut pooled: Option<crate::pool::Buffer>;
+        let tmp = match scratch {
+            Some(s) if s.len() >= padded_len => Some(&mut s[..padded_len]),
+            _ if in_parallel_chunk() => None,
+            _ => {
+                pooled = crate::pool::Buffer::try_new(padded_len.saturating_mul(4)).ok();
+                pooled.as_mut().map(|buf| &mut buf.f32_mut()[..padded_len])
+            }
+        };
+        if let Some(tmp) = tmp {
+            let padded = n + ALIAS_PAD;
             unaliased(settings, a, b, MatMut::with_stride(tmp, m, n, padded), bias);
             for i in 0..m {
                 c.row_mut(i).copy_from_slice(&tmp[i * padded..][..n]);
@@ -236,8 +271,12 @@ impl Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
         let caches = cache::caches();
         let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
-        let nc = (caches.l2.size / 2 / (KC * 4) / nr).clamp(4, 64) * nr;
-        Kernel { mr, nr, kc: kc.max(16), nc, tile }
+        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), tile }
+    }
+
+    /// `nc` of [`Kernel::new`] for a tile `nr` columns wide.
+    fn block_columns(nr: usize) -> usize {
+        (cache::caches().l2.size / 2 / (KC * 4) / nr).clamp(4, 64) * nr
     }
 }
 
@@ -493,13 +532,38 @@ unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &T
 }
 
 thread_local! {
-    /// Packing scratch of this thread; it only grows, so warm calls do not allocate.
+    /// Packing scratch of this thread; sized at once to the largest any GEMM needs
+    /// ([`packing_bound`]), so warm calls never allocate, whichever chunks ran on it.
     static SCRATCH: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Floats of packing scratch that cover every GEMM chunk on any path: the widest A panel
+/// (24 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
+/// their `nc`, from the L2 size) and the alignment slack. A few hundred KiB (544 KiB on a
+/// 1 MiB L2).
+fn packing_bound() -> usize {
+    const ALIGN: usize = 16;
+    let nc = [8, 16].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
+    (24 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
+}
+
+/// Grows this thread's packing scratch to [`packing_bound`] now. The thread team's helpers
+/// call it when they start, so that a warm step's heap use does not depend on which GEMM
+/// chunks a helper happened to join.
+pub(crate) fn reserve_packing_scratch() {
+    let mut buf = SCRATCH.with(|s| s.take());
+    let bound = packing_bound();
+    if buf.len() < bound {
+        buf.resize(bound, 0.0);
+    }
+    SCRATCH.with(|s| s.set(buf));
 }
 
 /// Runs `f` with two 64-byte aligned scratch slices of `a_len` and `b_len` floats.
 /// Both are bounded by the blocking (an A panel and a `KC × nc` B block, at most a few
-/// MiB whatever the shape), so this allocation is infallible by design.
+/// MiB whatever the shape), so this allocation is infallible by design. The first call
+/// on a thread grows its scratch to [`packing_bound`] at once (a longer request, beyond
+/// the bound, would grow it further).
 ///
 /// The buffer is taken out of the thread-local while in use, so a nested call (a GEMM run
 /// from inside another kernel's chunk) gets a fresh buffer instead of a conflict.
@@ -508,7 +572,7 @@ fn with_scratch<R>(a_len: usize, b_len: usize, f: impl FnOnce(&mut [f32], &mut [
     let a_room = a_len.div_ceil(ALIGN) * ALIGN;
     let mut buf = SCRATCH.with(|s| s.take());
     if buf.len() < a_room + b_len + ALIGN {
-        buf.resize(a_room + b_len + ALIGN, 0.0);
+        buf.resize((a_room + b_len + ALIGN).max(packing_bound()), 0.0);
     }
     let skew = buf.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
     let (a, b) = buf[skew..].split_at_mut(a_room);

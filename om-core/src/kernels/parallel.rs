@@ -1,18 +1,77 @@
 //! Running a kernel's chunks on several threads: [`for_each_chunk`] (the calling thread
 //! takes part, helpers join through a shared chunk counter) and [`for_each_chunk_mut`]
-//! (disjoint mutable chunks of one slice, on top of it). Both use the one thread team of
-//! the process, so there are never more runnable threads than the thread setting; a call
+//! (disjoint mutable chunks of one slice, on top of it), and their `_scratch` forms, which
+//! hand each participating thread its own part of a scratch slice the caller took up front
+//! ([`for_each_chunk_scratch`], [`for_each_chunk_mut_scratch`]). All use the one thread team
+//! of the process, so there are never more runnable threads than the thread setting; a call
 //! made from inside a chunk (or while another caller owns the team) runs on its own thread.
 //! Chunks are always a function of the kernel and the shape; threads only decide who runs
 //! which. This is the one place outside the arithmetic kernels that needs `unsafe` (a
-//! job's lifetime is erased while helpers run it; see `Team::run`).
+//! job's lifetime is erased while helpers run it; see `Team::run`; the scratch and the
+//! mutable chunks are handed out as disjoint slices of one base pointer).
+//!
+//! **No pool memory inside a chunk.** How many chunks run at the same time depends on
+//! when the helpers wake, so a pooled buffer taken inside a chunk would make the number of
+//! buffers of its size class outstanding at once (and so the pool memory a step needs)
+//! depend on thread timing: a warm step could then allocate once in a while (issue 22).
+//! A kernel therefore takes the scratch of a parallel section on the calling thread, before
+//! it, sized for [`workers`]`(threads, chunks)` threads (a function of the shape and the
+//! thread setting only), and each thread uses its own part; a GEMM run inside a chunk of a
+//! parallel section takes its padded copy of C from that part
+//! ([`gemm_with_scratch`](crate::kernels::gemm::gemm_with_scratch)) or computes C in place,
+//! never through the pool ([`in_parallel_chunk`]). So a helper thread holds no pool buffer
+//! at all, and the section's buffers are the caller's, given back when the caller drops
+//! them. Debug builds assert this in [`Buffer::try_new`](crate::pool::Buffer::try_new).
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// The most threads that take part in a parallel section of `chunks` chunks at `threads`
+/// threads: `min(threads, chunks)`, and 1 when either is at most 1 (the section then runs
+/// on the calling thread). A kernel sizes the scratch of a `_scratch` section with it.
+pub fn workers(threads: usize, chunks: usize) -> usize {
+    if threads <= 1 || chunks <= 1 {
+        1
+    } else {
+        threads.min(chunks)
+    }
+}
+
+thread_local! {
+    /// How many chunks of parallel sections (more than one worker by the thread setting)
+    /// this thread is inside (a chunk may start a nested section).
+    static IN_CHUNK: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether this thread is running a chunk of a parallel section, i.e. one started with
+/// more than one thread and more than one chunk (whether or not helpers joined it). Code
+/// that may run there (a GEMM inside a convolution's chunk) must not take pool memory.
+pub fn in_parallel_chunk() -> bool {
+    IN_CHUNK.with(|c| c.get() > 0)
+}
+
+/// Marks this thread as inside a chunk of a parallel section until dropped.
+struct InChunk;
+
+impl InChunk {
+    fn enter() -> InChunk {
+        IN_CHUNK.with(|c| c.set(c.get() + 1));
+        InChunk
+    }
+}
+
+impl Drop for InChunk {
+    fn drop(&mut self) {
+        IN_CHUNK.with(|c| c.set(c.get() - 1));
+    }
+}
 
 /// Runs `f(chunk)` for every chunk in `0..chunks`, on `threads` threads.
 ///
 /// The chunks must be a function of the kernel and the shape only; which thread runs a
-/// chunk is not specified, so `f` must write disjoint outputs per chunk.
+/// chunk is not specified, so `f` must write disjoint outputs per chunk, and it must not
+/// take pool memory (see the module documentation; use [`for_each_chunk_scratch`]).
 ///
 /// The calling thread takes part: it posts the job to `threads - 1` helper threads and
 /// claims chunks itself from a shared counter, as do the helpers once they wake up. The
@@ -20,23 +79,36 @@ use std::sync::{Mutex, OnceLock};
 /// late helper costs nothing but its share. A warm call allocates nothing. If another
 /// caller is using the helpers, this call runs all its chunks on the calling thread.
 pub fn for_each_chunk(threads: usize, chunks: usize, f: impl Fn(usize) + Sync + Send) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    run_section(threads, chunks, |_, chunk| f(chunk));
+}
+
+/// Runs `f(worker, chunk)` for every chunk in `0..chunks`, on `threads` threads: the body
+/// of [`for_each_chunk`]. Each thread taking part draws its `worker` index once, from a
+/// counter of its own call, so the indices are distinct, below
+/// [`workers`]`(threads, chunks)`, and each is used by one thread only.
+fn run_section(threads: usize, chunks: usize, f: impl Fn(usize, usize) + Sync + Send) {
     let next = AtomicUsize::new(0);
+    let joined = AtomicUsize::new(0);
+    let parallel = workers(threads, chunks) > 1;
     let scope = crate::scope::Inherited::capture(); // helpers account to the caller's scope
     let work = || {
         let _adopted = scope.adopt();
+        let _inside = parallel.then(InChunk::enter);
+        let worker = joined.fetch_add(1, Ordering::Relaxed);
         loop {
             let chunk = next.fetch_add(1, Ordering::Relaxed);
             if chunk >= chunks {
                 break;
             }
-            f(chunk);
+            f(worker, chunk);
         }
     };
-    if threads <= 1 || chunks <= 1 {
+    if !parallel {
         work();
         return;
     }
+    // The caller and at most `threads.min(chunks) - 1` helpers run `work`, so at most
+    // `workers(threads, chunks)` indices are drawn.
     Team::get().run(threads.min(chunks) - 1, &work);
 }
 
@@ -160,7 +232,9 @@ impl Team {
 
     /// A helper thread: polls for a job for [`HELPER_SPIN`], then sleeps until one is posted.
     fn helper(&self) {
-        use std::sync::atomic::Ordering;
+        // Sized once, now: which GEMMs a helper happens to join depends on timing, so a
+        // scratch grown on demand would make a warm step's heap use depend on it too.
+        crate::kernels::gemm::reserve_packing_scratch();
         let mut seen = self.generation.load(Ordering::Acquire);
         loop {
             let start = std::time::Instant::now();
@@ -198,38 +272,105 @@ impl Team {
     }
 }
 
+/// A slice's base pointer, shared by the threads of a section (each touches only its own
+/// range).
+struct Base<T>(*mut T);
+
+// SAFETY: the slices built from it are disjoint `&mut [T]` with `T: Send` (see the
+// functions below), so handing the pointer to other threads is as sound as handing them
+// those slices.
+unsafe impl<T: Send> Sync for Base<T> {}
+
+impl<T> Base<T> {
+    /// The pointer itself (a method, so closures capture the whole `Sync` wrapper).
+    fn ptr(&self) -> *mut T {
+        self.0
+    }
+}
+
+/// Panics unless `scratch` holds `workers` parts of `per_worker` values.
+fn check_scratch<S>(scratch: &[S], workers: usize, per_worker: usize) {
+    assert!(
+        workers.checked_mul(per_worker).is_some_and(|n| n <= scratch.len()),
+        "parallel scratch: {} value(s) for {workers} part(s) of {per_worker}",
+        scratch.len()
+    );
+}
+
+/// As [`for_each_chunk`], and `f(chunk, part)` also gets the running thread's own part of
+/// `scratch`: `scratch` holds [`workers`]`(threads, chunks)` parts of `per_worker` values
+/// (taken by the caller before the section, on its own thread), and each thread taking
+/// part uses one of them for all the chunks it runs. The part keeps what the thread's
+/// previous chunk left in it.
+///
+/// Panics if `scratch` holds fewer than `workers(threads, chunks) · per_worker` values.
+pub fn for_each_chunk_scratch<S: Send>(
+    threads: usize,
+    chunks: usize,
+    scratch: &mut [S],
+    per_worker: usize,
+    f: impl Fn(usize, &mut [S]) + Sync + Send,
+) {
+    check_scratch(scratch, workers(threads, chunks), per_worker);
+    let base = Base(scratch.as_mut_ptr());
+    let base = &base;
+    run_section(threads, chunks, |worker, chunk| {
+        // SAFETY: `worker < workers(threads, chunks)` (see `run_section`), so the part
+        // `worker·per_worker..+per_worker` lies in `scratch` (checked above); each index is
+        // used by one thread only, which runs its chunks one after another, so no two live
+        // slices overlap; `scratch` is borrowed mutably for the whole call.
+        let part = unsafe { std::slice::from_raw_parts_mut(base.ptr().add(worker * per_worker), per_worker) };
+        f(chunk, part)
+    });
+}
+
 /// Splits `data` into consecutive chunks of `chunk_len` elements (the last may be shorter)
 /// and runs `f(chunk_index, chunk)` for each, on `threads` threads of the team.
 ///
-/// `chunk_len` must be a function of the kernel and the shape only, never of `threads`.
+/// `chunk_len` must be a function of the kernel and the shape only, never of `threads`;
+/// `f` must not take pool memory (use [`for_each_chunk_mut_scratch`]).
 pub fn for_each_chunk_mut<T: Send>(threads: usize, data: &mut [T], chunk_len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    for_each_chunk_mut_scratch::<T, u8>(threads, data, chunk_len, &mut [], 0, |i, chunk, _| f(i, chunk));
+}
+
+/// The number of chunks of [`for_each_chunk_mut`] over `len` elements: `len / chunk_len`
+/// rounded up (`chunk_len` 0 counts as 1). Size a [`for_each_chunk_mut_scratch`] with it.
+pub fn chunk_count(len: usize, chunk_len: usize) -> usize {
+    len.div_ceil(chunk_len.max(1))
+}
+
+/// As [`for_each_chunk_mut`], and `f(chunk_index, chunk, part)` also gets the running
+/// thread's own part of `scratch`, as in [`for_each_chunk_scratch`] with
+/// [`chunk_count`]`(data.len(), chunk_len)` chunks.
+///
+/// Panics if `scratch` holds fewer than `workers(threads, chunks) · per_worker` values.
+pub fn for_each_chunk_mut_scratch<T: Send, S: Send>(
+    threads: usize,
+    data: &mut [T],
+    chunk_len: usize,
+    scratch: &mut [S],
+    per_worker: usize,
+    f: impl Fn(usize, &mut [T], &mut [S]) + Sync + Send,
+) {
     let chunk_len = chunk_len.max(1);
     let len = data.len();
-    if threads <= 1 || len <= chunk_len {
-        data.chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c));
+    let chunks = chunk_count(len, chunk_len);
+    if workers(threads, chunks) <= 1 {
+        check_scratch(scratch, 1, per_worker);
+        let part = &mut scratch[..per_worker];
+        data.chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c, part));
         return;
-    }
-    /// The slice's base pointer, shared by the chunks (each touches only its own range).
-    struct Base<T>(*mut T);
-    // SAFETY: the chunks built from it are disjoint `&mut [T]` with `T: Send`, so handing
-    // the pointer to other threads is as sound as handing them the chunks.
-    unsafe impl<T: Send> Sync for Base<T> {}
-    impl<T> Base<T> {
-        /// The pointer itself (a method, so closures capture the whole `Sync` wrapper).
-        fn ptr(&self) -> *mut T {
-            self.0
-        }
     }
     let base = Base(data.as_mut_ptr());
     let base = &base;
-    for_each_chunk(threads, len.div_ceil(chunk_len), |i| {
+    for_each_chunk_scratch(threads, chunks, scratch, per_worker, |i, part| {
         let start = i * chunk_len;
         let end = (start + chunk_len).min(len);
         // SAFETY: `for_each_chunk` runs each index exactly once, so the ranges
         // `start..end` are disjoint, in bounds of `data`, and `data` is borrowed mutably
         // for the whole call.
         let chunk = unsafe { std::slice::from_raw_parts_mut(base.ptr().add(start), end - start) };
-        f(i, chunk)
+        f(i, chunk, part)
     });
 }
 

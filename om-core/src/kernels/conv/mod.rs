@@ -28,13 +28,16 @@
 //!
 //! Every scratch buffer comes from the pool through the fallible path: a refused request
 //! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
-//! operator; the caller's output is then incomplete and is discarded).
+//! operator; the caller's output is then incomplete and is discarded). The scratch of a
+//! chunked loop (an unfolding per thread) is taken before the loop, one part per thread
+//! that may take part ([`WorkerScratch`]), never inside a chunk, so the pool memory a call
+//! needs does not depend on how many chunks happen to run at once.
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm, MatMut, MatRef};
-use crate::kernels::parallel::for_each_chunk_mut;
-use crate::kernels::scratch::Refusals;
+use crate::kernels::gemm::{gemm, gemm_with_scratch, padded_c_len, MatMut, MatRef};
+use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
+use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
@@ -115,15 +118,18 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
-    let refusals = Refusals::new();
-    for_each_chunk_mut(settings.threads, y, image_out, |n, yn| {
-        let Some(mut scratch) = refusals.buffer(k.saturating_mul(p).saturating_mul(4)) else { return };
-        let cols = &mut scratch.f32_mut()[..k * p];
+    // Per thread: the unfolding, and room for the GEMM's padded copy of an output image.
+    let padded = padded_c_len(og, p, p);
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p).saturating_add(padded))?;
+    let per = scratch.per_worker();
+    for_each_chunk_mut_scratch(settings.threads, y, image_out, scratch.parts(), per, |n, yn, scratch| {
+        let (cols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
             im2col_kp(geo, xg, cols);
             let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
-            gemm(inner, wg, MatRef::row_major(cols, k, p), MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p));
+            let yg = MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p);
+            gemm_with_scratch(inner, wg, MatRef::row_major(cols, k, p), yg, tmp);
         }
         if let Some(b) = bias {
             for (row, &bv) in yn.chunks_mut(p).zip(b) {
@@ -131,7 +137,7 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
             }
         }
     });
-    refusals.finish()
+    Ok(())
 }
 
 /// Input gradient: `dx` (`[N, C, H, W]`, overwritten) from `g` (`[N, O, OH, OW]`) and `w`.
@@ -148,19 +154,21 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
-    let refusals = Refusals::new();
-    for_each_chunk_mut(settings.threads, dx, image_in, |n, dxn| {
+    // Per thread: the unfolding's gradient, and room for the GEMM's padded copy of it.
+    let padded = padded_c_len(k, p, p);
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(dx.len(), image_in), k.saturating_mul(p).saturating_add(padded))?;
+    let per = scratch.per_worker();
+    for_each_chunk_mut_scratch(settings.threads, dx, image_in, scratch.parts(), per, |n, dxn, scratch| {
         dxn.fill(0.0);
-        let Some(mut scratch) = refusals.buffer(k.saturating_mul(p).saturating_mul(4)) else { return };
-        let dcols = &mut scratch.f32_mut()[..k * p];
+        let (dcols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
             let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
             let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
-            gemm(inner, wgt, gg, MatMut::row_major(dcols, k, p));
+            gemm_with_scratch(inner, wgt, gg, MatMut::row_major(dcols, k, p), tmp);
             col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
         }
     });
-    refusals.finish()
+    Ok(())
 }
 
 /// Weight gradient: `dw` (`[O, C/g, kH, kW]`, overwritten) from `x` and `g`.
@@ -197,15 +205,15 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
     let inner = inner_settings(settings, chunks);
-    let refusals = Refusals::new();
-    for_each_chunk_mut(settings.threads, acc, band * og, |i, acc| {
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), band.saturating_mul(p.saturating_add(og)))?;
+    let per = scratch.per_worker();
+    for_each_chunk_mut_scratch(settings.threads, acc, band * og, scratch.parts(), per, |i, acc, scratch| {
         let (gi, b) = (i / bands, i % bands);
         let rows = b * band..(b * band + band).min(k);
         let m = rows.len();
         let acc = &mut acc[..m * og];
         acc.fill(0.0);
-        let Some(mut scratch) = refusals.buffer(m * (p + og) * 4) else { return };
-        let (cols, part) = scratch.f32_mut().split_at_mut(m * p);
+        let (cols, part) = scratch.split_at_mut(m * p);
         let part = &mut part[..m * og];
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
@@ -215,7 +223,6 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });
-    refusals.finish()?;
     // dw[g·Og + o, k] = dWᵀ_g[k, o].
     for gi in 0..geo.groups {
         let dwg = &mut dw[gi * og * k..][..og * k];

@@ -1,7 +1,7 @@
 //! Every supported path × both modes × several thread counts against the plain canonical
 //! loop, bit for bit.
 
-use super::{gemm, gemm_bias, Bias, MatMut, MatRef};
+use super::{gemm, gemm_bias, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef};
 use crate::compute::{KernelPath, Mode, Settings};
 
 /// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
@@ -354,4 +354,40 @@ fn bias_and_transposed_operands_take_the_padded_scratch_path_unchanged() {
             assert!(c.chunks(ldc).all(|row| row[n..].iter().all(|v| v.is_nan())), "{path} {mode}: wrote past a row");
         }
     }
+}
+
+#[test]
+fn the_padded_copy_from_the_callers_scratch_or_none_inside_a_chunk_gives_the_same_bits() {
+    // C rows 2 KiB apart and ≥ 256 rows: the padded copy applies.
+    let (m, k, n, ldc) = (260, 37, 45, 512);
+    let (a, b) = (values(m * k, 4), values(k * n, 5));
+    let want = reference(false, m, k, n, &a, k, &b, n);
+    let need = padded_c_len(m, n, ldc);
+    for path in KernelPath::supported() {
+        let s = settings(path, Mode::Exact, 1);
+        let run = |scratch: Option<&mut [f32]>| {
+            let mut c = vec![f32::NAN; m * ldc];
+            let out = MatMut::with_stride(&mut c, m, n, ldc);
+            let (am, bm) = (MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));
+            match scratch {
+                Some(t) => gemm_with_scratch(s, am, bm, out, t),
+                None => gemm(s, am, bm, out),
+            }
+            assert!(c.chunks(ldc).all(|row| row[n..].iter().all(|v| v.is_nan())), "{path}: wrote past a row");
+            c.chunks(ldc).flat_map(|row| row[..n].to_vec()).collect::<Vec<f32>>()
+        };
+        let mut room = vec![0.0f32; need];
+        assert_bits_eq(&run(Some(&mut room)), &want, || format!("{path}: the caller's scratch"));
+        assert!(need == 0 || room.iter().any(|&v| v != 0.0), "{path}: the caller's scratch was used");
+        assert_bits_eq(&run(Some(&mut [])), &want, || format!("{path}: a short scratch"));
+        // Inside a chunk of a parallel section: in place, with no pool request (debug
+        // builds assert that in `Buffer::try_new`).
+        crate::kernels::parallel::for_each_chunk(2, 2, |chunk| {
+            if chunk == 0 {
+                assert_bits_eq(&run(None), &want, || format!("{path}: inside a chunk"));
+            }
+        });
+    }
+    assert!(need == 0 || need >= m * n, "{need}");
+    assert_eq!(padded_c_len(m, n, n + 1), 0, "an odd stride needs no copy");
 }
