@@ -7,6 +7,7 @@
 //! `--stat min` reports the fastest repetition instead of the median: on a busy shared
 //! machine it leaves out the repetitions the scheduler interrupted.
 
+use std::io::Write;
 use super::time_ms;
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::{builder::RangedU64ValueParser, Args, ValueEnum};
@@ -63,7 +64,7 @@ pub fn run(o: &ConvArgs) -> Outcome {
         let bx = time_ms(&mut || conv2d_backward_input(settings, &geo, &g, &w, &mut dx))?;
         let bw = time_ms(&mut || conv2d_backward_weight(settings, &geo, &x, &g, &mut dw))?;
         let bb = time_ms(&mut || conv2d_backward_bias(&geo, &g, &mut db))?;
-        println!(
+        outln!(
             "conv layer={} x=[{n},{c},{side},{side}] o={o} threads={} mode={} path={} fwd_ms={fwd:.3} dx_ms={bx:.3} dw_ms={bw:.3} db_ms={bb:.3} total_ms={:.3}",
             i + 1,
             settings.threads,

@@ -14,6 +14,7 @@
 //! `BENCH threads=T mode=M median_ms=X min_ms=Y warm_pool_allocs=N` (N: buffers the pool
 //! had to get from the system during the timed repetitions, after three warm-up steps).
 
+use std::io::Write;
 use super::time_ms;
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::Args;
@@ -54,7 +55,7 @@ pub fn run(layer: Layer, o: &LayerArgs) -> Outcome {
     let times = time_ms(0, reps, 1, &mut step)?;
     // Native pool allocations during the timed (warm) steps: 0 when a step reuses the pool.
     let warm_allocs = pool::stats().native_allocations - native;
-    println!(
+    outln!(
         "{what} threads={} mode={} median_ms={:.3} min_ms={:.3} warm_pool_allocs={warm_allocs}",
         settings.threads,
         settings.mode,

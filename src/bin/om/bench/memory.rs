@@ -17,6 +17,7 @@
 //! dropping the first) and prints `then=MODEL2 pooled_bytes_kept=G2 process_rss_kib=R`: what
 //! the pool still caches once a process has moved on (`VmRSS` now).
 
+use std::io::Write;
 use super::ModelArg;
 use crate::args::{parse_count, threads_parser, Failure, ModeArg, Outcome};
 use clap::Args;
@@ -91,7 +92,7 @@ pub fn run(o: &MemoryArgs) -> Outcome {
         peak = peak.max(s.peak_outstanding_bytes);
     }
     let (pool1, heap) = (pool::stats(), alloc_count::process().since(heap0));
-    println!(
+    outln!(
         "{} pool_allocs_per_step={} outstanding_delta={} heap_allocs_per_step={} heap_bytes_per_step={} peak_outstanding_bytes={peak} peak_rss_kib={} pooled_bytes_kept={}",
         model.name(),
         (pool1.native_allocations - pool0.native_allocations) / steps,
@@ -108,7 +109,7 @@ pub fn run(o: &MemoryArgs) -> Outcome {
             let _scope = ActivationScope::new();
             step.step()?;
         }
-        println!("then={} pooled_bytes_kept={} process_rss_kib={}", next.name(), pool::stats().pooled_bytes, proc_status_kib("VmRSS:"));
+        outln!("then={} pooled_bytes_kept={} process_rss_kib={}", next.name(), pool::stats().pooled_bytes, proc_status_kib("VmRSS:"));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! stats), `maxpool_32x32x32x32`, `maxpool_32x64x16x16` (convnet), `maxpool_8x32x32x128`,
 //! `maxpool_8x64x16x64` (crnn_ctc), `layernorm_1024x256` (encoder, affine).
 
+use std::io::Write;
 use super::{calls_per_20ms, time_ms};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::{builder::PossibleValuesParser, Args};
@@ -74,7 +75,7 @@ pub fn run(o: &NormPoolArgs) -> Outcome {
     let (threads, mode) = (settings.threads, settings.mode);
     for case in CASES.iter().filter(|c| only.is_none_or(|o| o == c.name)) {
         let ((fwd, fwd_min), (both, both_min)) = measure(case, reps, inner)?;
-        println!(
+        outln!(
             "norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4} fwd_min_ms={fwd_min:.4} fwdbwd_min_ms={both_min:.4}",
             case.name
         );

@@ -3,6 +3,7 @@
 //! forward, loss, backward; `om_ops::models::benchmarks`), N = 20 timed steps after W = 5
 //! warm-up steps. Prints `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 
+use std::io::Write;
 use super::{time_ms, ModelArg};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::Args;
@@ -30,7 +31,7 @@ pub fn run(o: &StepArgs) -> Outcome {
     let settings = o.kernel.apply()?;
     let step = BenchStep::new(model, 0)?;
     let times = time_ms(warmup, steps, 1, || step.step().map(drop))?;
-    println!(
+    outln!(
         "{} threads={} mode={} median_ms={:.2} min_ms={:.2}",
         model.name(),
         settings.threads,
