@@ -7,7 +7,7 @@
 use om_core::module::Module;
 use om_core::{Error, Tensor};
 use om_ops::optim::{self, Adam, Optimizer, Sgd};
-use om_ops::{nn, ConvTranspose2dOptions, Conv2dOptions, Interpolate, Pool2d};
+use om_ops::{nn, Conv2dOptions, ConvTranspose2dOptions, Interpolate, Pool2d};
 use proptest::prelude::*;
 use std::path::PathBuf;
 use std::sync::mpsc;

@@ -288,6 +288,7 @@ impl Tensor {
             out.copy_from_slice(data);
             Ok(())
         })
+        .map_err(|e| e.with_op("from_slice"))
     }
 
     /// An `i32` tensor holding `data` in row-major order.
@@ -306,6 +307,7 @@ impl Tensor {
             out.copy_from_slice(&data);
             Ok(())
         })
+        .map_err(|e| e.with_op("from_vec_i32"))
     }
 
     /// An `i32` tensor of `i64` ids or targets (PyTorch's `torch.long`): the one cast by
@@ -331,6 +333,7 @@ impl Tensor {
             }
             Ok(())
         })
+        .map_err(|e| e.with_op("from_vec_i64"))
     }
 
     /// A 0-d tensor holding `v`.
@@ -1090,7 +1093,8 @@ impl Tensor {
         if self.numel() <= 1 {
             return true;
         }
-        let mut dims: Vec<(usize, usize)> = self.shape().iter().copied().zip(self.strides().iter().copied()).filter(|&(d, _)| d > 1).collect();
+        let mut dims: Vec<(usize, usize)> =
+            self.shape().iter().copied().zip(self.strides().iter().copied()).filter(|&(d, _)| d > 1).collect();
         dims.sort_by_key(|&(_, s)| s);
         let mut extent = 0usize; // the largest offset reached by the dimensions so far
         for (d, s) in dims {
@@ -1116,7 +1120,11 @@ impl Tensor {
             if !self.is_non_overlapping() {
                 return Err(Error::argument(
                     "copy_",
-                    format!("the destination is an expanded view (shape {:?}, strides {:?}): its elements share memory", self.shape(), self.strides()),
+                    format!(
+                        "the destination is an expanded view (shape {:?}, strides {:?}): its elements share memory",
+                        self.shape(),
+                        self.strides()
+                    ),
                 ));
             }
             // Values first (the source may share this storage), then the strided write.

@@ -37,7 +37,11 @@ impl Pair {
     /// The pair `[h, w]`.
     pub const fn new(h: usize, w: usize) -> Pair {
         const fn sat(v: usize) -> i64 {
-            if v > i64::MAX as usize { i64::MAX } else { v as i64 }
+            if v > i64::MAX as usize {
+                i64::MAX
+            } else {
+                v as i64
+            }
         }
         Pair([sat(h), sat(w)])
     }

@@ -67,7 +67,11 @@ fn span(o: usize, s: usize, p: usize, k: usize, d: usize, len: usize) -> (usize,
     let start = (o * s) as i128 - p as i128;
     let end = (start + (k as i128 - 1) * d as i128 + 1).min(len as i128);
     // The first tap at or after 0, in one step (a loop would take p/d steps).
-    let first = if start < 0 { start + (-start).div_euclid(d as i128) * d as i128 + if (-start) % d as i128 == 0 { 0 } else { d as i128 } } else { start };
+    let first = if start < 0 {
+        start + (-start).div_euclid(d as i128) * d as i128 + if (-start) % d as i128 == 0 { 0 } else { d as i128 }
+    } else {
+        start
+    };
     (first.min(len as i128).max(0) as usize, end.max(0) as usize)
 }
 
@@ -359,7 +363,9 @@ fn avg_count(geo: &Pool2d, divisor: Divisor, (oy, ox): (usize, usize), (y0, y1):
     let count = match divisor {
         // Through f64 (exact below 2^53, as the integer product was): a window far larger
         // than the input must not overflow.
-        Divisor::IncludePad => return (padded(oy, geo.sh, geo.kh, geo.ph, geo.h) as f64 * padded(ox, geo.sw, geo.kw, geo.pw, geo.w) as f64) as f32,
+        Divisor::IncludePad => {
+            return (padded(oy, geo.sh, geo.kh, geo.ph, geo.h) as f64 * padded(ox, geo.sw, geo.kw, geo.pw, geo.w) as f64) as f32
+        }
         Divisor::ExcludePad => (y1 - y0.min(y1)) * (x1 - x0.min(x1)),
         Divisor::Override(d) => d,
     };

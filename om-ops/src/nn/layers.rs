@@ -207,7 +207,8 @@ impl ConvTranspose2d {
         let kernel = kernel_size("ConvTranspose2d", kernel)?;
         let g = options.groups_count();
         check_groups("ConvTranspose2d", in_channels, out_channels, g)?;
-        let fan_in = super::checked_size("ConvTranspose2d", "the fan-in (out_channels/groups × kernel)", &[out_channels / g, kernel[0], kernel[1]])?;
+        let fan_in =
+            super::checked_size("ConvTranspose2d", "the fan-in (out_channels/groups × kernel)", &[out_channels / g, kernel[0], kernel[1]])?;
         if fan_in == 0 || in_channels == 0 {
             return Err(Error::argument("ConvTranspose2d", "channel counts and the kernel size must be positive"));
         }

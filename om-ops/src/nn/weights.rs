@@ -61,7 +61,10 @@ fn load_state<M: Module + ?Sized>(module: &M, mut file: BTreeMap<String, Tensor>
             return Err(Error::argument(OP, format!("`{name}` in {from} is {}, the module's is {}", src.dtype(), t.dtype())));
         }
         if t.dtype() != om_core::DType::F32 {
-            return Err(Error::argument(OP, format!("cannot load `{name}` from {from}: the module's tensor is {}, only f32 tensors load", t.dtype())));
+            return Err(Error::argument(
+                OP,
+                format!("cannot load `{name}` from {from}: the module's tensor is {}, only f32 tensors load", t.dtype()),
+            ));
         }
         if !t.is_non_overlapping() {
             return Err(Error::argument(
@@ -81,7 +84,9 @@ fn load_state<M: Module + ?Sized>(module: &M, mut file: BTreeMap<String, Tensor>
     }
     // Every tensor checked: the writes below cannot fail on the file's content.
     no_grad(|| {
-        pairs.into_iter().try_for_each(|(name, t, src)| t.copy_(&src).map_err(|e| Error::argument(OP, format!("`{name}` from {from}: {e}"))))
+        pairs
+            .into_iter()
+            .try_for_each(|(name, t, src)| t.copy_(&src).map_err(|e| Error::argument(OP, format!("`{name}` from {from}: {e}"))))
     })
 }
 

@@ -140,7 +140,8 @@ pub fn check_writable(path: &Path, option: &str, created: &mut Vec<PathBuf>) -> 
         return Err(unusable("is a directory".into()));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let missing: Vec<PathBuf> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect();
+        let missing: Vec<PathBuf> =
+            dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect();
         let made = std::fs::create_dir_all(dir);
         created.extend(missing.into_iter().filter(|d| d.is_dir()));
         made.map_err(|e| unusable(format!("cannot create its directory: {e}")))?;

@@ -9,7 +9,6 @@
 //! the plain one bit for bit), on one process or (`--dist mpi`, feature `mpi`) over the
 //! processes of `mpirun`, where rank 0 alone prints, plots and saves.
 
-use std::io::Write;
 use crate::args::{at_least, check_writable, parse_count, remove_created, threads_parser, Failure, ModeArg, Outcome};
 use crate::plot::{self, Curves};
 use clap::{Args, ValueEnum};
@@ -20,6 +19,7 @@ use onemodel::ops::models::DigitNet;
 use onemodel::ops::nn::{self, Forward, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 

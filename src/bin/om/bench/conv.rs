@@ -7,12 +7,12 @@
 //! `--stat min` reports the fastest repetition instead of the median: on a busy shared
 //! machine it leaves out the repetitions the scheduler interrupted.
 
-use std::io::Write;
 use super::time_ms;
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::{builder::RangedU64ValueParser, Args, ValueEnum};
 use onemodel::core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
 use onemodel::Result;
+use std::io::Write;
 
 /// The convnet's convolutions: `(N, C, H·W side, O)`, all 3×3, stride 1, pad 1, bias.
 const LAYERS: [(usize, usize, usize, usize); 3] = [(32, 3, 32, 32), (32, 32, 16, 64), (32, 64, 8, 128)];

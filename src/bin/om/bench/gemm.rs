@@ -4,11 +4,11 @@
 //! as the transpose of a row-major `n × k` matrix (as in `x·Wᵀ`); the GEMM reads them in
 //! place. Prints `gemm m=M k=K n=N [ta=1] [tb=1] threads=T mode=M path=P gflops=G`.
 
-use std::io::Write;
 use super::{calls_per_20ms, time_ms};
 use crate::args::{parse_count, Failure, KernelArgs, Outcome};
 use clap::Args;
 use onemodel::core::kernels::gemm::{gemm, MatMut, MatRef};
+use std::io::Write;
 
 /// Options of `om bench gemm`.
 #[derive(Args, Debug)]

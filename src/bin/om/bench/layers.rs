@@ -14,13 +14,13 @@
 //! `BENCH threads=T mode=M median_ms=X min_ms=Y warm_pool_allocs=N` (N: buffers the pool
 //! had to get from the system during the timed repetitions, after three warm-up steps).
 
-use std::io::Write;
 use super::time_ms;
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::Args;
 use onemodel::core::pool;
 use onemodel::ops::{self, RnnConfig, RnnWeights};
 use onemodel::{Result, Tensor};
+use std::io::Write;
 
 /// Which layer `om bench lstm|attention` times.
 #[derive(Clone, Copy, Debug)]

@@ -17,13 +17,13 @@
 //! dropping the first) and prints `then=MODEL2 pooled_bytes_kept=G2 process_rss_kib=R`: what
 //! the pool still caches once a process has moved on (`VmRSS` now).
 
-use std::io::Write;
 use super::ModelArg;
 use crate::args::{parse_count, threads_parser, Failure, ModeArg, Outcome};
 use clap::Args;
 use onemodel::core::{alloc_count, pool, ActivationScope};
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
 use onemodel::{Compute, Mode};
+use std::io::Write;
 
 /// Options of `om bench memory`.
 #[derive(Args, Debug)]

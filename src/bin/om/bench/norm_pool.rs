@@ -10,11 +10,11 @@
 //! stats), `maxpool_32x32x32x32`, `maxpool_32x64x16x16` (convnet), `maxpool_8x32x32x128`,
 //! `maxpool_8x64x16x64` (crnn_ctc), `layernorm_1024x256` (encoder, affine).
 
-use std::io::Write;
 use super::{calls_per_20ms, time_ms};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::{builder::PossibleValuesParser, Args};
 use onemodel::{ops, Result, Tensor};
+use std::io::Write;
 
 /// One benchmark case: its name and a forward pass from the prepared inputs.
 struct Case {

@@ -3,11 +3,11 @@
 //! forward, loss, backward; `om_ops::models::benchmarks`), N = 20 timed steps after W = 5
 //! warm-up steps. Prints `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 
-use std::io::Write;
 use super::{time_ms, ModelArg};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::Args;
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
+use std::io::Write;
 
 /// Options of `om bench step`.
 #[derive(Args, Debug)]
