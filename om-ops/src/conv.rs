@@ -615,11 +615,6 @@ pub mod conv2d {
     }
 }
 
-/// Validates a transposed convolution and returns the geometry of the convolution it is
-/// the adjoint of: that convolution's input is the transposed convolution's output
-/// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input
-/// (`o = Cin`, `oh × ow = H × W`); both share the weight `[Cin, Cout/groups, kH, kW]`.
-#[allow(clippy::too_many_arguments)]
 /// The extent `d·(k − 1) + 1` of a kernel of `k` taps with dilation `d`, or an
 /// `Error::Argument` naming `op` and the dilation when it overflows an index.
 fn dilated_extent(op: &'static str, k: usize, d: usize) -> Result<usize> {
@@ -639,6 +634,11 @@ fn padded_len(op: &'static str, len: usize, lo: usize, hi: usize) -> Result<usiz
         .ok_or_else(|| Error::argument(op, format!("padding ({lo}, {hi}) overflows the padded input length ({len} + {lo} + {hi})")))
 }
 
+/// Validates a transposed convolution and returns the geometry of the convolution it is
+/// the adjoint of: that convolution's input is the transposed convolution's output
+/// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input
+/// (`o = Cin`, `oh × ow = H × W`); both share the weight `[Cin, Cout/groups, kH, kW]`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn transpose_geometry(
     op: &'static str,
     x: &[usize],
