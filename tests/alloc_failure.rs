@@ -68,8 +68,10 @@ fn operators_whose_output_is_too_large_are_errors() {
 fn reducing_a_huge_expanded_view_sums_it_in_place() {
     let x = Tensor::ones(&[1, 1]).unwrap();
     let v = x.expand([1 << 30, 1 << 30]).unwrap();
-    // 2^60 sequential f64 additions of 1.0 saturate at 2^53 (2^53 + 1 rounds back to 2^53).
-    assert_eq!(v.sum(None, false).unwrap().item().unwrap(), (1u64 << 53) as f32);
+    // 2^60 ones sum to 2^60 (PyTorch: 1.1529215e18); a running f64 sum would saturate at
+    // 2^53 (2^53 + 1 rounds back to 2^53), so sums past 2^53 elements do not take one
+    // (issue 22).
+    assert_eq!(v.sum(None, false).unwrap().item().unwrap(), (1u64 << 60) as f32);
     // A reduction whose output is too large is still an error.
     let wide = x.expand([1isize << 40, 1 << 20]).unwrap();
     assert_oom(&ops::sum(&wide, Some(1), false).unwrap_err(), "sum", 4 << 40);

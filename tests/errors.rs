@@ -331,9 +331,10 @@ fn nll_loss_invalid_arguments() {
     let w = Tensor::from_vec(vec![1.0; 4], &[4]).unwrap().requires_grad().unwrap();
     expect_err(ops::nll_loss(&lp, &targets, Some(&w), o(None)), "nll_loss", "Argument");
     let smoothing = |label_smoothing| ops::CrossEntropyOptions { label_smoothing, ..Default::default() };
-    let msg = expect_err(ops::cross_entropy(&lp, &targets, None, smoothing(1.5)), "nll_loss", "Argument");
+    // cross_entropy names itself, with the inner operator as context (issue 22).
+    let msg = expect_err(ops::cross_entropy(&lp, &targets, None, smoothing(1.5)), "cross_entropy", "Argument");
     assert!(msg.contains("1.5"), "{msg}");
-    expect_err(ops::cross_entropy(&lp, &targets, None, smoothing(f32::NAN)), "nll_loss", "Argument");
+    expect_err(ops::cross_entropy(&lp, &targets, None, smoothing(f32::NAN)), "cross_entropy", "Argument");
 }
 
 fn expect_rnn_err(r: om_core::Result<ops::RnnOutput>, op: &str, variant: &str) -> String {
@@ -642,9 +643,9 @@ fn options_invalid_arguments() {
     assert!(msg.contains("resize2d_scale"), "{msg}");
     let msg = expect_err(ops::resize2d_scale(&x, [3, 3]), "resize2d_scale", "Argument");
     assert!(msg.contains("resize2d"), "{msg}");
-    expect_err(ops::interpolate(&x, Interpolate::size(3).recompute_scale_factor(true)), "resize2d", "Argument");
-    expect_err(ops::interpolate(&x, Interpolate::size([3, -1])), "resize2d", "Argument");
-    expect_err(ops::interpolate(&x, Interpolate::scale_factor(-2.0)), "resize2d_scale", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::size(3).recompute_scale_factor(true)), "interpolate", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::size([3, -1])), "interpolate", "Argument");
+    expect_err(ops::interpolate(&x, Interpolate::scale_factor(-2.0)), "interpolate", "Argument");
     // clamp needs a bound.
     expect_err(ops::clamp(&x, None, None), "clamp", "Argument");
 }

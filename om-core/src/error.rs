@@ -142,6 +142,36 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Names `name` (the operator the user called) as the operator of the error. An
+    /// error that names no operator yet gets `name`; one raised by an inner operator
+    /// (a composition's step, a helper another operator calls) is renamed to `name` and
+    /// keeps the inner operator as context: `cross_entropy: (in nll_loss) ...`. Backward
+    /// errors (which name the record involved) are left as they are. What the `#[op]`
+    /// wrappers apply to every error of their operator.
+    ///
+    /// # Examples
+    /// ```
+    /// use om_core::Error;
+    /// let e = Error::argument("nll_loss", "target 7 is out of range").called_as("cross_entropy");
+    /// assert_eq!(e.to_string(), "cross_entropy: (in nll_loss) target 7 is out of range");
+    /// assert_eq!(e.op(), "cross_entropy");
+    /// ```
+    pub fn called_as(mut self, name: &'static str) -> Error {
+        match &mut self {
+            Error::Shape { op, msg, .. } | Error::Argument { op, msg } => {
+                if !op.is_empty() && *op != name {
+                    *msg = format!("(in {op}) {msg}");
+                }
+                *op = name;
+            }
+            Error::DType { op, .. } | Error::Axis { op, .. } | Error::OutOfMemory { op, .. } | Error::NoGrad { op } => *op = name,
+            Error::GraphReleased { .. } | Error::TensorVersion { .. } => {}
+        }
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +183,17 @@ mod tests {
         assert_eq!(format!("{e:?}"), e.to_string());
         let r: Result<()> = Err(Error::argument("nn::load", "w.safetensors has no tensor `fc.weight`"));
         assert_eq!(format!("{r:?}"), "Err(nn::load: w.safetensors has no tensor `fc.weight`)");
+    }
+
+    #[test]
+    fn called_as_names_the_outer_operator_and_keeps_the_inner_one() {
+        let e = Error::shape("nll_loss", &[&[2]], "bad").called_as("cross_entropy");
+        assert_eq!(e.to_string(), "cross_entropy: (in nll_loss) bad (shapes [[2]])");
+        let same = Error::argument("relu", "x").called_as("relu");
+        assert_eq!(same.to_string(), "relu: x");
+        let oom = Error::OutOfMemory { op: "", bytes: 8, limit: 4 }.called_as("max_dim");
+        assert_eq!(oom.op(), "max_dim");
+        let oom = Error::OutOfMemory { op: "argmax", bytes: 8, limit: 4 }.called_as("max_dim");
+        assert!(oom.to_string().starts_with("max_dim: can't allocate memory"), "{oom}");
     }
 }

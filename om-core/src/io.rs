@@ -132,10 +132,21 @@ pub fn load(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
 pub fn to_bytes<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>) -> Result<Vec<u8>> {
     let mut owned: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, t) in tensors {
+        // A view too large to materialise (an expansion) is an out-of-memory error naming
+        // the tensor, checked before anything is gathered.
+        let bytes = t.numel().checked_mul(4);
+        let limit = crate::pool::max_buffer_bytes() as u64;
+        if bytes.is_none_or(|b| b as u64 > limit) {
+            return Err(Error::OutOfMemory { op: OP, bytes: bytes.map_or(u64::MAX, |b| b as u64), limit });
+        }
         let (dtype, data) = match t.dtype() {
-            DType::F32 => (safetensors::Dtype::F32, t.to_vec().iter().flat_map(|v| v.to_le_bytes()).collect()),
-            DType::I32 => (safetensors::Dtype::I32, t.to_vec_i32().iter().flat_map(|v| v.to_le_bytes()).collect()),
+            DType::F32 => (safetensors::Dtype::F32, t.try_with_f32(|v| v.iter().flat_map(|v| v.to_le_bytes()).collect())),
+            DType::I32 => (safetensors::Dtype::I32, t.try_with_i32(|v| v.iter().flat_map(|v| v.to_le_bytes()).collect())),
         };
+        let data = data.map_err(|e| match e {
+            Error::OutOfMemory { .. } => e.with_op(OP),
+            other => Error::argument(OP, format!("tensor `{name}`: {other}")),
+        })?;
         owned.push((name.to_string(), dtype, t.shape().to_vec(), data));
     }
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = owned

@@ -288,6 +288,7 @@ impl Tensor {
             out.copy_from_slice(data);
             Ok(())
         })
+        .map_err(|e| e.with_op("from_slice"))
     }
 
     /// An `i32` tensor holding `data` in row-major order.
@@ -306,6 +307,7 @@ impl Tensor {
             out.copy_from_slice(&data);
             Ok(())
         })
+        .map_err(|e| e.with_op("from_vec_i32"))
     }
 
     /// An `i32` tensor of `i64` ids or targets (PyTorch's `torch.long`): the one cast by
@@ -331,6 +333,7 @@ impl Tensor {
             }
             Ok(())
         })
+        .map_err(|e| e.with_op("from_vec_i64"))
     }
 
     /// A 0-d tensor holding `v`.
@@ -1072,10 +1075,70 @@ impl Tensor {
         self.update_f32("fill_", |s| s.fill(v))
     }
 
-    /// Copies `src` (same shape) into this tensor in place.
+    /// Whether no two elements of the tensor share a storage slot: true for contiguous,
+    /// transposed, permuted and sliced views; false for an expanded (broadcast) view,
+    /// which an in-place write could not give distinct values.
+    ///
+    /// # Examples
+    /// ```
+    /// use om_core::Tensor;
+    /// let t = Tensor::zeros(&[2, 3])?;
+    /// assert!(t.is_non_overlapping());
+    /// let e = t.as_strided([2, 3], [0, 1], 0)?;
+    /// assert!(t.as_strided([3, 2], [1, 3], 0)?.is_non_overlapping());
+    /// assert!(!e.is_non_overlapping());
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
+    pub fn is_non_overlapping(&self) -> bool {
+        if self.numel() <= 1 {
+            return true;
+        }
+        let mut dims: Vec<(usize, usize)> =
+            self.shape().iter().copied().zip(self.strides().iter().copied()).filter(|&(d, _)| d > 1).collect();
+        dims.sort_by_key(|&(_, s)| s);
+        let mut extent = 0usize; // the largest offset reached by the dimensions so far
+        for (d, s) in dims {
+            if s <= extent {
+                return false;
+            }
+            extent = match (d - 1).checked_mul(s).and_then(|x| x.checked_add(extent)) {
+                Some(e) => e,
+                None => return false,
+            };
+        }
+        true
+    }
+
+    /// Copies `src` (same shape) into this tensor in place. A non-contiguous destination
+    /// (a transposed or sliced view) is written through its strides; an expanded one
+    /// (several elements sharing memory) is refused before anything is written.
     pub fn copy_(&self, src: &Tensor) -> Result<()> {
         if src.shape() != self.shape() {
             return Err(Error::shape("copy_", &[self.shape(), src.shape()], "copy_ needs equal shapes"));
+        }
+        if !self.is_contiguous() && self.dtype() == DType::F32 {
+            if !self.is_non_overlapping() {
+                return Err(Error::argument(
+                    "copy_",
+                    format!(
+                        "the destination is an expanded view (shape {:?}, strides {:?}): its elements share memory",
+                        self.shape(),
+                        self.strides()
+                    ),
+                ));
+            }
+            // Values first (the source may share this storage), then the strided write.
+            let values = src.try_with_f32(|s| s.to_vec())?;
+            let mut storage = self.0.storage.write();
+            let buf = storage.f32_mut();
+            let mut k = 0;
+            layout::for_each_row(self.shape(), [self.strides()], [self.offset()], |[start], len, [step]| {
+                for j in 0..len {
+                    buf[start + j * step] = values[k];
+                    k += 1;
+                }
+            });
+            return Ok(());
         }
         if self.shares_storage(src) {
             let c = src.to_contiguous();

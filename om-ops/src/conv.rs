@@ -36,7 +36,14 @@ pub struct Pair([i64; 2]);
 impl Pair {
     /// The pair `[h, w]`.
     pub const fn new(h: usize, w: usize) -> Pair {
-        Pair([h as i64, w as i64])
+        const fn sat(v: usize) -> i64 {
+            if v > i64::MAX as usize {
+                i64::MAX
+            } else {
+                v as i64
+            }
+        }
+        Pair([sat(h), sat(w)])
     }
 
     /// The pair as `[h, w]`; an `Error::Argument` naming `op` and `what` if a value is negative.
@@ -109,7 +116,7 @@ impl Padding2d {
                 format!("padding 'same' is not supported for strided convolutions (as in PyTorch), got stride {stride:?}"),
             )),
             Sides::Same => {
-                let total = [dilation[0] * (kernel[0] - 1), dilation[1] * (kernel[1] - 1)];
+                let total = [dilated_extent(op, kernel[0], dilation[0])? - 1, dilated_extent(op, kernel[1], dilation[1])? - 1];
                 Ok([total[0] / 2, total[1] / 2, total[0] - total[0] / 2, total[1] - total[1] / 2])
             }
         }
@@ -125,41 +132,48 @@ impl std::fmt::Debug for Padding2d {
     }
 }
 
+/// An attribute value as `i64`: a `usize` above `i64::MAX` (such as `1 << 63`) saturates,
+/// so it stays a huge size the geometry refuses by name rather than turning negative.
+#[inline]
+fn wide<T: TryInto<i64>>(v: T) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
 macro_rules! spatial_from_int {
     ($($t:ty),*) => {$(
         impl From<$t> for Pair {
             fn from(v: $t) -> Pair {
-                Pair([v as i64; 2])
+                Pair([wide(v); 2])
             }
         }
         impl From<[$t; 2]> for Pair {
             fn from([h, w]: [$t; 2]) -> Pair {
-                Pair([h as i64, w as i64])
+                Pair([wide(h), wide(w)])
             }
         }
         impl From<($t, $t)> for Pair {
             fn from((h, w): ($t, $t)) -> Pair {
-                Pair([h as i64, w as i64])
+                Pair([wide(h), wide(w)])
             }
         }
         impl From<$t> for Padding2d {
             fn from(v: $t) -> Padding2d {
-                Padding2d(Sides::Given([v as i64; 4]))
+                Padding2d(Sides::Given([wide(v); 4]))
             }
         }
         impl From<[$t; 2]> for Padding2d {
             fn from([h, w]: [$t; 2]) -> Padding2d {
-                Padding2d(Sides::Given([h as i64, w as i64, h as i64, w as i64]))
+                Padding2d(Sides::Given([wide(h), wide(w), wide(h), wide(w)]))
             }
         }
         impl From<($t, $t)> for Padding2d {
             fn from((h, w): ($t, $t)) -> Padding2d {
-                Padding2d(Sides::Given([h as i64, w as i64, h as i64, w as i64]))
+                Padding2d(Sides::Given([wide(h), wide(w), wide(h), wide(w)]))
             }
         }
         impl From<[$t; 4]> for Padding2d {
             fn from(p: [$t; 4]) -> Padding2d {
-                Padding2d(Sides::Given(p.map(|v| v as i64)))
+                Padding2d(Sides::Given(p.map(|v| wide(v))))
             }
         }
     )*};
@@ -386,8 +400,8 @@ pub(crate) fn geometry(
     }
     let padding = padding.resolve(op, [kh, kw], dilation, stride)?;
     let [pt, pl, pb, pr] = padding;
-    let (eh, ew) = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1);
-    let (ph, pw) = (h + pt + pb, wd + pl + pr);
+    let (eh, ew) = (dilated_extent(op, kh, dilation[0])?, dilated_extent(op, kw, dilation[1])?);
+    let (ph, pw) = (padded_len(op, h, pt, pb)?, padded_len(op, wd, pl, pr)?);
     if eh > ph || ew > pw {
         return Err(Error::shape(
             op,
@@ -601,6 +615,25 @@ pub mod conv2d {
     }
 }
 
+/// The extent `d·(k − 1) + 1` of a kernel of `k` taps with dilation `d`, or an
+/// `Error::Argument` naming `op` and the dilation when it overflows an index.
+fn dilated_extent(op: &'static str, k: usize, d: usize) -> Result<usize> {
+    (k - 1)
+        .checked_mul(d)
+        .and_then(|v| v.checked_add(1))
+        .filter(|&v| v <= isize::MAX as usize)
+        .ok_or_else(|| Error::argument(op, format!("dilation {d} with a kernel of {k} taps overflows the window's extent")))
+}
+
+/// `len + lo + hi` (an input length with its padding), or an `Error::Argument` naming `op`
+/// and the padding when it overflows an index.
+fn padded_len(op: &'static str, len: usize, lo: usize, hi: usize) -> Result<usize> {
+    len.checked_add(lo)
+        .and_then(|v| v.checked_add(hi))
+        .filter(|&v| v <= isize::MAX as usize)
+        .ok_or_else(|| Error::argument(op, format!("padding ({lo}, {hi}) overflows the padded input length ({len} + {lo} + {hi})")))
+}
+
 /// Validates a transposed convolution and returns the geometry of the convolution it is
 /// the adjoint of: that convolution's input is the transposed convolution's output
 /// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input
@@ -648,9 +681,10 @@ pub(crate) fn transpose_geometry(
     if h == 0 || wd == 0 {
         return Err(Error::shape(op, &shapes, format!("the input image must be at least 1×1, got {h}×{wd}")));
     }
-    // (H − 1)·s − 2p + d·(k − 1) + output_padding + 1, in signed arithmetic.
+    // (H − 1)·s − 2p + d·(k − 1) + output_padding + 1, in signed arithmetic (every term
+    // of usize values, so no i128 product or sum overflows).
     let out = |len: usize, s: usize, p: usize, k: usize, d: usize, op: usize| {
-        (len as i128 - 1) * s as i128 - 2 * p as i128 + (d * (k - 1)) as i128 + op as i128 + 1
+        (len as i128 - 1) * s as i128 - 2 * p as i128 + d as i128 * (k as i128 - 1) + op as i128 + 1
     };
     let oh = out(h, stride[0], padding[0], kh, dilation[0], output_padding[0]);
     let ow = out(wd, stride[1], padding[1], kw, dilation[1], output_padding[1]);
@@ -661,10 +695,20 @@ pub(crate) fn transpose_geometry(
             format!("the output would be {oh}×{ow}: padding {padding:?} crops more than the transposed convolution produces"),
         ));
     }
-    let (oh, ow) = (usize::try_from(oh), usize::try_from(ow));
-    let (Ok(oh), Ok(ow)) = (oh, ow) else {
-        return Err(Error::shape(op, &shapes, "the output size overflows"));
-    };
+    // The convolution this is the transpose of reads the output padded by `padding` on
+    // each side with the dilated kernel: every such size must be an index.
+    let fits = |v: i128, p: usize| v.checked_add(2 * p as i128).is_some_and(|t| t <= isize::MAX as i128);
+    if !fits(oh, padding[0]) || !fits(ow, padding[1]) {
+        return Err(Error::argument(
+            op,
+            format!(
+                "the output size ({oh}×{ow}, padding {padding:?}) overflows: stride {stride:?}, dilation {dilation:?} or the kernel ({kh}×{kw}) are too large"
+            ),
+        ));
+    }
+    dilated_extent(op, kh, dilation[0])?;
+    dilated_extent(op, kw, dilation[1])?;
+    let (oh, ow) = (oh as usize, ow as usize);
     let geo = ConvGeom {
         n,
         c: cout,

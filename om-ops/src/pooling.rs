@@ -171,10 +171,16 @@ pool_from!(i32, usize, [i32; 2], [usize; 2], (i32, i32), (usize, usize), Pair);
 /// `pooling_output_shape`): `(len + 2p − d(k−1) − 1)/s + 1`, rounded down, or up with
 /// `ceil_mode` — then less one if the last window would start past the input and its left
 /// padding. `None` when no window fits.
-fn out_len(len: usize, k: usize, s: usize, p: usize, d: usize, ceil_mode: bool) -> Option<usize> {
-    let span = (len + 2 * p).checked_sub(d * (k - 1) + 1)?;
+/// `Err` (naming `op` and the attribute) when the padded length or the dilated window's
+/// extent overflows an index.
+fn out_len(op: &'static str, len: usize, k: usize, s: usize, p: usize, d: usize, ceil_mode: bool) -> Result<Option<usize>> {
+    let padded = p.checked_mul(2).and_then(|v| v.checked_add(len)).filter(|&v| v <= isize::MAX as usize);
+    let padded = padded.ok_or_else(|| Error::argument(op, format!("padding {p} overflows the padded input length ({len} + 2·{p})")))?;
+    let extent = (k - 1).checked_mul(d).and_then(|v| v.checked_add(1));
+    let extent = extent.ok_or_else(|| Error::argument(op, format!("dilation {d} with a window of {k} overflows the window's extent")))?;
+    let Some(span) = padded.checked_sub(extent) else { return Ok(None) };
     let out = if ceil_mode { span.div_ceil(s) + 1 } else { span / s + 1 };
-    Some(if ceil_mode && (out - 1) * s >= len + p { out - 1 } else { out })
+    Ok(Some(if ceil_mode && (out - 1) * s >= len + p { out - 1 } else { out }))
 }
 
 /// Validates a pooling (`kind`) with `options` over `x` and returns its geometry and the
@@ -189,8 +195,8 @@ fn geometry(op: &'static str, kind: PoolKind, x: &[usize], options: &Pool2d) -> 
         return Err(Error::shape(op, &[x], format!("the input image must be at least 1×1, got {h}×{w}")));
     }
     let (Some(oh), Some(ow)) = (
-        out_len(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode),
-        out_len(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode),
+        out_len(op, h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)?,
+        out_len(op, w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)?,
     ) else {
         return Err(Error::shape(
             op,

@@ -63,13 +63,16 @@ pub struct Pool2d {
 /// (stepping by the dilation from the window's start) and the exclusive end.
 #[inline(always)]
 fn span(o: usize, s: usize, p: usize, k: usize, d: usize, len: usize) -> (usize, usize) {
-    let start = (o * s) as isize - p as isize;
-    let end = (start + ((k - 1) * d + 1) as isize).min(len as isize);
-    let mut first = start;
-    while first < 0 {
-        first += d as isize;
-    }
-    (first as usize, end.max(0) as usize)
+    // In i128: the geometry's sizes are checked to be indices, and no sum here overflows.
+    let start = (o * s) as i128 - p as i128;
+    let end = (start + (k as i128 - 1) * d as i128 + 1).min(len as i128);
+    // The first tap at or after 0, in one step (a loop would take p/d steps).
+    let first = if start < 0 {
+        start + (-start).div_euclid(d as i128) * d as i128 + if (-start) % d as i128 == 0 { 0 } else { d as i128 }
+    } else {
+        start
+    };
+    (first.min(len as i128).max(0) as usize, end.max(0) as usize)
 }
 
 /// Which loop a pooling takes.
@@ -358,7 +361,11 @@ fn avg_count(geo: &Pool2d, divisor: Divisor, (oy, ox): (usize, usize), (y0, y1):
     // The window's extent in padded coordinates, clipped to the padded input.
     let padded = |o: usize, s: usize, k: usize, p: usize, len: usize| (o * s + k).min(len + 2 * p) - o * s;
     let count = match divisor {
-        Divisor::IncludePad => padded(oy, geo.sh, geo.kh, geo.ph, geo.h) * padded(ox, geo.sw, geo.kw, geo.pw, geo.w),
+        // Through f64 (exact below 2^53, as the integer product was): a window far larger
+        // than the input must not overflow.
+        Divisor::IncludePad => {
+            return (padded(oy, geo.sh, geo.kh, geo.ph, geo.h) as f64 * padded(ox, geo.sw, geo.kw, geo.pw, geo.w) as f64) as f32
+        }
         Divisor::ExcludePad => (y1 - y0.min(y1)) * (x1 - x0.min(x1)),
         Divisor::Override(d) => d,
     };

@@ -66,12 +66,91 @@ fn add_run(s: f64, src: &[f32], start: usize, len: usize, step: usize) -> f64 {
     (0..len).fold(s, |a, i| a + src[start + i * step] as f64)
 }
 
+/// Sums of more than this many elements are not taken as a running f64 sum: past 2^53 a
+/// running sum of ones stops growing (2^53 + 1 rounds back to 2^53), so such a sum (only
+/// an expanded view holds that many elements) is accumulated by [`Wide`] instead.
+pub const EXACT_RUN_LIMIT: u64 = 1 << 53;
+
+/// A double-f64 accumulator (Knuth's two-sum: `hi + lo` holds the running sum to ~106 bits)
+/// for sums of more than [`EXACT_RUN_LIMIT`] elements: a repeated value `v` taken `n` times
+/// is added as `v·n` split into products that f64 holds exactly (f32 `v` has 24 significant
+/// bits, each part of `n` at most 29), so 2^60 ones sum to 2^60 and their mean to 1.
+#[derive(Clone, Copy, Default)]
+struct Wide {
+    hi: f64,
+    lo: f64,
+}
+
+impl Wide {
+    fn add(&mut self, x: f64) {
+        let s = self.hi + x;
+        let bb = s - self.hi;
+        let err = (self.hi - (s - bb)) + (x - bb);
+        self.hi = s;
+        self.lo += err;
+        // Renormalise so `lo` stays far below `hi`.
+        let t = self.hi + self.lo;
+        self.lo -= t - self.hi;
+        self.hi = t;
+    }
+
+    fn add_repeated(&mut self, v: f64, n: u64) {
+        const PART: u32 = 29;
+        let mask = (1u64 << PART) - 1;
+        for k in (0..3).rev() {
+            let part = (n >> (k * PART)) & mask;
+            if part != 0 {
+                // Exact: 24 + 29 significant bits, scaled by a power of two.
+                self.add(v * part as f64 * 2f64.powi((k * PART) as i32));
+            }
+        }
+    }
+
+    fn add_run(&mut self, src: &[f32], start: usize, len: usize, step: usize) {
+        if step == 0 {
+            self.add_repeated(src[start] as f64, len as u64);
+        } else {
+            (0..len).for_each(|i| self.add(src[start + i * step] as f64));
+        }
+    }
+
+    /// The sum scaled by `scale` (a power of two or `1/n`), rounded to f32.
+    fn scaled(self, scale: f64) -> f32 {
+        (self.hi * scale + self.lo * scale) as f32
+    }
+}
+
 /// Sums the strided view (`shape`, `strides`, `offset`) of `src` over `axis` (all axes when
 /// `None`) into `out` (the other axes in row-major order), each f64 sum scaled by `scale`
 /// before rounding: the bits of [`sum_axis`] on the gathered view, without gathering it.
+/// A sum of more than [`EXACT_RUN_LIMIT`] elements (an expanded view) is accumulated
+/// without saturating (see [`Wide`]).
 pub fn sum_view(src: &[f32], shape: &[usize], strides: &[usize], offset: usize, axis: Option<usize>, scale: f64, out: &mut [f32]) {
     let empty = shape.contains(&0);
+    let count = |dims: &[usize]| dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).unwrap_or(u64::MAX);
     match axis {
+        None if !empty && count(shape) > EXACT_RUN_LIMIT => {
+            let mut w = Wide::default();
+            for_each_row(shape, [strides], [offset], |[start], len, [step]| w.add_run(src, start, len, step));
+            out[0] = w.scaled(scale);
+        }
+        Some(a) if shape[a] as u64 > EXACT_RUN_LIMIT => {
+            let (len, step) = (shape[a], strides[a]);
+            let mut rest_shape = shape.to_vec();
+            let mut rest_strides = strides.to_vec();
+            rest_shape.remove(a);
+            rest_strides.remove(a);
+            if rest_shape.contains(&0) {
+                return;
+            }
+            let mut i = 0;
+            for_each_offset(&rest_shape, &rest_strides, offset, |base| {
+                let mut w = Wide::default();
+                w.add_run(src, base, len, step);
+                out[i] = w.scaled(scale);
+                i += 1;
+            });
+        }
         None => {
             let mut s = 0.0f64;
             if !empty {
@@ -156,6 +235,24 @@ fn sum_rows(x: &[f32], len: usize, scale: f64, out: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sums_of_more_than_2_53_elements_do_not_saturate() {
+        let mut out = [0.0f32];
+        let big = 1usize << 30;
+        sum_view(&[1.0], &[big, big], &[0, 0], 0, None, 1.0, &mut out);
+        assert_eq!(out[0], 2f32.powi(60));
+        sum_view(&[1.0], &[big, big], &[0, 0], 0, None, 1.0 / 2f64.powi(60), &mut out);
+        assert_eq!(out[0], 1.0);
+        sum_view(&[0.1], &[big, big], &[0, 0], 0, None, 1.0, &mut out);
+        assert_eq!(out[0], (0.1f32 as f64 * 2f64.powi(60)) as f32);
+        let mut two = [0.0f32; 2];
+        sum_view(&[3.0, -0.5], &[1 << 60, 2], &[0, 1], 0, Some(0), 1.0, &mut two);
+        assert_eq!(two, [3.0 * 2f32.powi(60), -0.5 * 2f32.powi(60)]);
+        // Ordinary sizes keep the running f64 sum's bits (saturation below 2^53 is not reached).
+        sum_view(&[1.0], &[1 << 20], &[0], 0, None, 1.0, &mut out);
+        assert_eq!(out[0], 2f32.powi(20));
+    }
+
     use super::*;
 
     /// A small deterministic generator (SplitMix64).

@@ -59,7 +59,7 @@ pub fn primitive(op: &Checked, build: &TokenStream, saved: &[Slot], attrs: &[Att
                     #core::check_grad_dtypes(super::NAME, &__names, &__inputs)?;
                 }
                 #(#attr_clones)*
-                let __result = #core::no_grad(|| super::forward(#(#call_args),*)).map_err(|e| e.with_op(super::NAME))?;
+                let __result = #core::no_grad(|| super::forward(#(#call_args),*)).map_err(|e| e.called_as(super::NAME))?;
                 #destructure
                 if !__record || __out.dtype() != #core::DType::F32 {
                     return ::core::result::Result::Ok(__out);
@@ -101,7 +101,7 @@ pub fn composition(op: &Checked) -> (TokenStream, TokenStream) {
 
             #[allow(clippy::too_many_arguments)]
             pub fn op #generics (#fwd_args) #output {
-                super::forward(#(#call_args),*).map_err(|e| e.with_op(super::NAME))
+                super::forward(#(#call_args),*).map_err(|e| e.called_as(super::NAME))
             }
         }
     };

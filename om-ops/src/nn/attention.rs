@@ -67,9 +67,11 @@ impl MultiheadAttention {
                 format!("embed_dim {embed_dim} must be positive and divisible by num_heads {num_heads}"),
             ));
         }
+        let three = super::checked_size("MultiheadAttention", "3 × embed_dim", &[3, embed_dim])?;
+        super::checked_size("MultiheadAttention", "4 × embed_dim", &[4, embed_dim])?;
         let mut rng = Rng::new(seed);
-        let xavier = (6.0 / (embed_dim + 3 * embed_dim) as f32).sqrt();
-        let in_proj_weight = uniform_param(&[3 * embed_dim, embed_dim], xavier, &mut rng)?;
+        let xavier = (6.0 / (embed_dim + three) as f32).sqrt();
+        let in_proj_weight = uniform_param(&[three, embed_dim], xavier, &mut rng)?;
         let out_weight = uniform_param(&[embed_dim, embed_dim], 1.0 / (embed_dim as f32).sqrt(), &mut rng)?;
         let zeros = |n: usize| -> Result<Option<Tensor>> {
             if bias {
@@ -80,7 +82,7 @@ impl MultiheadAttention {
         };
         Ok(MultiheadAttention {
             in_proj_weight,
-            in_proj_bias: zeros(3 * embed_dim)?,
+            in_proj_bias: zeros(three)?,
             out_proj: Linear { weight: out_weight, bias: zeros(embed_dim)? },
             num_heads,
         })

@@ -140,7 +140,7 @@ impl Conv2d {
         let kernel = kernel_size("Conv2d", kernel)?;
         let g = options.groups_count();
         check_groups("Conv2d", in_channels, out_channels, g)?;
-        let fan_in = in_channels / g * kernel[0] * kernel[1];
+        let fan_in = super::checked_size("Conv2d", "the fan-in (in_channels/groups × kernel)", &[in_channels / g, kernel[0], kernel[1]])?;
         if fan_in == 0 {
             return Err(Error::argument("Conv2d", "in_channels and the kernel size must be positive"));
         }
@@ -225,7 +225,8 @@ impl ConvTranspose2d {
         let kernel = kernel_size("ConvTranspose2d", kernel)?;
         let g = options.groups_count();
         check_groups("ConvTranspose2d", in_channels, out_channels, g)?;
-        let fan_in = out_channels / g * kernel[0] * kernel[1];
+        let fan_in =
+            super::checked_size("ConvTranspose2d", "the fan-in (out_channels/groups × kernel)", &[out_channels / g, kernel[0], kernel[1]])?;
         if fan_in == 0 || in_channels == 0 {
             return Err(Error::argument("ConvTranspose2d", "channel counts and the kernel size must be positive"));
         }

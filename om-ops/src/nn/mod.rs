@@ -166,6 +166,17 @@ pub use weights::{load, save, state};
 use om_core::rng::Rng;
 use om_core::{Result, Tensor};
 
+/// The product of `factors` (a size computed from a layer's arguments), or an
+/// `Error::Argument` naming `op` and `what` when it overflows.
+fn checked_size(op: &'static str, what: &str, factors: &[usize]) -> Result<usize> {
+    factors.iter().try_fold(1usize, |acc, &f| acc.checked_mul(f)).ok_or_else(|| {
+        om_core::Error::argument(
+            op,
+            format!("{what} ({}) overflows", factors.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" × ")),
+        )
+    })
+}
+
 /// A leaf of `shape` requiring gradients, with values `U(−bound, bound)` drawn from `rng`
 /// (row-major order).
 fn uniform_param(shape: &[usize], bound: f32, rng: &mut Rng) -> Result<Tensor> {

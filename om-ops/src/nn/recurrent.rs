@@ -21,16 +21,18 @@ impl Stack {
         if hidden == 0 || input == 0 || config.layers == 0 {
             return Err(Error::argument(what, "input size, hidden size and layer count must be positive"));
         }
+        let rows = super::checked_size(what, "gates × hidden size", &[gates, hidden])?;
+        super::checked_size(what, "directions × hidden size", &[config.dirs(), hidden])?;
         let bound = 1.0 / (hidden as f32).sqrt();
         let mut rng = Rng::new(seed);
         let mut weights = Vec::new();
         for layer in 0..config.layers {
             let in_f = if layer == 0 { input } else { config.dirs() * hidden };
             for _ in 0..config.dirs() {
-                let w_ih = uniform_param(&[gates * hidden, in_f], bound, &mut rng)?;
-                let w_hh = uniform_param(&[gates * hidden, hidden], bound, &mut rng)?;
-                let b_ih = uniform_param(&[gates * hidden], bound, &mut rng)?;
-                let b_hh = uniform_param(&[gates * hidden], bound, &mut rng)?;
+                let w_ih = uniform_param(&[rows, in_f], bound, &mut rng)?;
+                let w_hh = uniform_param(&[rows, hidden], bound, &mut rng)?;
+                let b_ih = uniform_param(&[rows], bound, &mut rng)?;
+                let b_hh = uniform_param(&[rows], bound, &mut rng)?;
                 weights.push(RnnWeights::new(w_ih, w_hh, b_ih, b_hh));
             }
         }

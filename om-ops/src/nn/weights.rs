@@ -54,8 +54,11 @@ pub fn save<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()
 }
 
 /// Reads a safetensors file into the module's parameters and buffers. The file must hold
-/// exactly the module's names, each with the same shape and dtype; on any mismatch the
-/// error names it and the module is left unchanged.
+/// exactly the module's names, each with the same shape and dtype; every tensor is
+/// checked before anything is written, so on any mismatch the error names the file and
+/// the tensor and the module is left unchanged. A non-contiguous (transposed, sliced)
+/// module tensor is written through its view; an expanded one (elements sharing memory)
+/// is refused before any write.
 ///
 /// PyTorch state dicts load as they are: batch norm's `PREFIX.num_batches_tracked` (an
 /// integer scalar, next to a `PREFIX.running_mean` of the module) is accepted and not
@@ -100,13 +103,34 @@ fn load_state<M: Module + ?Sized>(module: &M, mut file: BTreeMap<String, Tensor>
         if src.dtype() != t.dtype() {
             return Err(Error::argument(OP, format!("`{name}` in {from} is {}, the module's is {}", src.dtype(), t.dtype())));
         }
-        pairs.push((t, src));
+        if t.dtype() != om_core::DType::F32 {
+            return Err(Error::argument(
+                OP,
+                format!("cannot load `{name}` from {from}: the module's tensor is {}, only f32 tensors load", t.dtype()),
+            ));
+        }
+        if !t.is_non_overlapping() {
+            return Err(Error::argument(
+                OP,
+                format!(
+                    "cannot load `{name}` from {from}: the module's tensor is an expanded view (shape {:?}, strides {:?}) whose elements share memory; nothing was loaded",
+                    t.shape(),
+                    t.strides()
+                ),
+            ));
+        }
+        pairs.push((name, t, src));
     }
     drop_batch_counters(&s, &mut file, from)?;
     if let Some(extra) = file.keys().next() {
         return Err(Error::argument(OP, format!("{from} holds `{extra}`, which the module does not have")));
     }
-    no_grad(|| pairs.into_iter().try_for_each(|(t, src)| t.copy_(&src)))
+    // Every tensor checked: the writes below cannot fail on the file's content.
+    no_grad(|| {
+        pairs
+            .into_iter()
+            .try_for_each(|(name, t, src)| t.copy_(&src).map_err(|e| Error::argument(OP, format!("`{name}` from {from}: {e}"))))
+    })
 }
 
 /// Removes PyTorch's `PREFIX.num_batches_tracked` batch-norm counters from `file`: those

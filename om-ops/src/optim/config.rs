@@ -107,7 +107,9 @@ pub(crate) fn take_hyper<T: Hyper>(op: &'static str, file: &mut BTreeMap<String,
 }
 
 /// What [`hyper_params!`] generates for a config beyond its struct and setters.
-pub(crate) trait HyperParams: Sized + Copy {
+pub(crate) trait HyperParams: Sized + Copy + Default {
+    /// The optimizer's name (`"Adam"`), as its errors and state-file errors say it.
+    const KIND: &'static str;
     /// Checks every numeric field against its range.
     fn check_ranges(&self) -> Result<()>;
     /// The fields as `hyper.NAME` tensors (a state file's part).
@@ -150,6 +152,8 @@ macro_rules! hyper_params {
         }
 
         impl $crate::optim::config::HyperParams for $name {
+            const KIND: &'static str = $op;
+
             fn check_ranges(&self) -> om_core::Result<()> {
                 $( $( $crate::optim::config::Hyper::check(self.$field, $op, stringify!($field), $crate::optim::config::Range::$range)?; )? )*
                 Ok(())

@@ -291,7 +291,8 @@ impl CosineAnnealingLR {
 
     fn next(&self, epoch: usize, lr: f64, base: f64) -> Result<f64> {
         let (e, t, eta_min) = (epoch as f64, self.t_max as f64, self.eta_min);
-        Ok(if (epoch as i64 - 1 - self.t_max as i64).rem_euclid(2 * self.t_max as i64) == 0 {
+        // In i128: `2·t_max` and `epoch − 1 − t_max` overflow i64 for t_max near usize::MAX.
+        Ok(if (epoch as i128 - 1 - self.t_max as i128).rem_euclid(2 * self.t_max as i128) == 0 {
             lr + (base - eta_min) * (1.0 - (PI / t).cos()) / 2.0
         } else {
             (1.0 + (PI * e / t).cos()) / (1.0 + (PI * (e - 1.0) / t).cos()) * (lr - eta_min) + eta_min

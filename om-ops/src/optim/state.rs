@@ -167,6 +167,40 @@ pub(crate) fn state_dict<C: HyperParams>(
     Ok(out)
 }
 
+/// The `hyper.NAME` keys of config `C`'s state files.
+fn hyper_keys<C: HyperParams>() -> Vec<String> {
+    C::default().to_tensors().map(|v| v.into_iter().map(|(k, _)| k).collect()).unwrap_or_default()
+}
+
+/// Fails unless the file's hyper-parameter keys are exactly `C`'s, naming the kind of
+/// optimizer the file is from when its keys are another optimizer's.
+fn check_kind<C: HyperParams>(file: &BTreeMap<String, Tensor>, from: &str) -> Result<()> {
+    use super::{AdagradConfig, AdamConfig, RMSpropConfig, SgdConfig};
+    let found: Vec<String> = file.keys().filter(|k| k.starts_with("hyper.")).cloned().collect();
+    let mut want = hyper_keys::<C>();
+    want.sort();
+    if found == want {
+        return Ok(());
+    }
+    let kinds = [
+        (SgdConfig::KIND, hyper_keys::<SgdConfig>()),
+        (AdamConfig::KIND, hyper_keys::<AdamConfig>()),
+        (AdagradConfig::KIND, hyper_keys::<AdagradConfig>()),
+        (RMSpropConfig::KIND, hyper_keys::<RMSpropConfig>()),
+    ];
+    let kind = kinds.into_iter().find(|(_, keys)| {
+        let mut keys = keys.clone();
+        keys.sort();
+        keys == found
+    });
+    let what = match kind {
+        Some((k, _)) => format!("a state file of {k}"),
+        None if found.is_empty() => "not an optimizer state file (it has no `hyper.*` keys)".to_string(),
+        None => format!("a state file of an unknown optimizer (hyper-parameters {})", found.join(", ")),
+    };
+    Err(Error::argument("optim::load", format!("{from} is {what}, not of {} (which needs {})", C::KIND, want.join(", "))))
+}
+
 /// Replaces an optimizer's config and state with a state file's (see [`read_state`]), both
 /// or neither: `validate` checks the config read, `buffers` says which buffers it needs
 /// and their initial values.
@@ -180,6 +214,7 @@ pub(crate) fn load_state_dict<C: HyperParams, const N: usize>(
     buffers: fn(&C) -> [(bool, f32); N],
 ) -> Result<()> {
     const OP: &str = "optim::load";
+    check_kind::<C>(&file, from)?;
     let loaded = C::from_tensors(&mut file, from)?;
     validate(&loaded).map_err(|e| Error::argument(OP, format!("{from}: {e}")))?;
     let (needed, inits) = (buffers(&loaded).map(|b| b.0), buffers(&loaded).map(|b| b.1));

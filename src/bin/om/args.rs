@@ -131,14 +131,20 @@ impl KernelArgs {
 }
 
 /// Checks that `path` can be written (creating its directory), without leaving a file
-/// behind that was not there: a usage error naming the path otherwise.
-pub fn check_writable(path: &Path, option: &str) -> Outcome<PathBuf> {
+/// behind that was not there: a usage error naming the path otherwise. The directories it
+/// creates are appended to `created` (deepest first), so a caller that finds a usage error
+/// later can remove them ([`remove_created`]) and leave nothing behind.
+pub fn check_writable(path: &Path, option: &str, created: &mut Vec<PathBuf>) -> Outcome<PathBuf> {
     let unusable = |why: String| Failure::Usage(format!("{option} {}: {why}", path.display()));
     if path.is_dir() {
         return Err(unusable("is a directory".into()));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| unusable(format!("cannot create its directory: {e}")))?;
+        let missing: Vec<PathBuf> =
+            dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect();
+        let made = std::fs::create_dir_all(dir);
+        created.extend(missing.into_iter().filter(|d| d.is_dir()));
+        made.map_err(|e| unusable(format!("cannot create its directory: {e}")))?;
     }
     let existed = path.exists();
     std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| unusable(format!("cannot be written: {e}")))?;
@@ -146,4 +152,11 @@ pub fn check_writable(path: &Path, option: &str) -> Outcome<PathBuf> {
         std::fs::remove_file(path).map_err(|e| unusable(format!("cannot be written: {e}")))?;
     }
     std::path::absolute(path).map_err(|e| unusable(e.to_string()))
+}
+
+/// Removes the (still empty) directories [`check_writable`] created, deepest first.
+pub fn remove_created(created: &[PathBuf]) {
+    for d in created {
+        let _ = std::fs::remove_dir(d);
+    }
 }

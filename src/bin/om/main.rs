@@ -11,6 +11,19 @@
 //! an unwritable output path; nothing has run).
 
 use args::{Failure, Outcome};
+use std::io::Write;
+
+/// `println!` for the command's output: a closed pipe (`om ops | head -1`) ends the program
+/// quietly with status 141 (a shell's status for SIGPIPE, what a C tool killed by it
+/// reports), any other write error (`> /dev/full`) exits 1 with a message; never a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        let mut out = ::std::io::stdout().lock();
+        if let Err(e) = writeln!(out, $($arg)*).and_then(|()| out.flush()) {
+            $crate::stdout_failed(e);
+        }
+    }};
+}
 use clap::{Parser, Subcommand};
 use onemodel::core::{gradcheck, registry};
 use std::process::ExitCode;
@@ -57,7 +70,8 @@ fn main() -> ExitCode {
         Command::Train(a) => ("train", train::run(a)),
         Command::Gradcheck => ("gradcheck", run_gradcheck()),
         Command::Ops => {
-            print!("{}", registry::markdown());
+            let md = registry::markdown();
+            outln!("{}", md.strip_suffix('\n').unwrap_or(&md));
             ("ops", Ok(()))
         }
         Command::Bench(b) => (b.name(), bench::run(b)),
@@ -75,9 +89,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// Ends the program after a failed write to standard output (see [`outln!`]).
+pub(crate) fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    // Writing the message may fail too (stderr closed as well): nothing more to do then.
+    let _ = writeln!(std::io::stderr(), "om: cannot write the output: {e}");
+    std::process::exit(1)
+}
+
 fn run_gradcheck() -> Outcome {
     let entries = onemodel::ops::registered_ops().map_err(|dups| Failure::Run(format!("operators registered more than once: {dups:?}")))?;
-    println!("{:<20} {:>5} {:>12} {:>12}  status", "op", "cases", "worst abs", "worst rel");
+    outln!("{:<20} {:>5} {:>12} {:>12}  status", "op", "cases", "worst abs", "worst rel");
     let (mut n_cases, mut n_failed) = (0usize, 0usize);
     for e in &entries {
         let cases = (e.cases)();
@@ -97,11 +121,11 @@ fn run_gradcheck() -> Outcome {
         n_cases += cases.len();
         n_failed += failed.len();
         let status = if failed.is_empty() { "ok".to_string() } else { format!("FAILED: {}", failed.join("; ")) };
-        println!("{:<20} {:>5} {:>12.3e} {:>12.3e}  {status}", e.name, cases.len(), abs, rel);
+        outln!("{:<20} {:>5} {:>12.3e} {:>12.3e}  {status}", e.name, cases.len(), abs, rel);
     }
     let missing = registry::missing_spec_names();
     let missing = if missing.is_empty() { "none".to_string() } else { missing.join(" ") };
-    println!("gradcheck: {} ops, {n_cases} cases, {n_failed} failed, spec rows missing: {missing}", entries.len());
+    outln!("gradcheck: {} ops, {n_cases} cases, {n_failed} failed, spec rows missing: {missing}", entries.len());
     if n_failed == 0 {
         Ok(())
     } else {

@@ -9,7 +9,7 @@
 //! the plain one bit for bit), on one process or (`--dist mpi`, feature `mpi`) over the
 //! processes of `mpirun`, where rank 0 alone prints, plots and saves.
 
-use crate::args::{at_least, check_writable, parse_count, threads_parser, Failure, ModeArg, Outcome};
+use crate::args::{at_least, check_writable, parse_count, remove_created, threads_parser, Failure, ModeArg, Outcome};
 use crate::plot::{self, Curves};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -19,6 +19,7 @@ use onemodel::ops::models::DigitNet;
 use onemodel::ops::nn::{self, Forward, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -101,17 +102,22 @@ pub struct Options {
 }
 
 impl TrainArgs {
-    /// Fills in the task's defaults and checks that the curve and the weights can be
-    /// written, before anything is trained.
+    /// Fills in the task's defaults and checks every option, then that the curve and the
+    /// weights can be written, before anything is trained. A usage error leaves no
+    /// directory behind.
     fn options(&self) -> Outcome<Options> {
+        let mut created = Vec::new();
+        let o = self.checked_options(&mut created);
+        if o.is_err() {
+            remove_created(&created);
+        }
+        o
+    }
+
+    fn checked_options(&self, created: &mut Vec<PathBuf>) -> Outcome<Options> {
         let (epochs, lr, plot, weights) = match self.task {
             TaskName::Digits => (12, 0.01, "train.png", "digits.safetensors"),
             TaskName::Ocr => (crate::ocr::EPOCHS, crate::ocr::LR, "train_ocr.png", "ocr.safetensors"),
-        };
-        let plot = check_writable(&self.out.join(plot), "--out")?;
-        let save = match &self.save {
-            None => None,
-            Some(file) => Some(check_writable(&file.clone().unwrap_or_else(|| self.out.join(weights)), "--save")?),
         };
         if self.shards > self.batch {
             return Err(Failure::Usage(format!(
@@ -119,6 +125,14 @@ impl TrainArgs {
                 self.shards, self.shards
             )));
         }
+        if self.dist == Some(DistArg::Mpi) && !cfg!(feature = "mpi") {
+            return Err(Failure::Usage("--dist mpi: this om was built without MPI (cargo build --release --features mpi)".into()));
+        }
+        let plot = check_writable(&self.out.join(plot), "--out", created)?;
+        let save = match &self.save {
+            None => None,
+            Some(file) => Some(check_writable(&file.clone().unwrap_or_else(|| self.out.join(weights)), "--save", created)?),
+        };
         let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(Options {
             epochs: self.epochs.unwrap_or(epochs),
@@ -226,7 +240,7 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         (s, n) => format!(", {s} shards over {n} processes"),
     };
     if lead {
-        println!(
+        outln!(
             "{}, {} epochs, batch {}{sharding}, Adam lr {}, mode {}, {} thread(s)",
             task.describe(),
             o.epochs,
@@ -273,7 +287,7 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         let epoch_loss = sum / seen as f64;
         epoch_losses.push(epoch_loss);
         metrics.push(eval.metric);
-        println!("epoch {epoch:>3}  {} {epoch_loss:.4}  {}  {rate:.0} {}/s", T::LOSS, eval.line, T::UNIT);
+        outln!("epoch {epoch:>3}  {} {epoch_loss:.4}  {}  {rate:.0} {}/s", T::LOSS, eval.line, T::UNIT);
         last_eval = Some(eval);
     }
     let wall = start.elapsed().as_secs_f64();
@@ -282,17 +296,17 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         return Ok(());
     }
     let epoch_loss = epoch_losses.last().map_or(f32::NAN, |&l| l as f32);
-    println!(
+    outln!(
         "final {} {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
         T::LOSS,
         epoch_loss.to_bits(),
         last_loss.to_bits()
     );
     if let Some(last) = &last_eval {
-        println!("{}", task.summary(last, wall));
+        outln!("{}", task.summary(last, wall));
     }
     if !sharding.is_empty() {
-        println!("parameters: hash {:016x}, bit-identical on {ranks} process(es)", dp.hash());
+        outln!("parameters: hash {:016x}, bit-identical on {ranks} process(es)", dp.hash());
     }
     let (loss_title, metric_title) = T::CURVE_TITLES;
     let curves = Curves {
@@ -304,12 +318,12 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         metric_range: task.metric_range(&metrics),
     };
     match plot::draw(&o.plot, &curves) {
-        Ok(()) => println!("curve: {}", o.plot.display()),
+        Ok(()) => outln!("curve: {}", o.plot.display()),
         Err(e) => eprintln!("om train: could not draw {}: {e}", o.plot.display()),
     }
     if let Some(path) = &o.save {
         nn::save(task.model(), path)?;
-        println!("weights: {}", path.display());
+        outln!("weights: {}", path.display());
     }
     Ok(())
 }

@@ -54,11 +54,18 @@ fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(
     if geo.sh != 1 || geo.sw != 1 || geo.ow != geo.w || ys.is_empty() {
         return None;
     }
-    let (h, w) = (geo.h, geo.w);
-    let shift = (ky * geo.dh) as isize * w as isize + (kx * geo.dw) as isize - (geo.pt * w + geo.pl) as isize;
-    let a = (ys.start * w).max((-shift).max(0) as usize);
-    let b = (ys.end * w).min(((h * w) as isize - shift).max(0) as usize).max(a);
-    Some((a..b, shift))
+    let (h, w) = (geo.h as i128, geo.w as i128);
+    // In i128: with a dilation or padding far larger than the image (taps mostly in the
+    // padding) the products overflow isize.
+    let shift = (ky * geo.dh) as i128 * w + (kx * geo.dw) as i128 - (geo.pt as i128 * w + geo.pl as i128);
+    let a = (ys.start as i128 * w).max((-shift).max(0));
+    let b = (ys.end as i128 * w).min((h * w - shift).max(0));
+    if a >= b {
+        // Nothing to copy (every valid output of these rows lies outside the plane in the
+        // flat view only when no column is valid): the row-by-row loop handles it.
+        return None;
+    }
+    Some((a as usize..b as usize, shift as isize))
 }
 
 /// Zeroes the columns outside `keep` of every row of `rows` (rows of `width`), a column

@@ -12,6 +12,7 @@ use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::{builder::RangedU64ValueParser, Args, ValueEnum};
 use onemodel::core::kernels::conv::{conv2d_backward_bias, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
 use onemodel::Result;
+use std::io::Write;
 
 /// The convnet's convolutions: `(N, C, H·W side, O)`, all 3×3, stride 1, pad 1, bias.
 const LAYERS: [(usize, usize, usize, usize); 3] = [(32, 3, 32, 32), (32, 32, 16, 64), (32, 64, 8, 128)];
@@ -63,7 +64,7 @@ pub fn run(o: &ConvArgs) -> Outcome {
         let bx = time_ms(&mut || conv2d_backward_input(settings, &geo, &g, &w, &mut dx))?;
         let bw = time_ms(&mut || conv2d_backward_weight(settings, &geo, &x, &g, &mut dw))?;
         let bb = time_ms(&mut || conv2d_backward_bias(&geo, &g, &mut db))?;
-        println!(
+        outln!(
             "conv layer={} x=[{n},{c},{side},{side}] o={o} threads={} mode={} path={} fwd_ms={fwd:.3} dx_ms={bx:.3} dw_ms={bw:.3} db_ms={bb:.3} total_ms={:.3}",
             i + 1,
             settings.threads,

@@ -20,6 +20,7 @@ use clap::Args;
 use onemodel::core::pool;
 use onemodel::ops::{self, RnnConfig, RnnWeights};
 use onemodel::{Result, Tensor};
+use std::io::Write;
 
 /// Which layer `om bench lstm|attention` times.
 #[derive(Clone, Copy, Debug)]
@@ -54,7 +55,7 @@ pub fn run(layer: Layer, o: &LayerArgs) -> Outcome {
     let times = time_ms(0, reps, 1, &mut step)?;
     // Native pool allocations during the timed (warm) steps: 0 when a step reuses the pool.
     let warm_allocs = pool::stats().native_allocations - native;
-    println!(
+    outln!(
         "{what} threads={} mode={} median_ms={:.3} min_ms={:.3} warm_pool_allocs={warm_allocs}",
         settings.threads,
         settings.mode,

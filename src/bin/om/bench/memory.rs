@@ -23,6 +23,7 @@ use clap::Args;
 use onemodel::core::{alloc_count, pool, ActivationScope};
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
 use onemodel::{Compute, Mode};
+use std::io::Write;
 
 /// Options of `om bench memory`.
 #[derive(Args, Debug)]
@@ -91,7 +92,7 @@ pub fn run(o: &MemoryArgs) -> Outcome {
         peak = peak.max(s.peak_outstanding_bytes);
     }
     let (pool1, heap) = (pool::stats(), alloc_count::process().since(heap0));
-    println!(
+    outln!(
         "{} pool_allocs_per_step={} outstanding_delta={} heap_allocs_per_step={} heap_bytes_per_step={} peak_outstanding_bytes={peak} peak_rss_kib={} pooled_bytes_kept={}",
         model.name(),
         (pool1.native_allocations - pool0.native_allocations) / steps,
@@ -108,7 +109,7 @@ pub fn run(o: &MemoryArgs) -> Outcome {
             let _scope = ActivationScope::new();
             step.step()?;
         }
-        println!("then={} pooled_bytes_kept={} process_rss_kib={}", next.name(), pool::stats().pooled_bytes, proc_status_kib("VmRSS:"));
+        outln!("then={} pooled_bytes_kept={} process_rss_kib={}", next.name(), pool::stats().pooled_bytes, proc_status_kib("VmRSS:"));
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use super::{calls_per_20ms, time_ms};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::{builder::PossibleValuesParser, Args};
 use onemodel::{ops, Result, Tensor};
+use std::io::Write;
 
 /// One benchmark case: its name and a forward pass from the prepared inputs.
 struct Case {
@@ -74,7 +75,7 @@ pub fn run(o: &NormPoolArgs) -> Outcome {
     let (threads, mode) = (settings.threads, settings.mode);
     for case in CASES.iter().filter(|c| only.is_none_or(|o| o == c.name)) {
         let ((fwd, fwd_min), (both, both_min)) = measure(case, reps, inner)?;
-        println!(
+        outln!(
             "norm_pool case={} threads={threads} mode={mode} fwd_ms={fwd:.4} fwdbwd_ms={both:.4} fwd_min_ms={fwd_min:.4} fwdbwd_min_ms={both_min:.4}",
             case.name
         );

@@ -7,6 +7,7 @@ use super::{time_ms, ModelArg};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::Args;
 use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
+use std::io::Write;
 
 /// Options of `om bench step`.
 #[derive(Args, Debug)]
@@ -30,7 +31,7 @@ pub fn run(o: &StepArgs) -> Outcome {
     let settings = o.kernel.apply()?;
     let step = BenchStep::new(model, 0)?;
     let times = time_ms(warmup, steps, 1, || step.step().map(drop))?;
-    println!(
+    outln!(
         "{} threads={} mode={} median_ms={:.2} min_ms={:.2}",
         model.name(),
         settings.threads,
