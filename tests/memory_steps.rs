@@ -96,7 +96,8 @@ fn scoped(step: &mut TrainStep) -> Result<(ScopeStats, alloc_count::HeapCounts)>
 
 fn main() -> Result<()> {
     warm_training_steps_allocate_no_pool_memory_and_no_heap()?;
-    println!("memory_steps: ok (every model, 1 and 2 threads)");
+    a_model_switch_settles_without_trimming()?;
+    println!("memory_steps: ok (every model, 1 and 2 threads; a model switch without trimming)");
     Ok(())
 }
 
@@ -129,5 +130,35 @@ fn warm_training_steps_allocate_no_pool_memory_and_no_heap() -> Result<()> {
         }
     }
     Compute::set_threads(1)?;
+    Ok(())
+}
+
+/// Steps after a switch from the encoder to crnn_ctc in one process, without `pool::trim`,
+/// until the automatic cache limit has forgotten the encoder's peak (it remembers
+/// `pool::RECENT_STEPS` steps) and the pool has let go of the classes only the encoder used.
+const SWITCH_SETTLE: usize = 2 * om_core::pool::RECENT_STEPS;
+
+/// A process that trains the encoder and then crnn_ctc, without trimming the pool between
+/// them, comes back to warm steps that allocate nothing: once the cache limit falls to
+/// crnn_ctc's, the pool evicts the encoder's least recently used size classes first,
+/// never crnn_ctc's own (before the LRU eviction: 6 native pool allocations per step, for
+/// ever).
+fn a_model_switch_settles_without_trimming() -> Result<()> {
+    Compute::set_threads(1)?;
+    pool::trim();
+    let encoder = BenchStep::new(BenchModel::Encoder, 0)?;
+    let mut first: TrainStep = Box::new(move || encoder.step().map(|_| ()));
+    for _ in 0..WARMUP {
+        scoped(&mut first)?;
+    }
+    let crnn = BenchStep::new(BenchModel::CrnnCtc, 0)?;
+    let mut second: TrainStep = Box::new(move || crnn.step().map(|_| ()));
+    let mut steps = [(0, 0); SWITCH_SETTLE + WARMUP];
+    for seen in steps.iter_mut() {
+        let (s, process) = scoped(&mut second)?;
+        *seen = (s.pool_native_allocations, process.allocations);
+    }
+    let late = steps[SWITCH_SETTLE..].iter().position(|&a| a != (0, 0));
+    assert_eq!(late, None, "crnn_ctc after the encoder: (pool, heap) allocations per step {steps:?}");
     Ok(())
 }

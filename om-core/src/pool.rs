@@ -50,7 +50,22 @@ static NATIVE: AtomicU64 = AtomicU64::new(0);
 static OUTSTANDING: AtomicU64 = AtomicU64::new(0);
 static POOLED: AtomicU64 = AtomicU64::new(0);
 
-type FreeLists = Mutex<HashMap<usize, Vec<Vec<Block>>>>;
+/// The cached buffers of one size class and when the class was last used (requested or
+/// returned), on the pool's clock: eviction takes the least recently used class first.
+#[derive(Default)]
+struct ClassList {
+    last_used: u64,
+    buffers: Vec<Vec<Block>>,
+}
+
+type FreeLists = Mutex<HashMap<usize, ClassList>>;
+
+/// The pool's clock: one tick per request or return of a buffer.
+static CLOCK: AtomicU64 = AtomicU64::new(0);
+
+fn tick() -> u64 {
+    CLOCK.fetch_add(1, Ordering::Relaxed) + 1
+}
 
 fn free_lists() -> &'static FreeLists {
     static LISTS: OnceLock<FreeLists> = OnceLock::new();
@@ -155,7 +170,10 @@ impl Buffer {
         let class_bytes = (class * BLOCK_BYTES) as u64;
         let reused = {
             let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
-            lists.get_mut(&class).and_then(|l| l.pop())
+            lists.get_mut(&class).and_then(|l| {
+                l.last_used = tick();
+                l.buffers.pop()
+            })
         };
         let native = reused.is_none();
         let blocks = match reused {
@@ -233,12 +251,17 @@ impl Drop for Buffer {
         if class == 0 {
             return;
         }
-        if !reserve_cache(bytes) {
+        let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
+        let now = tick();
+        // A full cache first lets go of the buffers of classes used less recently than
+        // this one (another model's, after a switch), so the classes in use stay cached.
+        if !reserve_cache(bytes) && !(evict_lru(&mut lists, bytes, now) && reserve_cache(bytes)) {
             NATIVE_FREES.fetch_add(1, Ordering::Relaxed);
             return; // beyond the cache limit: `blocks` goes back to the system
         }
-        let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
-        lists.entry(class).or_default().push(blocks);
+        let list = lists.entry(class).or_default();
+        list.last_used = now;
+        list.buffers.push(blocks);
     }
 }
 
@@ -295,7 +318,7 @@ fn reserve_cache(bytes: u64) -> bool {
 
 /// Sets how many bytes the pool may keep cached: `Some(bytes)` fixes the limit, `None`
 /// restores the automatic one (see [`cache_limit`]). Buffers returned beyond the limit
-/// are freed; lowering it frees cached buffers now (largest first).
+/// are freed; lowering it frees cached buffers now (least recently used size classes first).
 pub fn set_cache_limit(limit: Option<u64>) {
     LIMIT.store(limit.map_or(AUTO, |l| l.min(AUTO - 1)), Ordering::Relaxed);
     enforce_limit();
@@ -317,24 +340,47 @@ pub fn cache_limit() -> u64 {
     }
 }
 
-/// Frees cached buffers, largest first, until at most `bytes` stay cached.
+/// Frees cached buffers, of the least recently used size class first (the larger class of
+/// two used at the same tick), until at most `bytes` stay cached.
 pub fn trim_to(bytes: u64) {
-    let mut freed = Vec::new();
-    {
-        let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
-        let mut classes: Vec<usize> = lists.keys().copied().collect();
-        classes.sort_unstable_by(|a, b| b.cmp(a));
-        for class in classes {
-            let list = lists.entry(class).or_default();
-            while POOLED.load(Ordering::Relaxed) > bytes {
-                let Some(blocks) = list.pop() else { break };
-                POOLED.fetch_sub((class * BLOCK_BYTES) as u64, Ordering::Relaxed);
-                freed.push(blocks);
-            }
-        }
-        lists.retain(|_, l| !l.is_empty());
+    let mut lists = free_lists().lock().unwrap_or_else(|e| e.into_inner());
+    while POOLED.load(Ordering::Relaxed) > bytes {
+        let Some(class) = least_recently_used(&lists, u64::MAX) else { break };
+        free_one(&mut lists, class);
     }
-    NATIVE_FREES.fetch_add(freed.len() as u64, Ordering::Relaxed);
+}
+
+/// The cached class used least recently before `before` (ties: the larger class), if any
+/// holds a buffer. Scans the classes in place: no allocation while a step returns buffers.
+fn least_recently_used(lists: &HashMap<usize, ClassList>, before: u64) -> Option<usize> {
+    lists
+        .iter()
+        .filter(|(_, l)| !l.buffers.is_empty() && l.last_used < before)
+        .min_by(|(ca, a), (cb, b)| a.last_used.cmp(&b.last_used).then(cb.cmp(ca)))
+        .map(|(&c, _)| c)
+}
+
+/// Returns one cached buffer of `class` to the system allocator.
+fn free_one(lists: &mut HashMap<usize, ClassList>, class: usize) {
+    if let Some(blocks) = lists.get_mut(&class).and_then(|l| l.buffers.pop()) {
+        POOLED.fetch_sub((class * BLOCK_BYTES) as u64, Ordering::Relaxed);
+        NATIVE_FREES.fetch_add(1, Ordering::Relaxed);
+        drop(blocks);
+    }
+}
+
+/// Frees cached buffers of classes used before `now`, least recently used first, until
+/// `bytes` more fit under the cache limit; whether they now fit.
+fn evict_lru(lists: &mut HashMap<usize, ClassList>, bytes: u64, now: u64) -> bool {
+    let limit = cache_limit();
+    if bytes > limit {
+        return false;
+    }
+    while POOLED.load(Ordering::Relaxed) + bytes > limit {
+        let Some(class) = least_recently_used(lists, now) else { return false };
+        free_one(lists, class);
+    }
+    true
 }
 
 fn enforce_limit() {
