@@ -1,4 +1,4 @@
-//! Transformer operators. Scaled dot-product attention over `[B, H, T, D]` tensors with an
+//! Attention. Scaled dot-product attention over `[B, H, T, D]` tensors with an
 //! optional additive mask. Forward and backward run per (batch, head) block on the GEMM and
 //! the softmax row kernel, one block per chunk of the thread team; blocks are independent,
 //! so threads over blocks cannot change any bit. `q`, `k`, `v` and the output gradient are
