@@ -31,13 +31,11 @@ mod arith;
 #[path = "attention.rs"]
 mod attention_family;
 mod conv;
-mod ctc;
 mod elementwise_cases;
 mod fallible;
 mod image;
 mod indexing;
 mod linalg;
-mod loss;
 mod losses;
 #[doc(hidden)]
 pub mod methods;
@@ -67,10 +65,8 @@ pub use activations::*;
 pub use arith::*;
 pub use attention_family::*;
 pub use conv::*;
-pub use ctc::*;
 pub use indexing::*;
 pub use linalg::*;
-pub use loss::*;
 pub use losses::*;
 pub use norm::*;
 pub use normalizers::*;
