@@ -39,8 +39,6 @@ mod linalg;
 mod losses;
 #[doc(hidden)]
 pub mod methods;
-#[doc(hidden)]
-pub mod models;
 pub mod nn;
 mod norm;
 mod normalizers;
