@@ -13,6 +13,15 @@ use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
 /// Rectified linear unit `max(x, 0)`. Backward: `g` where the output is positive, else 0.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{relu, Tensor};
+/// let x = Tensor::from_vec(vec![-1.0, 0.0, 2.0], &[3])?;
+/// assert_eq!(relu(&x)?.to_vec(), vec![0.0, 0.0, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod relu {
     use super::*;
@@ -33,6 +42,15 @@ pub mod relu {
 }
 
 /// Logistic sigmoid `1 / (1 + e^(−x))`. Backward: `g·y·(1−y)` with `y` the output.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sigmoid, Tensor};
+/// let x = Tensor::from_vec(vec![0.0], &[1])?;
+/// assert!((sigmoid(&x)?.item()? - 0.5).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod sigmoid {
     use super::*;
@@ -52,6 +70,16 @@ pub mod sigmoid {
 }
 
 /// Hyperbolic tangent. Backward: `g·(1−y²)` with `y` the output.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{tanh, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// let y = tanh(&x)?.to_vec();
+/// assert!(y[0].abs() < 1e-6 && (y[1] - 1f32.tanh()).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod tanh {
     use super::*;

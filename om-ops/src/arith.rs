@@ -32,6 +32,17 @@ fn binary_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>, lo: f32, hi: f32) -> 
 // ===== arithmetic =====
 
 /// Element-wise sum `a + b` with broadcasting. Backward: `g` to each input (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{add, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+/// let b = Tensor::from_vec(vec![10.0, 20.0], &[2])?; // broadcast along the rows
+/// assert_eq!(add(&a, &b)?.to_vec(), vec![11.0, 22.0, 13.0, 24.0]);
+/// assert_eq!((&a + &b)?.to_vec(), add(&a, &b)?.to_vec());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op]
 pub mod add {
     use super::*;
@@ -52,6 +63,16 @@ pub mod add {
 }
 
 /// Element-wise difference `a − b` with broadcasting. Backward: `g`, `−g` (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sub, Tensor};
+/// let a = Tensor::from_vec(vec![5.0, 7.0], &[2])?;
+/// let b = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(sub(&a, &b)?.to_vec(), vec![4.0, 5.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op]
 pub mod sub {
     use super::*;
@@ -74,6 +95,17 @@ pub mod sub {
 }
 
 /// Element-wise product `a·b` with broadcasting. Backward: `g·b`, `g·a` (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{mul, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+/// let b = Tensor::from_vec(vec![2.0, 0.5], &[2])?; // broadcast along the rows
+/// assert_eq!(mul(&a, &b)?.to_vec(), vec![2.0, 1.0, 6.0, 2.0]);
+/// assert_eq!((&a * &b)?.to_vec(), mul(&a, &b)?.to_vec());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a if b, b if a])]
 pub mod mul {
     use super::*;
@@ -98,6 +130,16 @@ pub mod mul {
 }
 
 /// Element-wise quotient `a / b` with broadcasting. Backward: `g/b`, `−(g·a)/(b·b)` (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{div, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 3.0], &[2])?;
+/// let b = Tensor::from_vec(vec![2.0, 4.0], &[2])?;
+/// assert_eq!(div(&a, &b)?.to_vec(), vec![0.5, 0.75]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a if b, b])]
 pub mod div {
     use super::*;
@@ -129,6 +171,15 @@ pub mod div {
 }
 
 /// Element-wise negation `−x`. Backward: `−g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{neg, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, -2.0], &[2])?;
+/// assert_eq!(neg(&x)?.to_vec(), vec![-1.0, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op]
 pub mod neg {
     use super::*;

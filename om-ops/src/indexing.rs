@@ -319,6 +319,18 @@ fn padding_row(op: &'static str, padding_idx: Option<i64>, rows: usize) -> Resul
 /// Rows `weight[ids]`: the output has shape `ids.shape + [D]`. `ids` must be `i32` in
 /// `0..V`; `padding_idx` (in `-V..V`) only affects the gradient: its row gets none.
 /// Backward: each `g` row added to its table row in id order, skipping the padding id.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{embedding, Tensor};
+/// let table = Tensor::from_vec(vec![0.0, 0.0, 1.0, 1.0, 2.0, 2.0], &[3, 2])?; // 3 rows of 2
+/// let ids = Tensor::from_vec_i32(vec![2, 0, 2], &[3])?;
+/// let y = embedding(&table, &ids, None)?;
+/// assert_eq!(y.shape(), &[3, 2]);
+/// assert_eq!(y.to_vec(), vec![2.0, 2.0, 0.0, 0.0, 2.0, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [ids], attrs = [padding_idx: Option<i64>])]
 pub mod embedding {
     use super::*;

@@ -46,6 +46,16 @@ fn separated_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Vec<Case> {
 
 /// Element-wise `eˣ` (lane kernel; exact mode's fixed polynomial). Backward: `g·y` with
 /// `y` the output.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{exp, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// let y = exp(&x)?.to_vec();
+/// assert!((y[0] - 1.0).abs() < 1e-6 && (y[1] - std::f32::consts::E).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod exp {
     use super::*;
@@ -66,6 +76,16 @@ pub mod exp {
 
 /// Element-wise natural logarithm `ln x` (lane kernel; exact mode's fixed polynomial;
 /// `ln 0 = −∞`, negative inputs give NaN). Backward: `g / x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{log, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, std::f32::consts::E], &[2])?;
+/// let y = log(&x)?.to_vec();
+/// assert!(y[0].abs() < 1e-6 && (y[1] - 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod log {
     use super::*;
@@ -126,6 +146,15 @@ pub mod cos {
 
 /// Element-wise `√x` (IEEE square root; negative inputs give NaN). Backward: `g / (2y)`
 /// with `y` the output (PyTorch's formula; `+∞` at 0).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sqrt, Tensor};
+/// let x = Tensor::from_vec(vec![4.0, 9.0], &[2])?;
+/// assert_eq!(sqrt(&x)?.to_vec(), vec![2.0, 3.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod sqrt {
     use super::*;
@@ -337,6 +366,15 @@ pub mod pow_tensor {
 
 /// Element-wise `|x|`. Backward: `g·sign(x)` with `sign(0) = 0` (PyTorch: the gradient at
 /// the kink is 0).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{abs, Tensor};
+/// let x = Tensor::from_vec(vec![-1.5, 2.0], &[2])?;
+/// assert_eq!(abs(&x)?.to_vec(), vec![1.5, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod abs {
     use super::*;
@@ -448,6 +486,16 @@ fn split_grads(name: &'static str, g: &Tensor, a: &Tensor, b: &Tensor, share: fn
 
 /// Element-wise larger of `a` and `b` with broadcasting; NaN if either is NaN. Backward
 /// (PyTorch 2.x's tie rule): `g` to the larger input, `g/2` to each on a tie (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{maximum, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 5.0], &[2])?;
+/// let b = Tensor::from_vec(vec![3.0, 2.0], &[2])?;
+/// assert_eq!(maximum(&a, &b)?.to_vec(), vec![3.0, 5.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a, b])]
 pub mod maximum {
     use super::*;
@@ -471,6 +519,16 @@ pub mod maximum {
 
 /// Element-wise smaller of `a` and `b` with broadcasting; NaN if either is NaN. Backward
 /// (PyTorch 2.x's tie rule): `g` to the smaller input, `g/2` to each on a tie (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{minimum, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 5.0], &[2])?;
+/// let b = Tensor::from_vec(vec![3.0, 2.0], &[2])?;
+/// assert_eq!(minimum(&a, &b)?.to_vec(), vec![1.0, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a, b])]
 pub mod minimum {
     use super::*;
