@@ -160,6 +160,15 @@ pub mod gelu {
 
 /// Leaky ReLU: `x` where `x > 0`, else `slope·x`. Backward: `g` where `x > 0`, else
 /// `slope·g` (PyTorch: the kink at 0 takes the negative side's slope).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{leaky_relu, Tensor};
+/// let x = Tensor::from_vec(vec![-2.0, 3.0], &[2])?;
+/// assert_eq!(leaky_relu(&x, 0.5)?.to_vec(), vec![-1.0, 3.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [slope: f32])]
 pub mod leaky_relu {
     use super::*;
@@ -184,6 +193,16 @@ pub mod leaky_relu {
 }
 
 /// SiLU (swish) `x·σ(x)`. Backward: `g·σ(x)·(1 + x·(1 − σ(x)))`, recomputed from `x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{silu, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 2.0], &[2])?;
+/// let y = silu(&x)?.to_vec(); // x·σ(x)
+/// assert!(y[0].abs() < 1e-6 && (y[1] - 2.0 / (1.0 + (-2f32).exp())).abs() < 1e-5);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod silu {
     use super::*;
@@ -220,6 +239,16 @@ fn log1p(u: f32) -> f32 {
 
 /// Softplus `ln(1 + e^(βx))/β`, and `x` itself where `βx > threshold` (PyTorch's
 /// linear region). Backward: `g·z/(z + 1)` with `z = e^(βx)`, and `g` in the linear region.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{softplus, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 30.0], &[2])?;
+/// let y = softplus(&x, 1.0, 20.0)?.to_vec(); // ln(1 + eˣ); linear above the threshold
+/// assert!((y[0] - 2f32.ln()).abs() < 1e-6 && y[1] == 30.0);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [beta: f32, threshold: f32])]
 pub mod softplus {
     use super::*;
@@ -258,6 +287,16 @@ pub mod softplus {
 
 /// Element-wise ELU: `x` for `x > 0`, `α(eˣ − 1)` otherwise (`eˣ` the fixed polynomial).
 /// Backward, as PyTorch: `g` for `x > 0`, `g·α·eˣ` otherwise (so `g·α` at 0).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{elu, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 2.0], &[2])?;
+/// assert_eq!(elu(&x, 1.0)?.to_vec()[1], 2.0);
+/// assert!(elu(&x, 1.0)?.to_vec()[0].abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [alpha: f32])]
 pub mod elu {
     use super::*;
@@ -285,6 +324,15 @@ pub mod elu {
 /// Element-wise `log σ(x) = min(x, 0) − log(1 + e^(−|x|))`, stable for large `|x|`.
 /// Backward, as PyTorch: with `b = e^(−|x|)`, `g·(1 − b/(1 + b))` for `x < 0` and
 /// `g·b/(1 + b)` otherwise (that is `g·σ(−x)`).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{log_sigmoid, Tensor};
+/// let x = Tensor::from_vec(vec![0.0], &[1])?;
+/// assert!((log_sigmoid(&x)?.item()? + 2f32.ln()).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod log_sigmoid {
     use super::*;

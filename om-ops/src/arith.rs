@@ -201,6 +201,16 @@ pub mod neg {
 // ===== scalar operands =====
 
 /// `x + s` for a scalar `s` (`&x + s`, `s + &x`). Backward: `g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{add_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(add_scalar(&x, 0.5)?.to_vec(), vec![1.5, 2.5]);
+/// assert_eq!((&x + 0.5)?.to_vec(), vec![1.5, 2.5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [s: f32])]
 pub mod add_scalar {
     use super::*;
@@ -220,6 +230,15 @@ pub mod add_scalar {
 }
 
 /// `x − s` for a scalar `s` (`&x - s`). Backward: `g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sub_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(sub_scalar(&x, 0.5)?.to_vec(), vec![0.5, 1.5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [s: f32])]
 pub mod sub_scalar {
     use super::*;
@@ -239,6 +258,16 @@ pub mod sub_scalar {
 }
 
 /// `s − x` for a scalar `s` (`s - &x`). Backward: `−g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{rsub_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(rsub_scalar(&x, 3.0)?.to_vec(), vec![2.0, 1.0]); // 3 − x
+/// assert_eq!((3.0 - &x)?.to_vec(), vec![2.0, 1.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [s: f32])]
 pub mod rsub_scalar {
     use super::*;
@@ -258,6 +287,15 @@ pub mod rsub_scalar {
 }
 
 /// `x·s` for a scalar `s` (`&x * s`, `s * &x`). Backward: `g·s`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{mul_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(mul_scalar(&x, 3.0)?.to_vec(), vec![3.0, 6.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [s: f32])]
 pub mod mul_scalar {
     use super::*;
@@ -279,6 +317,15 @@ pub mod mul_scalar {
 
 /// `x / s` for a scalar `s` (`&x / s`; `s = 0` gives ±∞ or NaN, as IEEE division).
 /// Backward: `g / s`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{div_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(div_scalar(&x, 4.0)?.to_vec(), vec![0.25, 0.5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(attrs = [s: f32])]
 pub mod div_scalar {
     use super::*;
@@ -299,6 +346,15 @@ pub mod div_scalar {
 }
 
 /// `s / x` for a scalar `s` (`s / &x`). Backward: `−g·s / x²`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{rdiv_scalar, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 4.0], &[2])?;
+/// assert_eq!(rdiv_scalar(&x, 2.0)?.to_vec(), vec![2.0, 0.5]); // 2 / x
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x], attrs = [s: f32])]
 pub mod rdiv_scalar {
     use super::*;

@@ -251,6 +251,18 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
 /// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
 /// GEMM with the bias fused into its epilogue, which gives the composition's bits.
 /// Backward: through `matmul`, `transpose`, `reshape` and `add`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{linear, Tensor};
+/// // y = x·wᵀ + b, as `torch.nn.functional.linear` (w is [out, in]).
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[1, 2])?;
+/// let w = Tensor::from_vec(vec![1.0, 1.0, 0.0, 1.0, 1.0, 0.0], &[3, 2])?;
+/// let b = Tensor::from_vec(vec![0.5, 0.5, 0.5], &[3])?;
+/// assert_eq!(linear(&x, &w, Some(&b))?.to_vec(), vec![3.5, 2.5, 1.5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod linear {
     use super::*;

@@ -107,6 +107,16 @@ pub mod log {
 
 /// Element-wise sine (lane kernel; exact mode's fixed polynomials after an exact argument
 /// reduction, see `docs/transcendentals.md`; ±∞ give NaN). Backward: `g·cos x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sin, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, std::f32::consts::FRAC_PI_2], &[2])?;
+/// let y = sin(&x)?.to_vec();
+/// assert!(y[0].abs() < 1e-6 && (y[1] - 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod sin {
     use super::*;
@@ -126,6 +136,16 @@ pub mod sin {
 }
 
 /// Element-wise cosine (lane kernel, as [`sin()`]). Backward: `−g·sin x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{cos, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, std::f32::consts::PI], &[2])?;
+/// let y = cos(&x)?.to_vec();
+/// assert!((y[0] - 1.0).abs() < 1e-6 && (y[1] + 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod cos {
     use super::*;
@@ -175,6 +195,16 @@ pub mod sqrt {
 }
 
 /// Element-wise `1/√x`. Backward: `−½·g·y³` with `y` the output (PyTorch's formula).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{rsqrt, Tensor};
+/// let x = Tensor::from_vec(vec![4.0, 0.25], &[2])?;
+/// let y = rsqrt(&x)?.to_vec();
+/// assert!((y[0] - 0.5).abs() < 1e-6 && (y[1] - 2.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod rsqrt {
     use super::*;
@@ -555,6 +585,17 @@ pub mod minimum {
 /// or `f32` mask (any nonzero value, NaN included, selects `a`). Backward: `g` masked to
 /// `a`'s positions and to `b`'s positions (sum-to); the selection is piecewise constant in
 /// `cond`, so an `f32` mask that requires a gradient gets zeros.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{where_, Tensor};
+/// let cond = Tensor::from_vec(vec![1.0, 0.0, 1.0], &[3])?; // nonzero picks `a`
+/// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
+/// let b = Tensor::from_vec(vec![-1.0, -2.0, -3.0], &[3])?;
+/// assert_eq!(where_(&cond, &a, &b)?.to_vec(), vec![1.0, -2.0, 3.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [cond])]
 pub mod where_ {
     use super::*;
