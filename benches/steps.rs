@@ -3,7 +3,7 @@
 //! in the same run use `tools/compare_steps.sh` (it drives `om bench step`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
+use om_models::benchmarks::{BenchModel, BenchStep};
 use onemodel::{Compute, Mode};
 
 fn step_benches(c: &mut Criterion) {

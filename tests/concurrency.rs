@@ -6,7 +6,7 @@
 
 use om_core::compute::{Compute, Mode};
 use om_core::{autograd, Tensor};
-use om_ops::models::benchmarks::{BenchModel, BenchStep};
+use om_models::benchmarks::{BenchModel, BenchStep};
 use om_ops::optim::{Optimizer, SgdConfig};
 use std::sync::mpsc;
 use std::time::Duration;

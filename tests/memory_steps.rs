@@ -10,8 +10,8 @@
 
 use om_core::alloc_count::{self, CountingAlloc};
 use om_core::{pool, ActivationScope, Compute, Result, ScopeStats, Tensor};
-use om_ops::models::benchmarks::{BenchModel, BenchStep};
-use om_ops::models::{Crnn, DigitNet};
+use om_models::benchmarks::{BenchModel, BenchStep};
+use om_models::{Crnn, DigitNet};
 use om_ops::nn::{Forward, Module};
 use om_ops::optim::{Adam, Optimizer};
 use om_ops::Reduction;

@@ -309,7 +309,7 @@ fn manual_seed_makes_constructors_reproducible_and_successive_layers_differ() ->
 
 #[test]
 fn the_models_keep_their_weight_names() -> Result<()> {
-    let net = om_ops::models::DigitNet::new([4, 8], 0)?;
+    let net = om_models::DigitNet::new([4, 8], 0)?;
     let names: Vec<String> = nn::state(&net).into_iter().map(|(n, _)| n).collect();
     let mut want: Vec<String> =
         ["conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias"]
@@ -318,14 +318,14 @@ fn the_models_keep_their_weight_names() -> Result<()> {
             .collect();
     want.extend(["fc.weight", "fc.bias", "bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var"].map(String::from));
     assert_eq!(names, want);
-    let ocr = om_ops::models::Crnn::new(0)?;
+    let ocr = om_models::Crnn::new(0)?;
     let names: Vec<String> = ocr.parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(&names[8..13], ["rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0", "rnn.bias_hh_l0", "rnn.weight_ih_l0_reverse"]);
     assert_eq!(&names[16..], ["fc.weight", "fc.bias"]);
     // Saved and reloaded into a model from another seed, in evaluation mode: same outputs.
     let path = tmp("digits.safetensors");
     nn::save(&net, &path)?;
-    let mut back = om_ops::models::DigitNet::new([4, 8], 5)?;
+    let mut back = om_models::DigitNet::new([4, 8], 5)?;
     nn::load(&back, &path)?;
     let mut net = net;
     net.eval();

@@ -2,8 +2,8 @@
 //! `om_ops::optim::Adam` on the digits learns far above chance (10%) on held-out images.
 
 use om_core::{io, no_grad, rng::Rng, Compute, Mode, Result, Tensor};
+use om_models::DigitNet;
 use om_ops as ops;
-use om_ops::models::DigitNet;
 use om_ops::nn::{Forward, Module};
 use om_ops::optim::{Adam, Optimizer};
 

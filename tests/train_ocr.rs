@@ -5,7 +5,7 @@
 //! 250 steps reach about 0.5%, the bound is 25%).
 
 use om_core::{io, no_grad, rng::Rng, Compute, Mode, Result, Tensor};
-use om_ops::models::{edit_distance, greedy_decode, Crnn};
+use om_models::{edit_distance, greedy_decode, Crnn};
 use om_ops::nn::{Forward, Module};
 use om_ops::optim::{Adam, Optimizer};
 use om_ops::{self as ops, Reduction};

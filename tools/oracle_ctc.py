@@ -15,7 +15,7 @@ writes to testdata/ops/ctc.safetensors:
 - `<case>_<red>_glp64`, `_gz64`: the same two gradients computed by PyTorch in float64 on
   the same float32 values (rounded to float32 when stored).
 
-The `#[cfg(test)]` module of om-ops/src/ctc.rs reads it.
+The `#[cfg(test)]` module of om-ops/src/losses/ctc.rs reads it.
 
 Usage: /tmp/torch/bin/python tools/oracle_ctc.py   (PyTorch 2.15.0, numpy, safetensors)
 """

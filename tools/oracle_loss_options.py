@@ -1,4 +1,4 @@
-"""Oracle for the loss options of om-ops/src/losses.rs added in issue 21 (PyTorch CPU, black box).
+"""Oracle for the loss options of om-ops/src/losses/ added in issue 21 (PyTorch CPU, black box).
 
 Builds seeded numpy inputs and runs torch.nn.functional.binary_cross_entropy and
 binary_cross_entropy_with_logits with a rescaling `weight` (per column [4], per row [5, 1],

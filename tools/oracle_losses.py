@@ -1,4 +1,4 @@
-"""Oracle for the losses of om-ops/src/losses.rs (PyTorch CPU, black box).
+"""Oracle for the losses of om-ops/src/losses/ (regression.rs, classification.rs) (PyTorch CPU, black box).
 
 Builds seeded numpy inputs and runs torch.nn.functional.mse_loss, l1_loss,
 smooth_l1_loss (beta), huber_loss (delta), binary_cross_entropy,

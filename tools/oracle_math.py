@@ -1,4 +1,4 @@
-"""Oracle for the element-wise math operators of om-ops/src/math.rs (PyTorch CPU, black box).
+"""Oracle for the element-wise math operators of om-ops/src/pointwise.rs and activations.rs (PyTorch CPU, black box).
 
 Builds seeded numpy inputs, runs torch.exp, log, sin, cos, sqrt, rsqrt, abs, clamp, maximum,
 minimum, F.leaky_relu, F.silu, F.softplus, torch.where, pow with a scalar exponent and
@@ -6,7 +6,7 @@ Python's arithmetic operators with a float operand, and writes inputs, outputs a
 testdata/ops/math.safetensors. Inputs include PyTorch's odd cases: abs and leaky_relu at
 exactly 0, clamp inputs exactly on its bounds, maximum/minimum ties, softplus beyond its
 threshold, pow with exponent 0 at a zero base. The `#[cfg(test)]` module of
-om-ops/src/math.rs reads it.
+om-ops/src/pointwise.rs reads it.
 
 Usage: /tmp/torch/bin/python tools/oracle_math.py   (PyTorch 2.15.0, numpy, safetensors)
 """

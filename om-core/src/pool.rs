@@ -255,7 +255,8 @@ impl Drop for Buffer {
         let now = tick();
         // A full cache first lets go of the buffers of classes used less recently than
         // this one (another model's, after a switch), so the classes in use stay cached.
-        if !reserve_cache(bytes) && !(evict_lru(&mut lists, bytes, now) && reserve_cache(bytes)) {
+        let cached = reserve_cache(bytes) || (evict_lru(&mut lists, bytes, now) && reserve_cache(bytes));
+        if !cached {
             NATIVE_FREES.fetch_add(1, Ordering::Relaxed);
             return; // beyond the cache limit: `blocks` goes back to the system
         }

@@ -7,7 +7,7 @@
 use om_core::rng::Rng;
 use om_core::{Compute, Mode, Result, Tensor};
 use om_dist::{Communicator, DataParallel, Single, ThreadGroup};
-use om_ops::models::DigitNet;
+use om_models::DigitNet;
 use om_ops::nn::{Forward, Linear, Module};
 use om_ops::optim::{Adam, Optimizer};
 

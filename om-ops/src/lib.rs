@@ -24,57 +24,57 @@
 #[allow(hidden_glob_reexports)]
 extern crate std;
 
-mod arith_ops;
+mod activations;
+mod arith;
+// The file is `attention.rs`; the module has another name because the operator `attention`
+// (its generated `pub mod attention`) is re-exported at the root.
+#[path = "attention.rs"]
+mod attention_family;
 mod conv;
-mod ctc;
-mod elementwise;
+mod elementwise_cases;
 mod fallible;
 mod image;
 mod indexing;
 mod linalg;
-mod lookup;
-mod loss;
 mod losses;
-mod math;
 #[doc(hidden)]
 pub mod methods;
-#[doc(hidden)]
-pub mod models;
 pub mod nn;
 mod norm;
+mod normalizers;
 pub mod optim;
+mod pointwise;
 mod pooling;
-mod probability;
 mod random;
 mod recurrent;
-mod reduce;
 mod reductions;
 mod resize;
-mod transformer;
+mod selection;
 mod views;
 
 #[cfg(test)]
-mod oracle;
+mod test_support;
+// The operator tests import `crate::oracle`.
+#[cfg(test)]
+use test_support::oracle;
 
 // Every family's operators (and their argument types) at the crate root.
+pub use activations::*;
+pub use arith::*;
+pub use attention_family::*;
 pub use conv::*;
-pub use ctc::*;
-pub use elementwise::*;
 pub use indexing::*;
 pub use linalg::*;
-pub use lookup::*;
-pub use loss::*;
 pub use losses::*;
-pub use math::*;
 pub use norm::*;
+pub use normalizers::*;
+pub use pointwise::*;
 pub use pooling::*;
-pub use probability::*;
 pub use random::*;
 pub use recurrent::*;
-pub use reduce::*;
 pub use reductions::*;
 pub use resize::*;
-pub use transformer::*;
+pub use selection::*;
 pub use views::*;
 
 pub use om_core::{Error, Result, Tensor};

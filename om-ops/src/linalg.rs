@@ -137,6 +137,18 @@ fn batched_unnamed(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// vector and a 1-d `b` a column vector (the added axis is removed from the result).
 /// Backward: `g·bᵀ` and `aᵀ·g` (the transposes read in place), summed back over
 /// broadcast batch dimensions by the engine.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{matmul, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let b = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2])?;
+/// let y = matmul(&a, &b)?;
+/// assert_eq!(y.shape(), &[2, 2]);
+/// assert_eq!(y.to_vec(), vec![4.0, 5.0, 10.0, 11.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a if b, b if a])]
 pub mod matmul {
     use super::*;
@@ -239,6 +251,18 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
 /// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
 /// GEMM with the bias fused into its epilogue, which gives the composition's bits.
 /// Backward: through `matmul`, `transpose`, `reshape` and `add`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{linear, Tensor};
+/// // y = x·wᵀ + b, as `torch.nn.functional.linear` (w is [out, in]).
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[1, 2])?;
+/// let w = Tensor::from_vec(vec![1.0, 1.0, 0.0, 1.0, 1.0, 0.0], &[3, 2])?;
+/// let b = Tensor::from_vec(vec![0.5, 0.5, 0.5], &[3])?;
+/// assert_eq!(linear(&x, &w, Some(&b))?.to_vec(), vec![3.5, 2.5, 1.5]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod linear {
     use super::*;

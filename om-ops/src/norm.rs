@@ -38,6 +38,19 @@ fn check_eps(op: &'static str, eps: f32) -> Result<()> {
 /// biased variance `var` of each row (f64 sums) and `σ = sqrt(var + ε)`; `γ`, `β` of shape
 /// `[D]` are optional. Backward (Ba et al. 2016), with `x̂ = (x−μ)/σ` and `ĝ = g·γ`:
 /// `dx = (ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))/σ`, `dγ = Σ g·x̂`, `dβ = Σ g` over rows.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{layer_norm, Tensor};
+/// // Each row normalised to mean 0 and variance 1 (biased variance, as PyTorch).
+/// let x = Tensor::from_vec(vec![1.0, 3.0, 2.0, 6.0], &[2, 2])?;
+/// let y = layer_norm(&x, None, None, 0.0)?.to_vec();
+/// for (v, e) in y.iter().zip([-1.0, 1.0, -1.0, 1.0]) {
+///     assert!((v - e).abs() < 1e-5);
+/// }
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x, gamma, mean: owned, rstd: owned], attrs = [eps: f32])]
 pub mod layer_norm {
     use super::*;

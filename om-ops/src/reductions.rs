@@ -1,308 +1,222 @@
-//! Selecting reductions over one axis: `argmax`/`argmin` (Int32 winners, never recorded;
-//! one axis or all elements flattened), `take_along_axis` (the recorded gather that carries
-//! the gradient to the winner), `max_dim`/`min_dim` (compositions returning values and
-//! indices); then the reductions over [`Axes`] (one axis, several, or all with `None`,
-//! with `keep_dim`, as `sum`/`mean`): `amax`/`amin` (gradient shared evenly among ties),
-//! `logsumexp`, `var`/`std` (and `var_correction`/`std_correction`), and `vector_norm`
-//! (ord 1, 2, ∞). PyTorch's CPU semantics: the first maximum (minimum) along the axis wins
-//! a tie, and the first NaN wins over every number.
-//! Exact mode needs nothing special: every loop here is scalar code (the same on every
+//! Reductions over [`Axes`] (one axis, several, or all of them with `None`, with
+//! `keep_dim`, as PyTorch's `torch.sum(x, dim, keepdim)`): `sum` and `mean`, `amax`/`amin`
+//! (gradient shared evenly among ties), `logsumexp`, `var`/`std` (and
+//! `var_correction`/`std_correction`), and `vector_norm` (ord 1, 2, ∞).
+//!
+//! Every output of `sum`/`mean` is one f64 sum of its elements in row-major order of the
+//! reduced axes, rounded once (so one axis, several and all give the same bits as summing
+//! the gathered elements in that order); their backward broadcasts `g` back to the input's
+//! shape (`mean`: divided by the count). The other loops are scalar code (the same on every
 //! path), sums are f64 in row-major order of the reduced axes, and `exp`/`log` are
-//! `om_core::kernels::math`'s. Several reduced axes are read as `reduce::Plan` says: in place
-//! when adjacent, else moved last first.
+//! `om_core::kernels::math`'s, so exact mode needs nothing special.
+//!
+//! `Plan` is how every reduction over [`Axes`] walks its input: adjacent reduced axes are
+//! read in place as `[outer, len, inner]`; others are moved last first. The first NaN wins
+//! `amax`/`amin` over every number, as in PyTorch.
 
-use crate::indexing::{expect_i32, gather_along, scatter_along};
-use crate::reduce::Plan;
-use om_core::layout::normalize_axis;
-use om_core::{Axes, Case, DType, Error, Result, Tensor};
+use crate::selection::{winners, Extreme};
+use om_core::kernels::reduce::{sum_axis, sum_view};
+use om_core::layout::{Dims, SignedDims};
+use om_core::{Axes, Case, DType, Error, Result, Shape, Tensor};
 use om_macros::op;
 
-/// Which extreme a selecting reduction looks for.
-#[derive(Clone, Copy)]
-enum Extreme {
-    Max,
-    Min,
+/// A view with more than this many elements per stored one is summed where it lies
+/// ([`sum_view`]) rather than gathered first: gathering a mostly repeated view would spend
+/// memory (possibly more than exists) on copies of the same values.
+const VIEW_SUM_RATIO: usize = 4;
+
+/// How a reduction over a set of axes reads its input: as `[outer, len, inner]` (each
+/// output `o·inner + i` reduces the `len` elements `inner` apart from `o·len·inner + i`,
+/// in row-major order of the reduced axes) of the input itself when the reduced axes are
+/// adjacent, or of the input with the reduced axes moved last (`order`, kept axes first,
+/// both in their order; then `inner = 1`). No heap allocation up to the inline rank.
+pub(crate) struct Plan {
+    pub outer: usize,
+    pub len: usize,
+    pub inner: usize,
+    /// The output's shape (a reduced axis kept as 1 with `keep_dim`, else removed).
+    pub out_shape: Dims,
+    /// The input's shape with every reduced axis 1: where the output broadcasts back.
+    pub kept_shape: SignedDims,
+    /// How many axes are reduced (all of them for `None` or an empty list).
+    pub reduced: usize,
+    /// The reduced axis when exactly one is reduced.
+    pub single: Option<usize>,
+    /// The permutation moving the reduced axes last, when they are not adjacent.
+    pub order: Option<SignedDims>,
 }
 
-impl Extreme {
-    /// Whether `v` replaces the current (non-NaN) winner `best`: strictly better, or NaN
-    /// (PyTorch's `!(v <= best)` for max, `!(v >= best)` for min; a NaN winner stays).
-    fn beats(self, v: f32, best: f32) -> bool {
-        v.is_nan()
-            || match self {
-                Extreme::Max => v > best,
-                Extreme::Min => v < best,
-            }
+impl Plan {
+    /// The plan of reducing `axes` of `shape`; an error naming `op` for an axis out of
+    /// range or given twice.
+    pub fn new(op: &'static str, shape: &[usize], axes: &Axes, keep_dim: bool) -> Result<Plan> {
+        let rank = shape.len();
+        let mask = axes.mask(op, rank)?;
+        let out_shape: Dims = (0..rank).filter_map(|a| if mask[a] { keep_dim.then_some(1) } else { Some(shape[a]) }).collect();
+        let kept_shape: SignedDims = (0..rank).map(|a| if mask[a] { 1 } else { shape[a] as isize }).collect();
+        let reduced = mask.iter().filter(|&&m| m).count();
+        let first = mask.iter().position(|&m| m);
+        let last = mask.iter().rposition(|&m| m);
+        let len = (0..rank).filter(|&a| mask[a]).map(|a| shape[a]).product();
+        let single = if reduced == 1 { first } else { None };
+        let (Some(first), Some(last)) = (first, last) else {
+            // A scalar: its one element is the whole reduction.
+            return Ok(Plan { outer: 1, len, inner: 1, out_shape, kept_shape, reduced, single, order: None });
+        };
+        if (first..=last).all(|a| mask[a]) {
+            let (outer, inner) = (shape[..first].iter().product(), shape[last + 1..].iter().product());
+            return Ok(Plan { outer, len, inner, out_shape, kept_shape, reduced, single, order: None });
+        }
+        let order: SignedDims = (0..rank).filter(|&a| !mask[a]).chain((0..rank).filter(|&a| mask[a])).map(|a| a as isize).collect();
+        let outer = (0..rank).filter(|&a| !mask[a]).map(|a| shape[a]).product();
+        Ok(Plan { outer, len, inner: 1, out_shape, kept_shape, reduced, single, order: Some(order) })
     }
-}
 
-/// The reduction geometry `(outer, len, inner, out_shape)` of `shape` over `axis` (`None`:
-/// all elements, as one row).
-fn geometry(op: &'static str, shape: &[usize], axis: Option<isize>, keep_dim: bool) -> Result<(usize, usize, usize, Vec<usize>)> {
-    match axis {
-        None => Ok((1, shape.iter().product(), 1, if keep_dim { vec![1; shape.len()] } else { vec![] })),
-        Some(a) => {
-            let a = normalize_axis(op, a, shape.len(), false)?;
-            let mut out = shape.to_vec();
-            if keep_dim {
-                out[a] = 1;
-            } else {
-                out.remove(a);
-            }
-            Ok((shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product(), out))
+    /// `x` in the plan's axis order (itself, or a view with the reduced axes last).
+    pub fn source(&self, x: &Tensor) -> Result<Tensor> {
+        match &self.order {
+            None => Ok(x.clone()),
+            Some(order) => crate::permute(x, order),
         }
     }
-}
 
-/// Index of the winner of each row `xs[o, .., i]` (`len` elements `inner` apart).
-fn winners(xs: &[f32], outer: usize, len: usize, inner: usize, e: Extreme, mut each: impl FnMut(usize, usize)) {
-    for o in 0..outer {
-        for i in 0..inner {
-            let row = o * len * inner + i;
-            let (mut best, mut at) = (xs[row], 0);
-            if !best.is_nan() {
-                for j in 1..len {
-                    let v = xs[row + j * inner];
-                    if e.beats(v, best) {
-                        (best, at) = (v, j);
-                        if v.is_nan() {
-                            break;
-                        }
-                    }
+    /// A tensor in the plan's axis order (the shape of [`source`](Self::source)) back in
+    /// the input's axis order (a view).
+    pub fn restore(&self, t: &Tensor) -> Result<Tensor> {
+        match &self.order {
+            None => Ok(t.clone()),
+            Some(order) => {
+                let mut inverse = SignedDims::from_elem(0, order.len());
+                for (i, &a) in order.iter().enumerate() {
+                    inverse[a as usize] = i as isize;
                 }
+                crate::permute(t, inverse)
             }
-            each(o * inner + i, at);
         }
     }
-}
 
-/// Checks `x` is f32 with a non-empty reduced extent and returns the geometry.
-fn checked_geometry(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<(usize, usize, usize, Vec<usize>)> {
-    x.expect_f32(op, "x")?;
-    let g = geometry(op, x.shape(), axis, keep_dim)?;
-    if g.1 == 0 {
-        return Err(Error::shape(op, &[x.shape()], "the reduced extent is empty: there is no extreme to select"));
+    /// `g` (of the output's shape) broadcast back to `input_shape` (a view).
+    pub fn broadcast_back(&self, g: &Tensor, input_shape: &[usize]) -> Result<Tensor> {
+        let g = crate::reshape(g, Shape::from(&self.kept_shape))?;
+        crate::expand(&g, input_shape)
     }
-    Ok(g)
 }
 
-/// `argmax`/`argmin`: the winner's position along `axis` (flat row-major index for `None`).
-fn arg_extreme(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, e: Extreme) -> Result<Tensor> {
-    let (outer, len, inner, out_shape) = checked_geometry(op, x, axis, keep_dim)?;
-    if i32::try_from(len).is_err() {
-        return Err(Error::argument(op, format!("a reduced extent of {len} is too large for i32 indices")));
+/// Reduces `x` over `axes` with each f64 sum scaled by `1/len` for a mean.
+fn reduce(op: &'static str, x: &Tensor, axes: &Axes, keep_dim: bool, mean: bool) -> Result<Tensor> {
+    if x.dtype() != DType::F32 {
+        return Err(Error::DType { op, arg: "x", expected: DType::F32, got: x.dtype() });
     }
-    x.try_with_f32(|xs| {
-        Tensor::build_i32(&out_shape, |out| {
-            winners(xs, outer, len, inner, e, |k, at| out[k] = at as i32);
-            Ok(())
-        })
-    })?
+    let shape = x.shape();
+    let plan = Plan::new(op, shape, axes, keep_dim)?;
+    if mean && plan.len == 0 {
+        return Err(Error::shape(op, &[shape], "mean over zero elements is undefined"));
+    }
+    let scale = if mean { 1.0 / plan.len as f64 } else { 1.0 };
+    // A view much larger than its storage (an expansion) is summed in place, never copied
+    // (over every axis or over one; several are gathered).
+    let storage_len = x.with_storage_f32(|s| s.len());
+    let all = plan.reduced == shape.len();
+    if !x.is_contiguous() && x.numel() / VIEW_SUM_RATIO > storage_len && (all || plan.single.is_some()) {
+        let axis = if all { None } else { plan.single };
+        return x.with_storage_f32(|src| {
+            Tensor::build_f32(&plan.out_shape, |out| {
+                sum_view(src, shape, x.strides(), x.offset(), axis, scale, out);
+                Ok(())
+            })
+        });
+    }
+    let (outer, len, inner) = (plan.outer, plan.len, plan.inner);
+    plan.source(x)?.try_with_f32(|xs| Tensor::build_f32(&plan.out_shape, |out| sum_axis(xs, outer, len, inner, scale, out)))?
 }
 
-/// Int32 results are never recorded, so this rule is unreachable; it refuses clearly.
-fn no_gradient(op: &'static str) -> Result<()> {
-    Err(Error::argument(op, "the result is an Int32 index and has no gradient"))
+fn cases_for(f: fn(&Tensor, Axes, bool) -> Result<Tensor>) -> Vec<Case> {
+    vec![
+        Case::new("all", vec![Case::input(&[3, 4], -1.0, 1.0, 1)], move |x| f(&x[0], None.into(), false)),
+        Case::new("all_keep_dim", vec![Case::input(&[3, 4], -1.0, 1.0, 2)], move |x| f(&x[0], None.into(), true)),
+        Case::new("axis0", vec![Case::input(&[3, 4], -1.0, 1.0, 3)], move |x| f(&x[0], 0.into(), false)),
+        Case::new("axis_last_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 4)], move |x| f(&x[0], (-1).into(), true)),
+        Case::new("transposed", vec![Case::input(&[4, 3], -1.0, 1.0, 5)], move |x| f(&crate::transpose(&x[0], 0, 1)?, 1.into(), false)),
+        Case::new("strided", vec![Case::input(&[3, 8], -1.0, 1.0, 6)], move |x| f(&crate::slice(&x[0], 1, 1, None, 2)?, 0.into(), false)),
+        Case::new("axes_0_2", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 7)], move |x| f(&x[0], [0, 2].into(), false)),
+        Case::new("axes_last_two_keep_dim", vec![Case::input(&[2, 3, 4], -1.0, 1.0, 8)], move |x| f(&x[0], [-1, -2].into(), true)),
+        Case::new("axes_transposed", vec![Case::input(&[4, 2, 3], -1.0, 1.0, 9)], move |x| {
+            f(&crate::transpose(&x[0], 0, 2)?, [0, 1].into(), false)
+        }),
+        Case::new("axes_expanded", vec![Case::input(&[3, 1, 2], -1.0, 1.0, 10)], move |x| {
+            f(&crate::expand(&x[0], [3, 4, 2])?, [1, 2].into(), true)
+        }),
+    ]
 }
 
-/// A case through an index result: `x · f32(argmax(x))`, piecewise linear in `x` (the
-/// indices are constants away from ties); the inputs are distinct with gaps of 0.05.
-fn index_case(name: &'static str, shape: &[usize], seed: u64, f: fn(&Tensor) -> Result<Tensor>) -> Case {
-    Case::new(name, vec![Case::distinct_input(shape, seed)], move |x| crate::mul(&x[0], &crate::cast(&f(&x[0])?, DType::F32)?))
-}
-
-// ===== winners =====
-
-/// Position of the largest element along `axis` (of all elements, flattened row-major, for
-/// `None`), as Int32: PyTorch's `x.argmax(dim, keepdim)`. Ties: the first occurrence; NaN:
-/// the first NaN (PyTorch CPU). Backward: none; the Int32 result is not recorded.
+/// Sum over `axes`: one axis (`1`, `-1`), several (`[0, 2]`), or all (`None`), each
+/// reduced axis kept as size 1 with `keep_dim` (PyTorch's `torch.sum(x, dim, keepdim)`).
+/// Each output is one f64 sum in row-major order of the reduced axes, rounded once.
+/// Backward: `g` broadcast to the input's shape.
 ///
 /// # Examples
 ///
 /// ```
-/// use om_ops::{argmax, Tensor};
-/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
-/// assert_eq!(argmax(&x, -1, false)?.to_vec_i32(), [1, 0]);
-/// assert_eq!(argmax(&x, None, false)?.to_vec_i32(), [3]);
+/// use om_ops::{sum, Tensor};
+/// let x = Tensor::from_vec((1..=6).map(|v| v as f32).collect(), &[2, 3])?;
+/// assert_eq!(sum(&x, 1, false)?.to_vec(), [6.0, 15.0]);
+/// assert_eq!(sum(&x, [0, 1], true)?.shape(), [1, 1]);
+/// assert_eq!(sum(&x, None, false)?.item()?, 21.0);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[op(attrs = [axis: Option<isize>, keep_dim: bool])]
-pub mod argmax {
+#[op(attrs = [axes: Axes, keep_dim: bool])]
+pub mod sum {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: impl Into<Option<isize>>, keep_dim: bool) -> Result<Tensor> {
-        arg_extreme(NAME, x, axis.into(), keep_dim, Extreme::Max)
-    }
-
-    fn backward(_r: &Record, _g: &Tensor, _d: &mut Grads) -> Result<()> {
-        no_gradient(NAME)
-    }
-
-    fn cases() -> Vec<Case> {
-        vec![
-            index_case("axis1_keep_dim", &[3, 5], 1, |x| super::argmax(x, 1, true)),
-            index_case("all_keep_dim", &[2, 3], 2, |x| super::argmax(x, None, true)),
-        ]
-    }
-}
-
-/// Position of the smallest element along `axis` (flattened for `None`), as Int32:
-/// PyTorch's `x.argmin(dim, keepdim)`. Ties: the first occurrence; NaN: the first NaN
-/// (PyTorch CPU). Backward: none; the Int32 result is not recorded.
-///
-/// # Examples
-///
-/// ```
-/// use om_ops::{argmin, Tensor};
-/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
-/// assert_eq!(argmin(&x, 0, true)?.to_vec_i32(), [0, 1, 0]);
-/// assert_eq!(argmin(&x, None, false)?.to_vec_i32(), [4]);
-/// # Ok::<(), om_ops::Error>(())
-/// ```
-#[op(attrs = [axis: Option<isize>, keep_dim: bool])]
-pub mod argmin {
-    use super::*;
-
-    pub fn forward(x: &Tensor, axis: impl Into<Option<isize>>, keep_dim: bool) -> Result<Tensor> {
-        arg_extreme(NAME, x, axis.into(), keep_dim, Extreme::Min)
-    }
-
-    fn backward(_r: &Record, _g: &Tensor, _d: &mut Grads) -> Result<()> {
-        no_gradient(NAME)
-    }
-
-    fn cases() -> Vec<Case> {
-        vec![
-            index_case("axis0_keep_dim", &[4, 3], 3, |x| super::argmin(x, 0, true)),
-            index_case("all", &[2, 3], 4, |x| super::argmin(x, None, false)),
-        ]
-    }
-}
-
-// ===== gather =====
-
-/// `y[.., j, ..] = x[.., indices[.., j, ..], ..]` along `axis` (PyTorch's `take_along_dim`
-/// / `gather`, without broadcasting): `indices` is Int32 with `x`'s rank and shape except
-/// along `axis`. Backward: `g` scatter-added into zeros of `x`'s shape at the indices
-/// (repeated indices sum in f64 in element order).
-///
-/// # Examples
-///
-/// ```
-/// use om_ops::{take_along_axis, Tensor};
-/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
-/// let i = Tensor::from_vec_i32(vec![2, 0, 1, 1], &[2, 2])?;
-/// assert_eq!(take_along_axis(&x, &i, 1)?.to_vec(), [3.0, 1.0, 5.0, 5.0]);
-/// # Ok::<(), om_ops::Error>(())
-/// ```
-#[op(saved = [indices], attrs = [axis: isize])]
-pub mod take_along_axis {
-    use super::*;
-
-    pub fn forward(x: &Tensor, indices: &Tensor, axis: isize) -> Result<Tensor> {
-        x.expect_f32(NAME, "x")?;
-        expect_i32(NAME, "indices", indices)?;
-        let (xs, is) = (x.shape(), indices.shape());
-        let a = normalize_axis(NAME, axis, xs.len(), false)?;
-        let same = xs.len() == is.len() && xs.iter().zip(is).enumerate().all(|(d, (p, q))| d == a || p == q);
-        if !same {
-            return Err(Error::shape(NAME, &[xs, is], format!("`indices` must have the shape of `x` except along axis {a}")));
-        }
-        gather_along(NAME, x, indices, a)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        reduce(NAME, x, &axes.into(), keep_dim, false)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let a = normalize_axis(NAME, r.axis, r.input_shapes[0].len(), false)?;
-        d.x(scatter_along(NAME, g, r.indices(), &r.input_shapes[0], a)?);
+        let shape = &r.input_shapes[0];
+        d.x(Plan::new(NAME, shape, &r.axes, r.keep_dim)?.broadcast_back(g, shape)?);
         Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        let idx = |v: Vec<i32>, shape: &[usize]| Tensor::from_vec_i32(v, shape).unwrap_or_else(|e| panic!("{e}"));
-        let (i1, i2) = (idx(vec![2, 0, 0, 1, 3, 3], &[2, 3]), idx(vec![1, 0, 2, 2, 0, 1, 1, 1], &[2, 4]));
-        vec![
-            Case::new("axis1_repeated", vec![Case::input(&[2, 4], -1.0, 1.0, 1)], move |x| super::take_along_axis(&x[0], &i1, 1)),
-            Case::new("transposed_axis0", vec![Case::input(&[4, 3], -1.0, 1.0, 2)], move |x| {
-                super::take_along_axis(&crate::transpose(&x[0], 0, 1)?, &i2, 0)
-            }),
-        ]
+        cases_for(super::sum)
     }
 }
 
-/// Largest element along `axis` and its position (Int32): `(take_along_axis(x, i, axis),
-/// i)` with `i = argmax(x, axis)`, squeezed unless `keep_dim`. Ties: the first occurrence;
-/// NaN propagates (the first NaN wins), as PyTorch's `max(x, dim)` on CPU.
-/// Backward: through `take_along_axis`, `g` to the winner, zero elsewhere.
+/// Mean over `axes` (one axis, several, or all with `None`; PyTorch's `torch.mean(x, dim,
+/// keepdim)`): the f64 sum of [`sum()`] scaled by `1/count` before rounding. An error over
+/// zero elements (PyTorch gives NaN).
+/// Backward: `g / count` broadcast to the input's shape.
 ///
 /// # Examples
 ///
 /// ```
-/// use om_ops::{max_dim, Tensor};
-/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
-/// let (values, indices) = max_dim(&x, 1, false)?;
-/// assert_eq!((values.to_vec(), indices.to_vec_i32()), (vec![5.0, 7.0], vec![1, 0]));
+/// use om_ops::{mean, Tensor};
+/// let x = Tensor::from_vec((1..=6).map(|v| v as f32).collect(), &[2, 3])?;
+/// assert_eq!(mean(&x, -1, true)?.to_vec(), [2.0, 5.0]);
+/// assert_eq!(mean(&x, None, false)?.item()?, 3.5);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[op(composition)]
-pub mod max_dim {
+#[op(attrs = [axes: Axes, keep_dim: bool])]
+pub mod mean {
     use super::*;
 
-    pub fn forward(x: &Tensor, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
-        select_dim(NAME, x, axis, keep_dim, crate::argmax)
+    pub fn forward(x: &Tensor, axes: impl Into<Axes>, keep_dim: bool) -> Result<Tensor> {
+        reduce(NAME, x, &axes.into(), keep_dim, true)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let shape = &r.input_shapes[0];
+        let plan = Plan::new(NAME, shape, &r.axes, r.keep_dim)?;
+        let n = plan.len;
+        let scaled = om_core::kernels::elementwise::unary(NAME, g, |v| v / n as f32)?;
+        d.x(plan.broadcast_back(&scaled, shape)?);
+        Ok(())
     }
 
     fn cases() -> Vec<Case> {
-        select_cases(super::max_dim)
+        cases_for(super::mean)
     }
-}
-
-/// Smallest element along `axis` and its position (Int32), as [`max_dim()`] with the order
-/// reversed (first occurrence on ties, NaN propagates). Backward: through
-/// `take_along_axis`, `g` to the winner.
-///
-/// # Examples
-///
-/// ```
-/// use om_ops::{min_dim, Tensor};
-/// let x = Tensor::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3])?;
-/// let (values, indices) = min_dim(&x, 0, true)?;
-/// assert_eq!((values.shape(), indices.to_vec_i32()), (&[1, 3][..], vec![0, 1, 0]));
-/// # Ok::<(), om_ops::Error>(())
-/// ```
-#[op(composition)]
-pub mod min_dim {
-    use super::*;
-
-    pub fn forward(x: &Tensor, axis: isize, keep_dim: bool) -> Result<(Tensor, Tensor)> {
-        select_dim(NAME, x, axis, keep_dim, crate::argmin)
-    }
-
-    fn cases() -> Vec<Case> {
-        select_cases(super::min_dim)
-    }
-}
-
-type ArgFn = fn(&Tensor, Option<isize>, bool) -> Result<Tensor>;
-
-/// Values and indices of `max_dim`/`min_dim`.
-fn select_dim(op: &'static str, x: &Tensor, axis: isize, keep_dim: bool, arg: ArgFn) -> Result<(Tensor, Tensor)> {
-    checked_geometry(op, x, Some(axis), keep_dim)?;
-    let idx = arg(x, Some(axis), true)?;
-    let values = crate::take_along_axis(x, &idx, axis)?;
-    if keep_dim {
-        return Ok((values, idx));
-    }
-    let a = normalize_axis(op, axis, x.shape().len(), false)? as isize;
-    Ok((crate::squeeze(&values, a)?, crate::squeeze(&idx, a)?))
-}
-
-fn select_cases(f: fn(&Tensor, isize, bool) -> Result<(Tensor, Tensor)>) -> Vec<Case> {
-    vec![
-        Case::new("axis_last", vec![Case::distinct_input(&[3, 5], 1)], move |x| Ok(f(&x[0], -1, false)?.0)),
-        Case::new("axis0_keep_dim", vec![Case::distinct_input(&[4, 2, 3], 2)], move |x| Ok(f(&x[0], 0, true)?.0)),
-        Case::new("transposed", vec![Case::distinct_input(&[4, 3], 3)], move |x| Ok(f(&crate::transpose(&x[0], 0, 1)?, 1, false)?.0)),
-        Case::new("strided", vec![Case::distinct_input(&[3, 8], 4)], move |x| Ok(f(&crate::slice(&x[0], 1, 1, None, 2)?, 0, false)?.0)),
-    ]
 }
 
 // ===== extremes with shared ties =====
@@ -869,6 +783,7 @@ pub mod vector_norm {
 mod tests {
     use super::*;
     use crate::oracle::{assert_close, both_modes, Oracle};
+    use crate::selection::*;
 
     fn oracle() -> Oracle {
         Oracle::load_file("reductions", "tools/oracle_reductions.py")
@@ -1139,5 +1054,31 @@ mod tests {
         let wrong_shape = Tensor::from_vec_i32(vec![0, 1], &[1, 2]).unwrap();
         assert_eq!(take_along_axis(&x, &wrong_shape, 1).unwrap_err().op(), "take_along_axis");
         assert_eq!(take_along_axis(&x, &x, 1).unwrap_err().op(), "take_along_axis");
+    }
+}
+
+#[cfg(test)]
+mod sum_mean_tests {
+    use super::*;
+
+    #[test]
+    fn plans_read_adjacent_axes_in_place() {
+        let p = Plan::new("t", &[2, 3, 4, 5], &Axes::from([1, 2]), false).unwrap();
+        assert_eq!((p.outer, p.len, p.inner, &p.out_shape[..], p.order.is_none()), (2, 12, 5, &[2, 5][..], true));
+        let p = Plan::new("t", &[2, 3, 4], &Axes::from([0, -1]), true).unwrap();
+        assert_eq!((p.outer, p.len, p.inner, &p.out_shape[..]), (3, 8, 1, &[1, 3, 1][..]));
+        assert_eq!(p.order.as_deref(), Some(&[1, 0, 2][..]));
+        let p = Plan::new("t", &[], &Axes::all(), false).unwrap();
+        assert_eq!((p.outer, p.len, p.inner, p.out_shape.len()), (1, 1, 1, 0));
+    }
+
+    #[test]
+    fn bad_axes_are_errors_naming_the_op() {
+        let x = Tensor::zeros(&[2, 3]).unwrap();
+        assert_eq!(sum(&x, [1, -1], false).unwrap_err().op(), "sum");
+        assert_eq!(mean(&x, 2, false).unwrap_err().op(), "mean");
+        assert_eq!(mean(&Tensor::zeros(&[2, 0]).unwrap(), [0, 1], false).unwrap_err().op(), "mean");
+        // An empty list reduces every axis, as PyTorch's `dim=[]`.
+        assert_eq!(sum(&x, Vec::<isize>::new(), false).unwrap().shape(), &[] as &[usize]);
     }
 }

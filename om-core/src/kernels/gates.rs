@@ -11,7 +11,7 @@
 //!
 //! Rows (batch entries) are independent; they are split into chunks of whole rows whose
 //! size depends only on `gH` (`CHUNK_ELEMS`), so the thread count never changes a bit.
-//! The GEMMs of a step stay with the caller (`om-ops/src/recurrent.rs`).
+//! The GEMMs of a step stay with the caller (`om-ops/src/recurrent/lstm.rs`, `gru.rs`).
 
 use super::chunks::for_each_row_chunk;
 use super::simd::{Lanes, Scalar};

@@ -4,8 +4,8 @@
 //! Reports the character error rate of greedy CTC decoding on the held-out strings.
 
 use crate::train::{Digits, Evaluation, Options, Task};
+use om_models::{edit_distance, greedy_decode, Crnn};
 use onemodel::core::rng::Rng;
-use onemodel::ops::models::{edit_distance, greedy_decode, Crnn};
 use onemodel::ops::nn::{Forward, Module};
 use onemodel::ops::Reduction;
 use onemodel::{no_grad, ops, Result, Tensor};

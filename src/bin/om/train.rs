@@ -13,9 +13,9 @@ use crate::args::{at_least, check_writable, parse_count, remove_created, threads
 use crate::plot::{self, Curves};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use om_models::DigitNet;
 use onemodel::core::{io, rng::Rng, ActivationScope};
 use onemodel::dist::{Communicator, DataParallel};
-use onemodel::ops::models::DigitNet;
 use onemodel::ops::nn::{self, Forward, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};

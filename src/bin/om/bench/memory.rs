@@ -20,8 +20,8 @@
 use super::ModelArg;
 use crate::args::{parse_count, threads_parser, Failure, ModeArg, Outcome};
 use clap::Args;
+use om_models::benchmarks::{BenchModel, BenchStep};
 use onemodel::core::{alloc_count, pool, ActivationScope};
-use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
 use onemodel::{Compute, Mode};
 use std::io::Write;
 

@@ -17,7 +17,7 @@
 
 use crate::args::Outcome;
 use clap::{Subcommand, ValueEnum};
-use onemodel::ops::models::benchmarks::BenchModel;
+use om_models::benchmarks::BenchModel;
 use onemodel::Result;
 use std::time::Instant;
 
@@ -75,7 +75,7 @@ pub fn run(bench: &Bench) -> Outcome {
     }
 }
 
-/// A benchmark model of `shared/BENCHMARKS.md` (`onemodel::ops::models::benchmarks`).
+/// A benchmark model of `shared/BENCHMARKS.md` (`om_models::benchmarks`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModelArg {
     /// Conv-BN-ReLU-pool ×2, conv-ReLU, global average pool, linear

@@ -1,12 +1,12 @@
 //! `om bench step --model convnet|encoder|crnn_ctc [--threads T] [--mode fast|exact]
 //! [--steps N] [--warmup W]`: the training steps of `shared/BENCHMARKS.md` (clear grads,
-//! forward, loss, backward; `om_ops::models::benchmarks`), N = 20 timed steps after W = 5
+//! forward, loss, backward; `om_models::benchmarks`), N = 20 timed steps after W = 5
 //! warm-up steps. Prints `MODEL threads=T mode=M median_ms=X min_ms=Y`.
 
 use super::{time_ms, ModelArg};
 use crate::args::{parse_count, KernelArgs, Outcome};
 use clap::Args;
-use onemodel::ops::models::benchmarks::{BenchModel, BenchStep};
+use om_models::benchmarks::{BenchModel, BenchStep};
 use std::io::Write;
 
 /// Options of `om bench step`.

@@ -1,11 +1,20 @@
-//! Class-index losses: `nll_loss` (negative log-likelihood of log-probabilities at `i32`
-//! class targets) and `cross_entropy` (`nll_loss` of `log_softmax` over the class axis),
-//! with PyTorch's keyword arguments in one [`CrossEntropyOptions`] (reduction, ignored
-//! target value, label smoothing) and optional class weights. Inputs are `[N, C]`,
-//! `[N, C, d1, …]` (targets `[N, d1, …]`) or unbatched `[C]` (a scalar target). Sums run
-//! in f64 in element order (batch, then the trailing positions) and round once.
+//! Classification losses. Class-index losses: `nll_loss` (negative log-likelihood of
+//! log-probabilities at `i32` class targets) and `cross_entropy` (`nll_loss` of
+//! `log_softmax` over the class axis), with PyTorch's keyword arguments in one
+//! [`CrossEntropyOptions`] (reduction, ignored target value, label smoothing) and optional
+//! class weights. Inputs are `[N, C]`, `[N, C, d1, …]` (targets `[N, d1, …]`) or unbatched
+//! `[C]` (a scalar target). Sums run in f64 in element order (batch, then the trailing
+//! positions) and round once.
+//!
+//! Probability losses over element pairs of the same shape (see the `losses` module doc):
+//! `binary_cross_entropy` and `binary_cross_entropy_with_logits` (each with PyTorch's
+//! optional rescaling `weight`), and `kl_div` (with PyTorch's `'batchmean'` through
+//! [`KlDivReduction`]).
 
-use crate::Reduction;
+use super::{chain, check_pair, pair_cases, reduce};
+use crate::{KlDivReduction, Reduction};
+use om_core::kernels::elementwise::{binary, unary};
+use om_core::kernels::math;
 use om_core::layout::Dims;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -337,8 +346,363 @@ pub mod cross_entropy {
     }
 }
 
+/// Whether a tensor of shape `from` broadcasts to `to` without enlarging it (every
+/// trailing dimension equal or 1, no more axes than `to`).
+fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
+}
+
+/// Checks an optional per-element tensor `name` of a binary loss (`weight`, `pos_weight`):
+/// `f32` and broadcastable to the input's shape.
+fn check_broadcast_arg(op: &'static str, name: &'static str, input: &Tensor, w: Option<&Tensor>) -> Result<()> {
+    let Some(w) = w else { return Ok(()) };
+    w.expect_f32(op, name)?;
+    if !broadcasts_to(w.shape(), input.shape()) {
+        return Err(Error::shape(op, &[input.shape(), w.shape()], format!("{name} must broadcast to the input's shape")));
+    }
+    Ok(())
+}
+
+/// Checks the optional rescaling `weight` of a binary loss: as [`check_broadcast_arg`], and
+/// not requiring a gradient (PyTorch has no derivative for it; refused here rather than
+/// silently left without one, as `nll_loss`'s class weights).
+fn check_weight(op: &'static str, input: &Tensor, weight: Option<&Tensor>) -> Result<()> {
+    check_broadcast_arg(op, "weight", input, weight)?;
+    if weight.is_some_and(Tensor::needs_grad) {
+        return Err(Error::argument(
+            op,
+            "the rescaling weight gets no gradient (PyTorch has no derivative for it); pass a tensor that does not require one, e.g. `weight.detach()`",
+        ));
+    }
+    Ok(())
+}
+
+/// `v · w` per element (the weight broadcast to `v`'s shape), or `v` itself without a
+/// weight.
+fn weighted(op: &'static str, v: Tensor, weight: Option<&Tensor>) -> Result<Tensor> {
+    match weight {
+        Some(w) => binary(op, &v, w, |v, w| v * w),
+        None => Ok(v),
+    }
+}
+
+// ===== binary classification =====
+
+/// `max(log v, −100)`, PyTorch's clamped logarithm of `binary_cross_entropy` (`v = 0`
+/// gives −100).
+fn clamped_log(v: f32) -> f32 {
+    if v > 0.0 {
+        math::log(v).max(-100.0)
+    } else {
+        -100.0
+    }
+}
+
+/// Binary cross-entropy of probabilities `x ∈ [0, 1]` (an error otherwise, as in PyTorch)
+/// against targets `t` of the same shape (an [`Error::Shape`] otherwise), PyTorch's
+/// `F.binary_cross_entropy(input, target, weight, reduction)`: per element
+/// `ℓ = −w·(t·max(log x, −100) + (1 − t)·max(log(1 − x), −100))`, then the [`Reduction`].
+/// The optional rescaling `weight` `w` broadcasts to the input's shape (e.g. one value per
+/// column); it gets no gradient (PyTorch has no derivative for it), so a `weight` that
+/// requires one is refused. Without it `w = 1`.
+///
+/// Backward (PyTorch's forms): `∂/∂x = w·(x − t) / max(x(1 − x),
+/// 1e−12)·g` (finite at `x = 0` and `1`), `∂/∂t = w·(log(1 − x) − log x)·g` (unclamped:
+/// `±inf` at `x = 0`, `1`).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{binary_cross_entropy, Reduction};
+/// let p = Tensor::from_vec(vec![0.9, 0.2, 0.6, 0.5], &[2, 2])?;
+/// let t = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0], &[2, 2])?;
+/// let loss = binary_cross_entropy(&p, &t, None, Default::default())?;
+/// let expected = -(0.9f32.ln() + 0.8f32.ln() + 0.6f32.ln() + 0.5f32.ln()) / 4.0;
+/// assert!((loss.item()? - expected).abs() < 1e-6);
+/// // One weight per column, broadcast over the rows.
+/// let w = Tensor::from_vec(vec![2.0, 0.0], &[2])?;
+/// let weighted = binary_cross_entropy(&p, &t, Some(&w), Reduction::Sum)?;
+/// assert!((weighted.item()? + 2.0 * (0.9f32.ln() + 0.6f32.ln())).abs() < 1e-6);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(saved = [input, target, weight], attrs = [reduction: Reduction])]
+pub mod binary_cross_entropy {
+    use super::*;
+
+    pub fn forward(input: &Tensor, target: &Tensor, weight: Option<&Tensor>, reduction: Reduction) -> Result<Tensor> {
+        check_pair(NAME, input, target)?;
+        check_weight(NAME, input, weight)?;
+        let bad = input.try_with_f32(|xs| xs.iter().copied().find(|v| !(0.0..=1.0).contains(v)))?;
+        if let Some(v) = bad {
+            return Err(Error::argument(NAME, format!("every input must be a probability in [0, 1], found {v}")));
+        }
+        let loss = binary(NAME, input, target, |x, t| -(t * clamped_log(x) + (1.0 - t) * clamped_log(1.0 - x)))?;
+        reduce(weighted(NAME, loss, weight)?, reduction)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let w = r.weight().ok();
+        if d.needs_input() {
+            let deriv = binary(NAME, r.input(), r.target(), |x, t| (x - t) / ((1.0 - x) * x).max(1e-12))?;
+            d.input(chain(NAME, &weighted(NAME, deriv, w)?, g, r.reduction)?);
+        }
+        if d.needs_target() {
+            let deriv = unary(NAME, r.input(), |x| math::log(1.0 - x) - math::log(x))?;
+            d.target(chain(NAME, &weighted(NAME, deriv, w)?, g, r.reduction)?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let p = |shape: &[usize], seed| Case::input(shape, 0.1, 0.9, seed);
+        let t = |shape: &[usize], seed| Case::input(shape, 0.0, 1.0, seed);
+        // Weights are constants (no gradient): positive and negative, broadcast or not; at
+        // most 1 in magnitude, since near x = 0.1 the curvature of log x already uses most of
+        // the finite-difference tolerance.
+        let w = |shape: &[usize], seed| Case::input(shape, -1.0, 1.0, seed).detach();
+        let f = super::binary_cross_entropy;
+        vec![
+            Case::new("mean", vec![p(&[3, 4], 1), t(&[3, 4], 2)], move |x| f(&x[0], &x[1], None, Reduction::Mean)),
+            Case::new("sum", vec![p(&[2, 3, 2], 3), t(&[2, 3, 2], 4)], move |x| f(&x[0], &x[1], None, Reduction::Sum)),
+            Case::new("none_transposed", vec![p(&[4, 3], 5), t(&[3, 4], 6)], move |x| {
+                f(&crate::transpose(&x[0], 0, 1)?, &x[1], None, Reduction::None)
+            }),
+            Case::new("mean_strided", vec![p(&[3, 8], 7), t(&[3, 4], 8)], move |x| {
+                f(&crate::slice(&x[0], 1, 0, 8, 2)?, &x[1], None, Reduction::Mean)
+            }),
+            Case::new("weight_per_column_sum", vec![p(&[3, 4], 9), t(&[3, 4], 10), w(&[4], 11)], move |x| {
+                f(&x[0], &x[1], Some(&x[2]), Reduction::Sum)
+            }),
+            Case::new("weight_full_none", vec![p(&[2, 3], 12), t(&[2, 3], 13), w(&[2, 3], 14)], move |x| {
+                f(&x[0], &x[1], Some(&x[2]), Reduction::None)
+            }),
+            Case::new("weight_per_row_mean_transposed", vec![p(&[4, 3], 15), t(&[3, 4], 16), w(&[3, 1], 17)], move |x| {
+                f(&crate::transpose(&x[0], 0, 1)?, &x[1], Some(&x[2]), Reduction::Mean)
+            }),
+        ]
+    }
+}
+
+/// `log σ(x) = min(x, 0) − log(1 + e^(−|x|))`, stable for every `x`.
+fn log_sigmoid(x: f32) -> f32 {
+    x.min(0.0) - math::log(1.0 + math::exp(-x.abs()))
+}
+
+/// Binary cross-entropy of logits `x` against targets `t` of the same shape (an
+/// [`Error::Shape`] otherwise), PyTorch's
+/// `F.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)`: per
+/// element, in the stable form, `ℓ = r·((1 − t)·x − w·log σ(x))` with `w = (p − 1)·t + 1`,
+/// then the [`Reduction`]. Two optional tensors broadcast to the input's shape, in
+/// PyTorch's order: the rescaling `weight` `r` (no gradient, as in PyTorch, so a `weight`
+/// that requires one is refused; `r = 1` without it), then the positive-class weight
+/// `pos_weight` `p` (e.g. one per class; `p = 1` without it). Both are `Option<&Tensor>`:
+/// mind the order, `weight` scales the whole loss, `pos_weight` only the positive term.
+///
+/// Backward: `∂/∂x = r·(w·σ(x) − p·t)·g`, `∂/∂t = r·(−x − (p − 1)·log σ(x))·g`,
+/// `∂/∂p = −r·t·log σ(x)·g` (PyTorch refuses a `pos_weight` that requires a gradient; here it
+/// has this one).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{binary_cross_entropy_with_logits, sigmoid, Reduction};
+/// let x = Tensor::from_vec(vec![2.0, -1.0, 0.5, 0.0], &[2, 2])?;
+/// let t = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[2, 2])?;
+/// let logits = binary_cross_entropy_with_logits(&x, &t, None, None, Default::default())?;
+/// let probs = om_ops::binary_cross_entropy(&sigmoid(&x)?, &t, None, Default::default())?;
+/// assert!((logits.item()? - probs.item()?).abs() < 1e-6);
+/// // Positives of the second class count three times.
+/// let pos_weight = Tensor::from_vec(vec![1.0, 3.0], &[2])?;
+/// let y = binary_cross_entropy_with_logits(&x, &t, None, Some(&pos_weight), Reduction::None)?;
+/// assert_eq!(y.shape(), &[2, 2]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(saved = [input, target, weight, pos_weight], attrs = [reduction: Reduction])]
+pub mod binary_cross_entropy_with_logits {
+    use super::*;
+
+    pub fn forward(
+        input: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        pos_weight: Option<&Tensor>,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        check_pair(NAME, input, target)?;
+        check_weight(NAME, input, weight)?;
+        check_broadcast_arg(NAME, "pos_weight", input, pos_weight)?;
+        let loss = match pos_weight {
+            None => binary(NAME, input, target, |x, t| (1.0 - t) * x - log_sigmoid(x))?,
+            Some(p) => {
+                let w = weights(p, target)?;
+                let a = binary(NAME, input, target, |x, t| (1.0 - t) * x)?;
+                let b = binary(NAME, &w, input, |w, x| w * log_sigmoid(x))?;
+                binary(NAME, &a, &b, |a, b| a - b)?
+            }
+        };
+        reduce(weighted(NAME, loss, weight)?, reduction)
+    }
+
+    /// `w = (p − 1)·t + 1` of `t`'s shape (`p` broadcasts to it: checked by forward).
+    fn weights(p: &Tensor, target: &Tensor) -> Result<Tensor> {
+        binary(NAME, p, target, |p, t| (p - 1.0) * t + 1.0)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (x, t) = (r.input(), r.target());
+        let (rw, p) = (r.weight().ok(), r.pos_weight().ok());
+        if d.needs_input() {
+            let deriv = match p {
+                None => binary(NAME, x, t, |x, t| math::sigmoid(x) - t)?,
+                Some(p) => {
+                    let a = binary(NAME, &weights(p, t)?, x, |w, x| w * math::sigmoid(x))?;
+                    let pt = binary(NAME, p, t, |p, t| p * t)?;
+                    binary(NAME, &a, &pt, |a, pt| a - pt)?
+                }
+            };
+            d.input(chain(NAME, &weighted(NAME, deriv, rw)?, g, r.reduction)?);
+        }
+        if d.needs_target() {
+            let deriv = match p {
+                None => unary(NAME, x, |x| -x)?,
+                Some(p) => {
+                    let ls = unary(NAME, x, log_sigmoid)?;
+                    let b = binary(NAME, p, &ls, |p, ls| (p - 1.0) * ls)?;
+                    binary(NAME, x, &b, |x, b| -x - b)?
+                }
+            };
+            d.target(chain(NAME, &weighted(NAME, deriv, rw)?, g, r.reduction)?);
+        }
+        if d.needs_pos_weight() {
+            let deriv = binary(NAME, t, x, |t, x| -t * log_sigmoid(x))?;
+            d.pos_weight(chain(NAME, &weighted(NAME, deriv, rw)?, g, r.reduction)?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let x = |shape: &[usize], seed| Case::input(shape, -3.0, 3.0, seed);
+        let t = |shape: &[usize], seed| Case::input(shape, 0.0, 1.0, seed);
+        let p = |shape: &[usize], seed| Case::input(shape, 0.5, 2.0, seed);
+        // Rescaling weights are constants (no gradient).
+        let w = |shape: &[usize], seed| Case::input(shape, -1.0, 2.0, seed).detach();
+        let f = super::binary_cross_entropy_with_logits;
+        vec![
+            Case::new("mean", vec![x(&[3, 4], 1), t(&[3, 4], 2)], move |v| f(&v[0], &v[1], None, None, Reduction::Mean)),
+            Case::new("sum_pos_weight_per_class", vec![x(&[3, 4], 3), t(&[3, 4], 4), p(&[4], 5)], move |v| {
+                f(&v[0], &v[1], None, Some(&v[2]), Reduction::Sum)
+            }),
+            Case::new("none_transposed_pos_weight", vec![x(&[4, 3], 6), t(&[3, 4], 7), p(&[3, 4], 8)], move |v| {
+                f(&crate::transpose(&v[0], 0, 1)?, &v[1], None, Some(&v[2]), Reduction::None)
+            }),
+            Case::new("mean_strided", vec![x(&[3, 8], 9), t(&[3, 4], 10), p(&[1], 11)], move |v| {
+                f(&crate::slice(&v[0], 1, 0, 8, 2)?, &v[1], None, Some(&v[2]), Reduction::Mean)
+            }),
+            Case::new("weight_per_column_sum", vec![x(&[3, 4], 12), t(&[3, 4], 13), w(&[4], 14)], move |v| {
+                f(&v[0], &v[1], Some(&v[2]), None, Reduction::Sum)
+            }),
+            Case::new("weight_and_pos_weight_none", vec![x(&[3, 4], 15), t(&[3, 4], 16), w(&[3, 1], 17), p(&[4], 18)], move |v| {
+                f(&v[0], &v[1], Some(&v[2]), Some(&v[3]), Reduction::None)
+            }),
+            Case::new("weight_and_pos_weight_mean_strided", vec![x(&[3, 8], 19), t(&[3, 4], 20), w(&[3, 4], 21), p(&[1], 22)], move |v| {
+                f(&crate::slice(&v[0], 1, 0, 8, 2)?, &v[1], Some(&v[2]), Some(&v[3]), Reduction::Mean)
+            }),
+        ]
+    }
+}
+
+// ===== divergence =====
+
+/// Kullback–Leibler divergence of log-probabilities `x` from a target `t` of the same shape
+/// (an [`Error::Shape`] otherwise), PyTorch's `F.kl_div(input, target, reduction,
+/// log_target)` in its pointwise form: `t·log t − t·x` (taken as `−t·x` where `t = 0`), or
+/// with `log_target` (`t` holds log-probabilities) `e^t·(t − x)`; then the reduction: any
+/// [`Reduction`] (`Mean` averages over all elements, PyTorch's default) or
+/// [`KlDivReduction::BatchMean`], the sum divided by the batch size (the first dimension),
+/// which is the KL divergence of each row averaged over the batch. (`reduction` is
+/// `impl Into<KlDivReduction>`, so PyTorch's default is spelled `KlDivReduction::default()`
+/// or `Reduction::Mean`; a bare `Default::default()` has no type to default to.)
+///
+/// Backward: `∂/∂x = −t·g` (`−e^t·g`); `∂/∂t = (log t + 1 − x)·g`, NaN where `t = 0` as
+/// PyTorch's `xlogy` rule gives it (`log t + t/t − x`), or `e^t·(t − x + 1)·g` with `log_target`
+/// (`g/n` for a mean over `n` elements, `g/batch` for `BatchMean`).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::Tensor;
+/// use om_ops::{kl_div, log_softmax, KlDivReduction};
+/// let logits = Tensor::from_vec(vec![1.0, 2.0, 0.5, 0.0, 0.0, 3.0], &[2, 3])?;
+/// let target = Tensor::from_vec(vec![0.2, 0.7, 0.1, 0.3, 0.3, 0.4], &[2, 3])?;
+/// // KL(target ‖ softmax(logits)) per row, averaged over the 2 rows.
+/// let kl = kl_div(&log_softmax(&logits, 1)?, &target, KlDivReduction::BatchMean, false)?;
+/// assert!(kl.item()? > 0.0);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[op(saved = [input, target], attrs = [reduction: KlDivReduction, log_target: bool])]
+pub mod kl_div {
+    use super::*;
+
+    pub fn forward(input: &Tensor, target: &Tensor, reduction: impl Into<KlDivReduction>, log_target: bool) -> Result<Tensor> {
+        check_pair(NAME, input, target)?;
+        let loss = if log_target {
+            binary(NAME, input, target, |x, t| math::exp(t) * (t - x))?
+        } else {
+            binary(NAME, input, target, |x, t| xlogx(t) - t * x)?
+        };
+        reduce(loss, reduction)
+    }
+
+    /// `t·log t`, 0 at `t = 0` (PyTorch's `xlogy(t, t)`).
+    fn xlogx(t: f32) -> f32 {
+        if t == 0.0 {
+            0.0
+        } else {
+            t * math::log(t)
+        }
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (x, t) = (r.input(), r.target());
+        if d.needs_input() {
+            let deriv = if r.log_target { unary(NAME, t, |t| -math::exp(t))? } else { unary(NAME, t, |t| -t)? };
+            d.input(chain(NAME, &deriv, g, r.reduction)?);
+        }
+        if d.needs_target() {
+            let deriv = if r.log_target {
+                binary(NAME, x, t, |x, t| math::exp(t) * (t - x + 1.0))?
+            } else {
+                // PyTorch's xlogy rule: log t + t/t − x, NaN (0/0) where t = 0.
+                binary(NAME, x, t, |x, t| if t == 0.0 { f32::NAN } else { math::log(t) + 1.0 - x })?
+            };
+            d.target(chain(NAME, &deriv, g, r.reduction)?);
+        }
+        Ok(())
+    }
+
+    fn cases() -> Vec<Case> {
+        let lp = |shape: &[usize], seed| Case::input(shape, -3.0, -0.1, seed);
+        // Targets from 0.3: t·log t curves as 1/t, and the summed broadcast case adds six
+        // finite-difference errors per target.
+        let p = |shape: &[usize], seed| Case::input(shape, 0.3, 1.0, seed);
+        let mut cases = pair_cases("", |x, t, red| super::kl_div(x, t, red, false), lp, p);
+        cases.extend(pair_cases("log_target_", |x, t, red| super::kl_div(x, t, red, true), lp, lp));
+        let batch_mean = KlDivReduction::BatchMean;
+        cases.extend([
+            Case::new("batchmean", vec![lp(&[3, 4], 9), p(&[3, 4], 10)], move |x| super::kl_div(&x[0], &x[1], batch_mean, false)),
+            Case::new("log_target_batchmean_transposed", vec![lp(&[4, 3], 11), lp(&[3, 4], 12)], move |x| {
+                super::kl_div(&crate::transpose(&x[0], 0, 1)?, &x[1], batch_mean, true)
+            }),
+            Case::new("batchmean_0d", vec![lp(&[], 13), p(&[], 14)], move |x| super::kl_div(&x[0], &x[1], batch_mean, false)),
+        ]);
+        cases
+    }
+}
+
 #[cfg(test)]
-mod tests {
+mod class_index_tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
     use crate::{CrossEntropyOptions, Reduction};
 

@@ -6,10 +6,10 @@
 //! A step is what a training loop does before the optimizer: clear the parameter
 //! gradients, forward, loss, backward.
 
-use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, Forward, LayerNorm, Linear, Lstm, Module};
-use crate::{self as ops, GeluForm, Reduction, RnnConfig};
 use om_core::rng::Rng;
 use om_core::{Result, Tensor};
+use om_ops::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Embedding, Forward, LayerNorm, Linear, Lstm, Module};
+use om_ops::{self as ops, GeluForm, Reduction, RnnConfig};
 
 /// Which benchmark model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Transformer operators. Scaled dot-product attention over `[B, H, T, D]` tensors with an
+//! Attention. Scaled dot-product attention over `[B, H, T, D]` tensors with an
 //! optional additive mask. Forward and backward run per (batch, head) block on the GEMM and
 //! the softmax row kernel, one block per chunk of the thread team; blocks are independent,
 //! so threads over blocks cannot change any bit. `q`, `k`, `v` and the output gradient are
@@ -278,6 +278,20 @@ fn inputs(bq: usize, h: usize, tq: usize, tk: usize, d: usize, dv: usize, seed: 
 /// broadcastable to `[B, H, Tq, Tk]` (it gets no gradient).
 /// Backward (weights recomputed): `dV = Pᵀ·g`, `dP = g·Vᵀ`, `dS = P∘(dP − rowsum(dP∘P))`,
 /// `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{attention, Tensor};
+/// // One batch, one head, two positions, width 1: equal scores average the values.
+/// let q = Tensor::zeros(&[1, 1, 2, 1])?;
+/// let k = Tensor::ones(&[1, 1, 2, 1])?;
+/// let v = Tensor::from_vec(vec![1.0, 3.0], &[1, 1, 2, 1])?;
+/// let y = attention(&q, &k, &v, None, 1.0)?;
+/// assert_eq!(y.shape(), &[1, 1, 2, 1]);
+/// assert!(y.to_vec().iter().all(|v| (v - 2.0).abs() < 1e-6));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [q, k, v, mask], attrs = [scale: f32])]
 pub mod attention {
     use super::*;

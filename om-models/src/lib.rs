@@ -1,12 +1,15 @@
-//! Ready-made models used by `om train` and the training tests: the digits classifier
+//! # om-models
+//!
+//! Ready-made models used by the `om` binary (`om train`, `om ocr`, `om bench`), the training
+//! tests and the benchmarks (application and test code, not part of the library): the digits classifier
 //! and the CRNN that reads digit strings with CTC, plus greedy CTC decoding and the edit
 //! distance behind the character error rate.
 
 pub mod benchmarks;
 
-use crate::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Forward, Linear, Lstm, Module};
-use crate::{self as ops, RnnConfig};
 use om_core::{Result, Tensor};
+use om_ops::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Forward, Linear, Lstm, Module};
+use om_ops::{self as ops, RnnConfig};
 
 /// Classes of the OCR model: the CTC blank (0) and the digits 0–9 (1–10).
 pub const OCR_CLASSES: usize = 11;

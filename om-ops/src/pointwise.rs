@@ -1,10 +1,8 @@
-//! Element-wise math: `exp`, `log`, `sin`, `cos`, `sqrt`, `rsqrt`, `abs`, `clamp`, `maximum`, `minimum`,
-//! `leaky_relu`, `elu`, `silu`, `softplus`, `log_sigmoid`, `where_`, `pow` (a scalar or a
-//! tensor exponent: `pow_scalar`, `pow_tensor`), and the scalar operands
-//! behind `&x + 1.0`, `&x - 1.0`, `1.0 - &x`, `&x * 2.0`, `&x / 2.0` and `2.0 / &x`
-//! (registered with `om_core::arith` in `methods.rs`), each with PyTorch's
-//! forward value and gradient (including its choices at kinks and ties, stated per
-//! operator and pinned by the oracle test below).
+//! Element-wise math: `exp`, `log`, `sin`, `cos`, `sqrt`, `rsqrt`, `pow` (a scalar or a
+//! tensor exponent: `pow_scalar`, `pow_tensor`), `abs`, `clamp`, `maximum`, `minimum` and
+//! `where_`, each with PyTorch's forward value and gradient (including its choices at kinks
+//! and ties, stated per operator and pinned by the oracle test below, which also covers the
+//! activations of `activations.rs` and the scalar operands of `arith.rs`).
 //!
 //! `exp`, `log`, `sin` and `cos` run on the lane kernels; the others are scalar closures
 //! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
@@ -13,22 +11,13 @@
 //! only `pow_scalar` and `pow_tensor` call std's `powf`, for which no fixed version exists (the same on
 //! every path of one machine, not guaranteed across platforms).
 
+use crate::elementwise_cases::unary_cases;
 use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
 use om_core::kernels::lanes::{Binary, Unary};
 use om_core::kernels::math;
 use om_core::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
-
-/// The standard cases of a unary map: contiguous, transposed and strided inputs drawn by
-/// `input(shape, seed)`.
-fn unary_cases(f: impl Fn(&Tensor) -> Result<Tensor> + Copy + Send + Sync + 'static, input: fn(&[usize], u64) -> Tensor) -> Vec<Case> {
-    vec![
-        Case::new("contiguous", vec![input(&[3, 4], 1)], move |x| f(&x[0])),
-        Case::new("transposed", vec![input(&[4, 3], 2)], move |x| f(&crate::transpose(&x[0], 0, 1)?)),
-        Case::new("strided", vec![input(&[3, 8], 3)], move |x| f(&crate::slice(&x[0], 1, 1, 8, 3)?)),
-    ]
-}
 
 /// The standard cases of a binary map: equal shapes, broadcasting both ways, a transposed
 /// operand and a strided (every other column) operand. `a` is drawn by `input_a`, `b` by
@@ -57,6 +46,16 @@ fn separated_cases(f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Vec<Case> {
 
 /// Element-wise `eˣ` (lane kernel; exact mode's fixed polynomial). Backward: `g·y` with
 /// `y` the output.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{exp, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// let y = exp(&x)?.to_vec();
+/// assert!((y[0] - 1.0).abs() < 1e-6 && (y[1] - std::f32::consts::E).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod exp {
     use super::*;
@@ -77,6 +76,16 @@ pub mod exp {
 
 /// Element-wise natural logarithm `ln x` (lane kernel; exact mode's fixed polynomial;
 /// `ln 0 = −∞`, negative inputs give NaN). Backward: `g / x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{log, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, std::f32::consts::E], &[2])?;
+/// let y = log(&x)?.to_vec();
+/// assert!(y[0].abs() < 1e-6 && (y[1] - 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod log {
     use super::*;
@@ -98,6 +107,16 @@ pub mod log {
 
 /// Element-wise sine (lane kernel; exact mode's fixed polynomials after an exact argument
 /// reduction, see `docs/transcendentals.md`; ±∞ give NaN). Backward: `g·cos x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sin, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, std::f32::consts::FRAC_PI_2], &[2])?;
+/// let y = sin(&x)?.to_vec();
+/// assert!(y[0].abs() < 1e-6 && (y[1] - 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod sin {
     use super::*;
@@ -117,6 +136,16 @@ pub mod sin {
 }
 
 /// Element-wise cosine (lane kernel, as [`sin()`]). Backward: `−g·sin x`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{cos, Tensor};
+/// let x = Tensor::from_vec(vec![0.0, std::f32::consts::PI], &[2])?;
+/// let y = cos(&x)?.to_vec();
+/// assert!((y[0] - 1.0).abs() < 1e-6 && (y[1] + 1.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod cos {
     use super::*;
@@ -137,6 +166,15 @@ pub mod cos {
 
 /// Element-wise `√x` (IEEE square root; negative inputs give NaN). Backward: `g / (2y)`
 /// with `y` the output (PyTorch's formula; `+∞` at 0).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{sqrt, Tensor};
+/// let x = Tensor::from_vec(vec![4.0, 9.0], &[2])?;
+/// assert_eq!(sqrt(&x)?.to_vec(), vec![2.0, 3.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod sqrt {
     use super::*;
@@ -157,6 +195,16 @@ pub mod sqrt {
 }
 
 /// Element-wise `1/√x`. Backward: `−½·g·y³` with `y` the output (PyTorch's formula).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{rsqrt, Tensor};
+/// let x = Tensor::from_vec(vec![4.0, 0.25], &[2])?;
+/// let y = rsqrt(&x)?.to_vec();
+/// assert!((y[0] - 0.5).abs() < 1e-6 && (y[1] - 2.0).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [out])]
 pub mod rsqrt {
     use super::*;
@@ -348,6 +396,15 @@ pub mod pow_tensor {
 
 /// Element-wise `|x|`. Backward: `g·sign(x)` with `sign(0) = 0` (PyTorch: the gradient at
 /// the kink is 0).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{abs, Tensor};
+/// let x = Tensor::from_vec(vec![-1.5, 2.0], &[2])?;
+/// assert_eq!(abs(&x)?.to_vec(), vec![1.5, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x])]
 pub mod abs {
     use super::*;
@@ -459,6 +516,16 @@ fn split_grads(name: &'static str, g: &Tensor, a: &Tensor, b: &Tensor, share: fn
 
 /// Element-wise larger of `a` and `b` with broadcasting; NaN if either is NaN. Backward
 /// (PyTorch 2.x's tie rule): `g` to the larger input, `g/2` to each on a tie (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{maximum, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 5.0], &[2])?;
+/// let b = Tensor::from_vec(vec![3.0, 2.0], &[2])?;
+/// assert_eq!(maximum(&a, &b)?.to_vec(), vec![3.0, 5.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a, b])]
 pub mod maximum {
     use super::*;
@@ -482,6 +549,16 @@ pub mod maximum {
 
 /// Element-wise smaller of `a` and `b` with broadcasting; NaN if either is NaN. Backward
 /// (PyTorch 2.x's tie rule): `g` to the smaller input, `g/2` to each on a tie (sum-to).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{minimum, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 5.0], &[2])?;
+/// let b = Tensor::from_vec(vec![3.0, 2.0], &[2])?;
+/// assert_eq!(minimum(&a, &b)?.to_vec(), vec![1.0, 2.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [a, b])]
 pub mod minimum {
     use super::*;
@@ -502,163 +579,23 @@ pub mod minimum {
     }
 }
 
-// ===== activations =====
-
-/// Leaky ReLU: `x` where `x > 0`, else `slope·x`. Backward: `g` where `x > 0`, else
-/// `slope·g` (PyTorch: the kink at 0 takes the negative side's slope).
-#[op(saved = [x], attrs = [slope: f32])]
-pub mod leaky_relu {
-    use super::*;
-
-    pub fn forward(x: &Tensor, slope: f32) -> Result<Tensor> {
-        if !slope.is_finite() {
-            return Err(Error::argument(NAME, format!("the slope must be finite, got {slope}")));
-        }
-        unary(NAME, x, move |v| if v > 0.0 { v } else { v * slope })
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let slope = r.slope;
-        d.x(binary(NAME, g, r.x(), move |g, x| if x > 0.0 { g } else { g * slope })?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        // Inputs keep 0.1 away from the kink at 0.
-        unary_cases(|x| super::leaky_relu(x, 0.2), |s, seed| Case::input_away_from_zero(s, 0.1, 1.0, seed))
-    }
-}
-
-/// SiLU (swish) `x·σ(x)`. Backward: `g·σ(x)·(1 + x·(1 − σ(x)))`, recomputed from `x`.
-#[op(saved = [x])]
-pub mod silu {
-    use super::*;
-
-    pub fn forward(x: &Tensor) -> Result<Tensor> {
-        unary(NAME, x, |v| v * math::sigmoid(v))
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary(NAME, g, r.x(), |g, x| {
-            let s = math::sigmoid(x);
-            g * (s * (1.0 + x * (1.0 - s)))
-        })?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(super::silu, |s, seed| Case::input(s, -3.0, 3.0, seed))
-    }
-}
-
-/// `ln(1 + u)` accurate for small `u`, from the fixed `log` (Goldberg's trick: the
-/// rounding of `1 + u` is corrected by `u / ((1 + u) − 1)`).
-fn log1p(u: f32) -> f32 {
-    let w = 1.0 + u;
-    if w == 1.0 {
-        u
-    } else if w == f32::INFINITY {
-        w
-    } else {
-        math::log(w) * (u / (w - 1.0))
-    }
-}
-
-/// Softplus `ln(1 + e^(βx))/β`, and `x` itself where `βx > threshold` (PyTorch's
-/// linear region). Backward: `g·z/(z + 1)` with `z = e^(βx)`, and `g` in the linear region.
-#[op(saved = [x], attrs = [beta: f32, threshold: f32])]
-pub mod softplus {
-    use super::*;
-
-    pub fn forward(x: &Tensor, beta: f32, threshold: f32) -> Result<Tensor> {
-        if !beta.is_finite() || beta == 0.0 {
-            return Err(Error::argument(NAME, format!("beta must be finite and nonzero, got {beta}")));
-        }
-        if threshold.is_nan() {
-            return Err(Error::argument(NAME, "the threshold is NaN"));
-        }
-        unary(NAME, x, move |v| if v * beta > threshold { v } else { log1p(math::exp(v * beta)) / beta })
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let (beta, threshold) = (r.beta, r.threshold);
-        d.x(binary(NAME, g, r.x(), move |g, x| {
-            if x * beta > threshold {
-                g
-            } else {
-                let z = math::exp(x * beta);
-                g * z / (z + 1.0)
-            }
-        })?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        // beta 1 and 2 with threshold 20: the inputs stay in the log branch (the switch to
-        // the linear branch is a small jump, pinned by the oracle test instead).
-        let mut cases = unary_cases(|x| super::softplus(x, 1.0, 20.0), |s, seed| Case::input(s, -3.0, 3.0, seed));
-        cases.push(Case::new("beta2_contiguous", vec![Case::input(&[3, 4], -3.0, 1.5, 4)], |x| super::softplus(&x[0], 2.0, 20.0)));
-        cases
-    }
-}
-
-/// Element-wise ELU: `x` for `x > 0`, `α(eˣ − 1)` otherwise (`eˣ` the fixed polynomial).
-/// Backward, as PyTorch: `g` for `x > 0`, `g·α·eˣ` otherwise (so `g·α` at 0).
-#[op(saved = [x], attrs = [alpha: f32])]
-pub mod elu {
-    use super::*;
-
-    pub fn forward(x: &Tensor, alpha: f32) -> Result<Tensor> {
-        if !alpha.is_finite() {
-            return Err(Error::argument(NAME, format!("alpha must be finite, got {alpha}")));
-        }
-        unary(NAME, x, move |v| if v > 0.0 { v } else { alpha * (math::exp(v) - 1.0) })
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let alpha = r.alpha;
-        d.x(binary(NAME, g, r.x(), move |g, x| if x > 0.0 { g } else { g * alpha * math::exp(x) })?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        let mut cases = unary_cases(|x| super::elu(x, 1.0), |s, seed| Case::input_away_from_zero(s, 0.05, 3.0, seed));
-        cases.push(Case::new("alpha_half", vec![Case::input_away_from_zero(&[3, 4], 0.05, 3.0, 4)], |x| super::elu(&x[0], 0.5)));
-        cases
-    }
-}
-
-/// Element-wise `log σ(x) = min(x, 0) − log(1 + e^(−|x|))`, stable for large `|x|`.
-/// Backward, as PyTorch: with `b = e^(−|x|)`, `g·(1 − b/(1 + b))` for `x < 0` and
-/// `g·b/(1 + b)` otherwise (that is `g·σ(−x)`).
-#[op(saved = [x])]
-pub mod log_sigmoid {
-    use super::*;
-
-    pub fn forward(x: &Tensor) -> Result<Tensor> {
-        unary(NAME, x, |v| v.min(0.0) - log1p(math::exp(-v.abs())))
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary(NAME, g, r.x(), |g, x| {
-            let b = math::exp(-x.abs());
-            let s = b / (1.0 + b);
-            g * if x < 0.0 { 1.0 - s } else { s }
-        })?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(super::log_sigmoid, |s, seed| Case::input(s, -4.0, 4.0, seed))
-    }
-}
-
 // ===== selection =====
 
 /// `a` where `cond` is nonzero, else `b`, all three broadcast together. `cond` is an `i32`
 /// or `f32` mask (any nonzero value, NaN included, selects `a`). Backward: `g` masked to
 /// `a`'s positions and to `b`'s positions (sum-to); the selection is piecewise constant in
 /// `cond`, so an `f32` mask that requires a gradient gets zeros.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{where_, Tensor};
+/// let cond = Tensor::from_vec(vec![1.0, 0.0, 1.0], &[3])?; // nonzero picks `a`
+/// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
+/// let b = Tensor::from_vec(vec![-1.0, -2.0, -3.0], &[3])?;
+/// assert_eq!(where_(&cond, &a, &b)?.to_vec(), vec![1.0, -2.0, 3.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [cond])]
 pub mod where_ {
     use super::*;
@@ -725,127 +662,6 @@ pub mod where_ {
                 super::where_(&m, &crate::transpose(&x[0], 0, 1)?, &x[1])
             }),
         ]
-    }
-}
-
-// ===== scalar operands =====
-
-/// `x + s` for a scalar `s` (`&x + s`, `s + &x`). Backward: `g`.
-#[op(attrs = [s: f32])]
-pub mod add_scalar {
-    use super::*;
-
-    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
-        unary(NAME, x, move |v| v + s)
-    }
-
-    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(g.clone());
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(|x| super::add_scalar(x, 1.5), |s, seed| Case::input(s, -1.0, 1.0, seed))
-    }
-}
-
-/// `x − s` for a scalar `s` (`&x - s`). Backward: `g`.
-#[op(attrs = [s: f32])]
-pub mod sub_scalar {
-    use super::*;
-
-    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
-        unary(NAME, x, move |v| v - s)
-    }
-
-    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(g.clone());
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(|x| super::sub_scalar(x, 0.75), |s, seed| Case::input(s, -1.0, 1.0, seed))
-    }
-}
-
-/// `s − x` for a scalar `s` (`s - &x`). Backward: `−g`.
-#[op(attrs = [s: f32])]
-pub mod rsub_scalar {
-    use super::*;
-
-    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
-        unary(NAME, x, move |v| s - v)
-    }
-
-    fn backward(_r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(crate::neg(g)?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(|x| super::rsub_scalar(x, 2.0), |s, seed| Case::input(s, -1.0, 1.0, seed))
-    }
-}
-
-/// `x·s` for a scalar `s` (`&x * s`, `s * &x`). Backward: `g·s`.
-#[op(attrs = [s: f32])]
-pub mod mul_scalar {
-    use super::*;
-
-    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
-        unary(NAME, x, move |v| v * s)
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let s = r.s;
-        d.x(unary(NAME, g, move |g| g * s)?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(|x| super::mul_scalar(x, -2.5), |s, seed| Case::input(s, -1.0, 1.0, seed))
-    }
-}
-
-/// `x / s` for a scalar `s` (`&x / s`; `s = 0` gives ±∞ or NaN, as IEEE division).
-/// Backward: `g / s`.
-#[op(attrs = [s: f32])]
-pub mod div_scalar {
-    use super::*;
-
-    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
-        unary(NAME, x, move |v| v / s)
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let s = r.s;
-        d.x(unary(NAME, g, move |g| g / s)?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        unary_cases(|x| super::div_scalar(x, 3.0), |s, seed| Case::input(s, -1.0, 1.0, seed))
-    }
-}
-
-/// `s / x` for a scalar `s` (`s / &x`). Backward: `−g·s / x²`.
-#[op(saved = [x], attrs = [s: f32])]
-pub mod rdiv_scalar {
-    use super::*;
-
-    pub fn forward(x: &Tensor, s: f32) -> Result<Tensor> {
-        unary(NAME, x, move |v| s / v)
-    }
-
-    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let s = r.s;
-        d.x(binary(NAME, g, r.x(), move |g, x| -(g * s) / (x * x))?);
-        Ok(())
-    }
-
-    fn cases() -> Vec<Case> {
-        // Inputs keep 0.5 away from the pole at 0.
-        unary_cases(|x| super::rdiv_scalar(x, 2.0), |s, seed| Case::input_away_from_zero(s, 0.5, 2.0, seed))
     }
 }
 

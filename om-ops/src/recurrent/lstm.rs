@@ -1,0 +1,248 @@
+//! The LSTM: `lstm_layer` (one direction of one layer) and `lstm` (the stack of layers).
+
+use super::stack::{check_stack, run_stack, stack_cases, state};
+use super::*;
+
+/// One direction of one LSTM layer (PyTorch gate order `i,f,g,o`): `x` `[T, B, I]`,
+/// `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, optional biases `[4H]` and initial states `h0`, `c0`
+/// `[B, H]` (zeros if absent). Returns every step's hidden state `y` `[T, B, H]`; a reverse
+/// layer runs `t = T−1..0` and `y[t]` is its state at `t`. Per step: `a = (x·W_ihᵀ + b_ih) +
+/// (h·W_hhᵀ + b_hh)`, `c = f·c' + i·g`, `h = o·tanh c`. Backward through time in reverse
+/// step order (`dh = gy + dh'`, `dc = dc' + dh·o·(1−tanh²c)`, `dh' = dG·W_hh`, `dc' = dc·f`),
+/// then `dx = dG·W_ih`, `dW_ih = dGᵀ·x`, `dW_hh = dGᵀ·H_prev`, `db_ih = db_hh = Σ dG`.
+///
+/// With `final_cell` the output has one more row, `[T + 1, B, H]`: rows `0..T` are `y` and
+/// row `T` is the final cell state `c_n` (the cell state of the last step processed), so
+/// that [`lstm()`] can return `c_n` with its gradient — its gradient enters the backward
+/// loop as the cell-state gradient after the last step (`dc' = g[T]` instead of 0).
+#[op(saved = [x, w_ih, w_hh, gates: owned, c: owned, tanh_c: owned, out, h0, c0], attrs = [reverse: bool, final_cell: bool])]
+pub mod lstm_layer {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        x: &Tensor,
+        w_ih: &Tensor,
+        w_hh: &Tensor,
+        b_ih: Option<&Tensor>,
+        b_hh: Option<&Tensor>,
+        h0: Option<&Tensor>,
+        c0: Option<&Tensor>,
+        reverse: bool,
+        final_cell: bool,
+    ) -> Result<(Tensor, Owned)> {
+        let mut p = Prologue::new(NAME, 4, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
+        let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
+        let (gh, bh) = (4 * h, b * h);
+        let c0 = Scratch::of(c0)?;
+        let mut owned = None;
+        let y = w_hh.try_with_f32(|whh| {
+            Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
+                // W_hhᵀ is read transposed in place by every step's product.
+                let whh_t = MatRef::row_major(whh, gh, h).t();
+                let [gates, c, tanh_c] =
+                    Tensor::build_many_f32([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |[gates, c_all, tc_all]| {
+                        for s in 0..t_len {
+                            let t = time_of(s, t_len, reverse);
+                            let prev = prev_time(t, t_len, reverse);
+                            let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
+                            let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
+                            let h_prev = MatRef::row_major(y_prev.unwrap_or(p.h0.get()), b, h);
+                            gemm(settings, h_prev, whh_t, MatMut::row_major(p.hp.get_mut(), b, gh));
+                            let inp = p.cell_inputs(t, gh, c_prev.or(c0.as_ref().map(Scratch::get)));
+                            gates::lstm_forward(
+                                settings,
+                                h,
+                                inp,
+                                &mut gates[t * b * gh..(t + 1) * b * gh],
+                                c_t,
+                                &mut tc_all[t * bh..(t + 1) * bh],
+                                y_t,
+                            );
+                        }
+                        if final_cell {
+                            let last = time_of(t_len - 1, t_len, reverse);
+                            y[t_len * bh..].copy_from_slice(&c_all[last * bh..(last + 1) * bh]);
+                        }
+                        Ok(())
+                    })?;
+                owned = Some(Owned { gates, c, tanh_c });
+                Ok(())
+            })
+        })??;
+        Ok((y, owned.expect("built")))
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        gradients(r, g, d).map_err(|e| e.with_op(NAME))
+    }
+
+    /// The body of `backward` (`backward` names the operator in a refused buffer's error).
+    fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let dm = record_dims(&r.input_shapes);
+        let Dims { t: t_len, b, h, .. } = dm;
+        let (gh, bh) = (4 * h, b * h);
+        let settings = Compute::settings();
+        let c0 = Scratch::of(r.c0.as_ref().map(|s| s.tensor()))?;
+        let mut dg = Scratch::new(t_len * b * gh)?;
+        let mut dh_next = Scratch::zeroed(bh)?;
+        let mut dc_next = Scratch::zeroed(bh)?;
+        if r.final_cell {
+            // The gradient of c_n is the cell-state gradient after the last step.
+            g.try_with_f32(|gy| dc_next.get_mut().copy_from_slice(&gy[t_len * bh..]))?;
+        }
+        r.gates().try_with_f32(|gates| {
+            r.c().try_with_f32(|c_all| {
+                r.tanh_c().try_with_f32(|tc_all| {
+                    g.try_with_f32(|gy| {
+                        r.w_hh().try_with_f32(|whh| {
+                            let dg = dg.get_mut();
+                            for s in (0..t_len).rev() {
+                                let t = time_of(s, t_len, r.reverse);
+                                let c_prev = match prev_time(t, t_len, r.reverse) {
+                                    Some(p) => Some(&c_all[p * bh..(p + 1) * bh]),
+                                    None => c0.as_ref().map(Scratch::get),
+                                };
+                                let inp = LstmGrads {
+                                    gates: &gates[t * b * gh..(t + 1) * b * gh],
+                                    tanh_c: &tc_all[t * bh..(t + 1) * bh],
+                                    c_prev,
+                                    gy: &gy[t * bh..(t + 1) * bh],
+                                    dh_next: dh_next.get(),
+                                };
+                                gates::lstm_backward(settings, h, inp, dc_next.get_mut(), &mut dg[t * b * gh..(t + 1) * b * gh]);
+                                gemm(
+                                    settings,
+                                    MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
+                                    MatRef::with_stride(whh, gh, h, h),
+                                    MatMut::with_stride(dh_next.get_mut(), b, h, h),
+                                );
+                            }
+                        })
+                    })
+                })
+            })
+        })?????;
+        let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
+        let h_prev = if needs[2] {
+            let h0 = Scratch::of(r.h0.as_ref().map(|s| s.tensor()))?;
+            r.out().try_with_f32(|y| previous_states(y, h0.as_ref().map(Scratch::get), dm, r.reverse))??
+        } else {
+            Scratch::new(0)?
+        };
+        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?);
+        if d.needs_h0() {
+            d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
+        }
+        if d.needs_c0() {
+            d.c0(Tensor::from_slice(dc_next.get(), &[b, h])?);
+        }
+        Ok(())
+    }
+    fn cases() -> Vec<Case> {
+        let inp = Case::input;
+        let w = |t: &[Tensor], k: usize| Some(t[k].clone());
+        vec![
+            Case::new(
+                "full",
+                vec![
+                    inp(&[3, 2, 3], -1.0, 1.0, 1),
+                    inp(&[8, 3], -0.6, 0.6, 2),
+                    inp(&[8, 2], -0.6, 0.6, 3),
+                    inp(&[8], -0.5, 0.5, 4),
+                    inp(&[8], -0.5, 0.5, 5),
+                    inp(&[2, 2], -1.0, 1.0, 6),
+                    inp(&[2, 2], -1.0, 1.0, 7),
+                ],
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), false, false),
+            ),
+            Case::new(
+                "reverse_full",
+                vec![
+                    inp(&[4, 2, 2], -1.0, 1.0, 8),
+                    inp(&[12, 2], -0.6, 0.6, 9),
+                    inp(&[12, 3], -0.6, 0.6, 10),
+                    inp(&[12], -0.5, 0.5, 11),
+                    inp(&[12], -0.5, 0.5, 12),
+                    inp(&[2, 3], -1.0, 1.0, 13),
+                    inp(&[2, 3], -1.0, 1.0, 14),
+                ],
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), w(t, 4).as_ref(), Some(&t[5]), Some(&t[6]), true, false),
+            ),
+            Case::new(
+                "reverse_plain",
+                vec![inp(&[3, 2, 3], -1.0, 1.0, 15), inp(&[8, 3], -0.6, 0.6, 16), inp(&[8, 2], -0.6, 0.6, 17)],
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], None, None, None, None, true, false),
+            ),
+            // Batch-first storage read as [T, B, I]; h0 only, b_hh only.
+            Case::new(
+                "transposed_h0_only",
+                vec![
+                    inp(&[2, 3, 2], -1.0, 1.0, 18),
+                    inp(&[8, 2], -0.6, 0.6, 19),
+                    inp(&[8, 2], -0.6, 0.6, 20),
+                    inp(&[8], -0.5, 0.5, 21),
+                    inp(&[2, 2], -1.0, 1.0, 22),
+                ],
+                |t| super::lstm_layer(&crate::transpose(&t[0], 0, 1)?, &t[1], &t[2], None, Some(&t[3]), Some(&t[4]), None, false, false),
+            ),
+            Case::new(
+                "c0_only",
+                vec![
+                    inp(&[2, 1, 2], -1.0, 1.0, 23),
+                    inp(&[4, 2], -0.6, 0.6, 24),
+                    inp(&[4, 1], -0.6, 0.6, 25),
+                    inp(&[4], -0.5, 0.5, 26),
+                    inp(&[1, 1], -1.0, 1.0, 27),
+                ],
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], Some(&t[3]), None, None, Some(&t[4]), false, false),
+            ),
+            // The final cell state as an extra output row, both directions.
+            Case::new(
+                "final_cell",
+                vec![
+                    inp(&[3, 2, 3], -1.0, 1.0, 28),
+                    inp(&[8, 3], -0.6, 0.6, 29),
+                    inp(&[8, 2], -0.6, 0.6, 30),
+                    inp(&[8], -0.5, 0.5, 31),
+                    inp(&[2, 2], -1.0, 1.0, 32),
+                    inp(&[2, 2], -1.0, 1.0, 33),
+                ],
+                move |t| super::lstm_layer(&t[0], &t[1], &t[2], w(t, 3).as_ref(), None, Some(&t[4]), Some(&t[5]), false, true),
+            ),
+            Case::new(
+                "reverse_final_cell_plain",
+                vec![inp(&[4, 1, 2], -1.0, 1.0, 34), inp(&[12, 2], -0.6, 0.6, 35), inp(&[12, 3], -0.6, 0.6, 36)],
+                |t| super::lstm_layer(&t[0], &t[1], &t[2], None, None, None, None, true, true),
+            ),
+        ]
+    }
+}
+
+/// Multi-layer, optionally bidirectional LSTM as `torch.nn.LSTM` (no dropout, no
+/// projections): `x` `[T, B, I]` (`[B, T, I]` batch-first), one [`RnnWeights`] per layer
+/// and direction in PyTorch's order, optional `h0`, `c0` `[layers·dirs, B, H]`. Layer l+1
+/// reads the concatenation of layer l's directions. Returns the last layer's states `y`,
+/// the final hidden states `h_n` and the final cell states `c_n` (`Some`), each with its
+/// gradient: a long sequence can be run in chunks, each chunk starting from the previous
+/// chunk's `h_n`, `c_n`, with the same values as one run over the whole sequence.
+/// Backward: through `lstm_layer` (and the concatenation of directions).
+#[op(composition)]
+pub mod lstm {
+    use super::*;
+
+    pub fn forward(x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>, weights: &[RnnWeights], config: RnnConfig) -> Result<RnnOutput> {
+        let (xt, _) = check_stack(NAME, 4, x, weights, &[("h0", h0), ("c0", c0)], config)?;
+        run_stack(xt, weights, config, |inp, w, k, reverse| {
+            let (h, c) = (state(h0, k)?, state(c0, k)?);
+            let out = crate::lstm_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), c.as_ref(), reverse, true)?;
+            // Rows 0..T are the states; row T is the final cell state.
+            let t_len = inp.shape()[0];
+            Ok((crate::slice(&out, 0, 0, t_len as isize, 1)?, Some(crate::select(&out, 0, t_len as isize)?)))
+        })
+    }
+
+    fn cases() -> Vec<Case> {
+        stack_cases(4, super::lstm)
+    }
+}
