@@ -134,23 +134,6 @@ pub fn sum_view(src: &[f32], shape: &[usize], strides: &[usize], offset: usize, 
             for_each_row(shape, [strides], [offset], |[start], len, [step]| w.add_run(src, start, len, step));
             out[0] = w.scaled(scale);
         }
-        Some(a) if shape[a] as u64 > EXACT_RUN_LIMIT => {
-            let (len, step) = (shape[a], strides[a]);
-            let mut rest_shape = shape.to_vec();
-            let mut rest_strides = strides.to_vec();
-            rest_shape.remove(a);
-            rest_strides.remove(a);
-            if rest_shape.contains(&0) {
-                return;
-            }
-            let mut i = 0;
-            for_each_offset(&rest_shape, &rest_strides, offset, |base| {
-                let mut w = Wide::default();
-                w.add_run(src, base, len, step);
-                out[i] = w.scaled(scale);
-                i += 1;
-            });
-        }
         None => {
             let mut s = 0.0f64;
             if !empty {
@@ -167,10 +150,17 @@ pub fn sum_view(src: &[f32], shape: &[usize], strides: &[usize], offset: usize, 
             if rest_shape.contains(&0) {
                 return;
             }
+            let wide = len as u64 > EXACT_RUN_LIMIT;
             let mut i = 0;
             for_each_offset(&rest_shape, &rest_strides, offset, |base| {
-                let s = if len == 0 { 0.0 } else { add_run(0.0, src, base, len, step) };
-                out[i] = (s * scale) as f32;
+                out[i] = if wide {
+                    let mut w = Wide::default();
+                    w.add_run(src, base, len, step);
+                    w.scaled(scale)
+                } else {
+                    let s = if len == 0 { 0.0 } else { add_run(0.0, src, base, len, step) };
+                    (s * scale) as f32
+                };
                 i += 1;
             });
         }
