@@ -68,7 +68,7 @@ fn add_run(s: f64, src: &[f32], start: usize, len: usize, step: usize) -> f64 {
 
 /// Sums of more than this many elements are not taken as a running f64 sum: past 2^53 a
 /// running sum of ones stops growing (2^53 + 1 rounds back to 2^53), so such a sum (only
-/// an expanded view holds that many elements) is accumulated by [`Wide`] instead.
+/// an expanded view holds that many elements) is accumulated by `Wide` instead.
 pub const EXACT_RUN_LIMIT: u64 = 1 << 53;
 
 /// A double-f64 accumulator (Knuth's two-sum: `hi + lo` holds the running sum to ~106 bits)
@@ -124,7 +124,7 @@ impl Wide {
 /// `None`) into `out` (the other axes in row-major order), each f64 sum scaled by `scale`
 /// before rounding: the bits of [`sum_axis`] on the gathered view, without gathering it.
 /// A sum of more than [`EXACT_RUN_LIMIT`] elements (an expanded view) is accumulated
-/// without saturating (see [`Wide`]).
+/// without saturating (see `Wide`).
 pub fn sum_view(src: &[f32], shape: &[usize], strides: &[usize], offset: usize, axis: Option<usize>, scale: f64, out: &mut [f32]) {
     let empty = shape.contains(&0);
     let count = |dims: &[usize]| dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).unwrap_or(u64::MAX);
