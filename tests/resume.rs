@@ -90,10 +90,8 @@ fn refused(dir: &Path, args: &[&str], file: &str) {
     let ckpt = dir.join("ckpt");
     let before = snapshot(&ckpt);
     let out_dir = dir.join("refused");
-    let all: Vec<&str> = ["train", "--mode", "exact", "--epochs", "2", "--out", path(&out_dir), "--resume", path(&ckpt)]
-        .into_iter()
-        .chain(args.iter().copied())
-        .collect();
+    let all: Vec<&str> =
+        ["train", "--mode", "exact", "--out", path(&out_dir), "--resume", path(&ckpt)].into_iter().chain(args.iter().copied()).collect();
     let out = om(&all);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "om {all:?} should fail:\n{stdout}\n{stderr}");

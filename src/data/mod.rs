@@ -242,10 +242,7 @@ pub fn random_split<D: Dataset>(dataset: D, lengths: &[usize], seed: u64) -> Res
     let n = dataset.len();
     let total = lengths.iter().try_fold(0usize, |a, &l| a.checked_add(l));
     if total != Some(n) {
-        return Err(Error::argument(
-            "random_split",
-            format!("the lengths {lengths:?} do not sum to the dataset's length {n}"),
-        ));
+        return Err(Error::argument("random_split", format!("the lengths {lengths:?} do not sum to the dataset's length {n}")));
     }
     let mut order: Vec<usize> = (0..n).collect();
     shuffle(&mut order, &mut Rng::new(seed));

@@ -74,7 +74,8 @@ pub(crate) fn save(dir: &Path, task: &str, o: &Options, model: &dyn Module, opt:
     let files = [format!("model-{e}.safetensors"), format!("optimizer-{e}.safetensors")];
     write_atomic(&dir.join(&files[0]), |p| nn::save(model, p))?;
     write_atomic(&dir.join(&files[1]), |p| optim::save(opt, p))?;
-    let mut text = format!("{MAGIC}\ntask {task}\nepoch {e}\nseed {}\nbatch {}\nlr {:08x}\nshards {}\n", o.seed, o.batch, o.lr.to_bits(), o.shards);
+    let mut text =
+        format!("{MAGIC}\ntask {task}\nepoch {e}\nseed {}\nbatch {}\nlr {:08x}\nshards {}\n", o.seed, o.batch, o.lr.to_bits(), o.shards);
     for (key, file) in ["model", "optimizer"].iter().zip(&files) {
         let bytes = std::fs::read(dir.join(file))
             .map_err(|err| Error::argument("om train --checkpoint", format!("cannot read back {}: {err}", dir.join(file).display())))?;
@@ -156,16 +157,19 @@ pub(crate) fn load<D: Dataset>(
         let bytes = bytes.ok_or_else(|| bad(format!("`{k}` is not hexadecimal bytes")))?;
         RngState::from_bytes(&bytes).map_err(|e| bad(format!("`{k}`: {e}")))
     };
-    let floats = |k: &str| -> Result<Vec<f64>> {
-        field(k)?.split_whitespace().map(|v| hex64(k, v).map(f64::from_bits)).collect()
-    };
+    let floats = |k: &str| -> Result<Vec<f64>> { field(k)?.split_whitespace().map(|v| hex64(k, v).map(f64::from_bits)).collect() };
 
     let saved_task = field("task")?;
     if saved_task != task {
         return Err(bad(format!("it is a checkpoint of --task {saved_task}, this run is --task {task}")));
     }
     let lr = u32::try_from(hex64("lr", field("lr")?)?).map(f32::from_bits).map_err(|_| bad("`lr` is not f32 bits".into()))?;
-    let settings = [("--seed", number("seed")?.to_string(), o.seed.to_string()), ("--batch", number("batch")?.to_string(), o.batch.to_string()), ("--lr", lr.to_string(), o.lr.to_string()), ("--shards", number("shards")?.to_string(), o.shards.to_string())];
+    let settings = [
+        ("--seed", number("seed")?.to_string(), o.seed.to_string()),
+        ("--batch", number("batch")?.to_string(), o.batch.to_string()),
+        ("--lr", lr.to_string(), o.lr.to_string()),
+        ("--shards", number("shards")?.to_string(), o.shards.to_string()),
+    ];
     for (option, saved, now) in &settings {
         if saved != now {
             return Err(bad(format!("it was written with {option} {saved}, this run has {option} {now}")));

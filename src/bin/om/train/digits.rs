@@ -35,7 +35,11 @@ impl Task for DigitsTask {
 
     fn describe(&self) -> String {
         let n_params: usize = self.model.parameters().iter().map(|(_, t)| t.numel()).sum();
-        format!("om train: digits conv net ({n_params} parameters), {} train / {} test images", self.train.1.numel(), self.test.dataset().tensors()[1].numel())
+        format!(
+            "om train: digits conv net ({n_params} parameters), {} train / {} test images",
+            self.train.1.numel(),
+            self.test.dataset().tensors()[1].numel()
+        )
     }
 
     fn model(&self) -> &dyn Module {

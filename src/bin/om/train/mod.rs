@@ -361,8 +361,7 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
         opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
         task.next_epoch(&mut loader, &mut rng)?;
-        let batches: Vec<Vec<usize>> =
-            loader.next_batches().into_iter().filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
+        let batches: Vec<Vec<usize>> = loader.next_batches().into_iter().filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
         let target = if lead { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), target).with_style(style.clone());
         pb.set_prefix(epoch.to_string());
