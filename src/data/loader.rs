@@ -193,6 +193,19 @@ impl<D: Dataset> DataLoader<D> {
     /// Replaces the dataset by one of the same length (fresh examples for the next epoch,
     /// as generated data needs), keeping the order and the shuffle. An `Error` naming
     /// `DataLoader::set_dataset` for another length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use onemodel::data::{DataLoader, TensorDataset};
+    /// use onemodel::Tensor;
+    /// let epoch = |v: f32| TensorDataset::new(vec![Tensor::full(&[4], v)?]);
+    /// let mut loader = DataLoader::new(epoch(0.0)?, 4)?;
+    /// loader.set_dataset(epoch(1.0)?)?; // this epoch's fresh examples
+    /// assert_eq!(loader.epoch().next().unwrap()?[0].to_vec(), vec![1.0; 4]);
+    /// assert!(loader.set_dataset(TensorDataset::new(vec![Tensor::zeros(&[5])?])?).is_err());
+    /// # Ok::<(), onemodel::Error>(())
+    /// ```
     pub fn set_dataset(&mut self, dataset: D) -> Result<()> {
         if dataset.len() != self.dataset.len() {
             return Err(Error::argument(
@@ -232,6 +245,20 @@ impl<D: Dataset> DataLoader<D> {
     /// Begins the next epoch (reshuffling if the loader shuffles) and returns its batches
     /// as dataset indices: every index once, in batches of the batch size. A data-parallel
     /// step cuts these into shards and [`DataLoader::collate`]s each.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use onemodel::data::{DataLoader, TensorDataset};
+    /// use onemodel::Tensor;
+    /// let ds = TensorDataset::new(vec![Tensor::from_vec(vec![10.0, 11.0, 12.0, 13.0, 14.0], &[5])?])?;
+    /// let mut loader = DataLoader::new(ds, 2)?;
+    /// let batches = loader.next_batches();
+    /// assert_eq!(batches, vec![vec![0, 1], vec![2, 3], vec![4]]);
+    /// // A shard of the second batch, collated on its own.
+    /// assert_eq!(loader.collate(&batches[1][..1])?[0].to_vec(), vec![12.0]);
+    /// # Ok::<(), onemodel::Error>(())
+    /// ```
     pub fn next_batches(&mut self) -> Vec<Vec<usize>> {
         if let Some(rng) = &mut self.rng {
             shuffle(&mut self.order, rng);

@@ -152,8 +152,11 @@ pub(crate) fn load<D: Dataset>(
     let number = |k: &str| field(k)?.parse::<u64>().map_err(|_| bad(format!("`{k}` is not a whole number")));
     let hex64 = |k: &str, v: &str| u64::from_str_radix(v, 16).map_err(|_| bad(format!("`{k}` holds `{v}`, not hexadecimal bits")));
     let rng_state = |k: &str, v: &str| {
-        let bytes: Option<Vec<u8>> =
-            (v.len() % 2 == 0).then(|| (0..v.len()).step_by(2).map(|i| u8::from_str_radix(v.get(i..i + 2)?, 16).ok()).collect()).flatten();
+        let bytes: Option<Vec<u8>> = v
+            .len()
+            .is_multiple_of(2)
+            .then(|| (0..v.len()).step_by(2).map(|i| u8::from_str_radix(v.get(i..i + 2)?, 16).ok()).collect())
+            .flatten();
         let bytes = bytes.ok_or_else(|| bad(format!("`{k}` is not hexadecimal bytes")))?;
         RngState::from_bytes(&bytes).map_err(|e| bad(format!("`{k}`: {e}")))
     };
@@ -211,7 +214,7 @@ pub(crate) fn load<D: Dataset>(
         .map(f32::from_bits)
         .map_err(|_| bad("`last_loss` is not f32 bits".into()))?;
     let (epoch_losses, metrics, flat) = (floats("epoch_losses")?, floats("metrics")?, floats("batch_losses")?);
-    if epoch_losses.len() != epoch || metrics.len() != epoch || flat.len() % 2 != 0 {
+    if epoch_losses.len() != epoch || metrics.len() != epoch || !flat.len().is_multiple_of(2) {
         return Err(bad(format!("the recorded curves do not cover {epoch} epoch(s)")));
     }
     let batch_losses = flat.chunks_exact(2).map(|p| (p[0], p[1])).collect();
