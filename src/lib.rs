@@ -32,6 +32,8 @@ pub mod dist {
     pub use om_dist::*;
 }
 
+pub mod data;
+
 mod doctests;
 
 /// What the module of an operator declared with [`op`] needs: tensors, errors, the

@@ -11,6 +11,11 @@
 //! 67280421310721). An operator draws one [`next_seed`] per call on the calling thread and
 //! derives every element's value from that seed and the element's position
 //! (`uniform_at`), so the result does not depend on the kernel thread count.
+//!
+//! A generator's whole state is an [`RngState`] ([`Rng::state`], [`Rng::from_state`]; for
+//! the calling thread's default stream [`get_rng_state`] and [`set_rng_state`], PyTorch's
+//! `torch.get_rng_state`/`set_rng_state`): a run that saves it and later restores it draws
+//! the same values as one that never stopped (`om train --checkpoint`/`--resume`).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +73,76 @@ impl Rng {
     }
 }
 
+/// The complete state of an [`Rng`] as 13 bytes: the SplitMix64 counter (8 bytes, little
+/// endian), then a flag byte (1 when a Box-Muller normal is waiting) and the waiting normal's
+/// `f32` bits (4 bytes, little endian; zero without one). [`RngState::from_bytes`] checks
+/// every byte, so a state read back from a file is either the one written or an error.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::rng::{Rng, RngState};
+/// let mut a = Rng::new(3);
+/// a.normal(); // leaves the second normal of the pair waiting
+/// let saved = a.state().to_bytes();
+/// let mut b = Rng::from_state(RngState::from_bytes(&saved)?);
+/// assert_eq!((a.normal(), a.next_u64()), (b.normal(), b.next_u64()));
+/// assert!(RngState::from_bytes(&saved[..12]).is_err());
+/// # Ok::<(), om_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RngState([u8; RngState::LEN]);
+
+impl RngState {
+    /// The length of [`RngState::to_bytes`].
+    pub const LEN: usize = 13;
+
+    /// The state's bytes (see the type's doc).
+    pub fn to_bytes(&self) -> [u8; RngState::LEN] {
+        self.0
+    }
+
+    /// The state written by [`RngState::to_bytes`]. An `Error` (naming
+    /// `RngState::from_bytes`) for a length other than [`RngState::LEN`], a flag byte other
+    /// than 0 or 1, spare bytes without the flag, or a waiting normal that is not finite.
+    pub fn from_bytes(bytes: &[u8]) -> crate::Result<RngState> {
+        const OP: &str = "RngState::from_bytes";
+        let b: [u8; RngState::LEN] = bytes
+            .try_into()
+            .map_err(|_| crate::Error::argument(OP, format!("a generator state is {} bytes, not {}", RngState::LEN, bytes.len())))?;
+        let spare = f32::from_le_bytes([b[9], b[10], b[11], b[12]]);
+        match b[8] {
+            0 if spare.to_bits() == 0 => Ok(RngState(b)),
+            0 => Err(crate::Error::argument(OP, "spare normal bytes without the flag that one is waiting")),
+            1 if spare.is_finite() => Ok(RngState(b)),
+            1 => Err(crate::Error::argument(OP, format!("the waiting normal {spare} is not finite"))),
+            f => Err(crate::Error::argument(OP, format!("flag byte {f}: expected 0 or 1"))),
+        }
+    }
+}
+
+impl Rng {
+    /// The generator's whole state: [`Rng::from_state`] of it continues this generator's
+    /// sequence exactly.
+    pub fn state(&self) -> RngState {
+        let mut b = [0u8; RngState::LEN];
+        b[..8].copy_from_slice(&self.state.to_le_bytes());
+        if let Some(s) = self.spare {
+            b[8] = 1;
+            b[9..].copy_from_slice(&s.to_le_bytes());
+        }
+        RngState(b)
+    }
+
+    /// A generator continuing from `state` (see [`Rng::state`]).
+    pub fn from_state(state: RngState) -> Rng {
+        let b = state.0;
+        let counter = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        let spare = (b[8] == 1).then(|| f32::from_le_bytes([b[9], b[10], b[11], b[12]]));
+        Rng { state: counter, spare }
+    }
+}
+
 /// SplitMix64's output function: 64 well-mixed bits of `z`.
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -102,6 +177,27 @@ pub fn next_seed() -> u64 {
     STREAM.with(|s| s.borrow_mut().get_or_insert_with(|| Rng::new(initial_seed())).next_u64())
 }
 
+/// The state of the calling thread's default stream (PyTorch's `torch.get_rng_state`).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::rng::{get_rng_state, next_seed, set_rng_state};
+/// let saved = get_rng_state();
+/// let a = next_seed();
+/// set_rng_state(saved);
+/// assert_eq!(next_seed(), a);
+/// ```
+pub fn get_rng_state() -> RngState {
+    STREAM.with(|s| s.borrow_mut().get_or_insert_with(|| Rng::new(initial_seed())).state())
+}
+
+/// Makes the calling thread's default stream continue from `state` (PyTorch's
+/// `torch.set_rng_state`; see [`get_rng_state`]).
+pub fn set_rng_state(state: RngState) {
+    STREAM.with(|s| *s.borrow_mut() = Some(Rng::from_state(state)));
+}
+
 /// A uniform value in `[0, 1)` (24 random bits, exactly representable) for element `i` of a
 /// call seeded with `seed`: a pure function of both, so any thread may compute any element.
 #[doc(hidden)]
@@ -124,6 +220,29 @@ mod tests {
         let b = std::thread::spawn(|| (next_seed(), next_seed())).join().unwrap();
         assert_eq!(b, a);
         assert_eq!(initial_seed(), 11);
+    }
+
+    #[test]
+    fn a_restored_state_continues_the_sequence() {
+        let mut a = Rng::new(9);
+        for _ in 0..3 {
+            a.normal();
+        }
+        assert!(a.spare.is_some());
+        let mut b = Rng::from_state(RngState::from_bytes(&a.state().to_bytes()).unwrap());
+        for _ in 0..5 {
+            assert_eq!(a.normal().to_bits(), b.normal().to_bits());
+            assert_eq!(a.below(17), b.below(17));
+        }
+        let mut bad = a.state().to_bytes();
+        bad[8] = 2;
+        assert!(RngState::from_bytes(&bad).is_err());
+        bad[8] = 0;
+        bad[9] = 1;
+        assert!(RngState::from_bytes(&bad).is_err());
+        bad[8] = 1;
+        bad[9..].copy_from_slice(&f32::NAN.to_le_bytes());
+        assert!(RngState::from_bytes(&bad).is_err());
     }
 
     #[test]

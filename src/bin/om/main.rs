@@ -30,7 +30,6 @@ use std::process::ExitCode;
 
 mod args;
 mod bench;
-mod ocr;
 mod plot;
 mod train;
 

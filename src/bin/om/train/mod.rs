@@ -1,29 +1,38 @@
-//! `om train`: its options (checked before any work starts), the training loop every task
-//! shares (Adam with a cosine-decayed learning rate, seeded mini-batches, a progress bar,
-//! one line per epoch, the final figures, the curves and the weights file), and the
-//! default task: a small conv net learning the UCI optical digits (8×8 images, 10 classes;
-//! `testdata/digits.safetensors`, embedded in the binary). `--task ocr` is in [`crate::ocr`].
+//! `om train`: its options (checked before any work starts), the [`Task`] trait each task
+//! implements (its data as a `onemodel::data::DataLoader`, model, loss, evaluation and
+//! defaults), and the training loop every task shares: Adam with a cosine-decayed learning
+//! rate, the loader's mini-batches, a progress bar, one line per epoch, the final figures,
+//! the curves and the weights file, and (`--checkpoint DIR`) a checkpoint after every epoch
+//! that `--resume DIR` continues from bit for bit ([`checkpoint`]).
+//!
+//! The tasks: [`digits`] (the default; a conv net on the UCI digits) and [`ocr`] (a CRNN
+//! reading strings of digits), both on the images of [`images`]; neither imports the other.
 //!
 //! Every step goes through [`DataParallel`]: `--shards S` cuts each mini-batch into `S`
 //! shards whose gradients are summed in shard order (with `S = 1`, the default, the step is
 //! the plain one bit for bit), on one process or (`--dist mpi`, feature `mpi`) over the
-//! processes of `mpirun`, where rank 0 alone prints, plots and saves.
+//! processes of `mpirun`, where rank 0 alone prints, plots, saves and writes checkpoints.
+
+mod checkpoint;
+mod digits;
+mod images;
+mod ocr;
 
 use crate::args::{at_least, check_writable, parse_count, remove_created, threads_parser, Failure, ModeArg, Outcome};
 use crate::plot::{self, Curves};
 use clap::{Args, ValueEnum};
+use digits::DigitsTask;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use om_models::DigitNet;
-use onemodel::core::{io, rng::Rng, ActivationScope};
+use ocr::OcrTask;
+use onemodel::core::{rng::Rng, ActivationScope};
+use onemodel::data::{Collate, DataLoader, Dataset};
 use onemodel::dist::{Communicator, DataParallel};
-use onemodel::ops::nn::{self, Forward, Module};
+use onemodel::ops::nn::{self, Module};
 use onemodel::ops::optim::{Adam, Optimizer};
-use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
+use onemodel::{Compute, Error, Mode, Result, Tensor};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
-
-const DIGITS: &[u8] = include_bytes!("../../../testdata/digits.safetensors");
 
 /// What `om train` trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -32,6 +41,15 @@ pub enum TaskName {
     Digits,
     /// A CRNN with CTC reading strings of 4-8 digits
     Ocr,
+}
+
+impl TaskName {
+    fn defaults(self) -> Defaults {
+        match self {
+            TaskName::Digits => DigitsTask::DEFAULTS,
+            TaskName::Ocr => OcrTask::DEFAULTS,
+        }
+    }
 }
 
 /// Options of `om train`.
@@ -70,6 +88,15 @@ pub struct TrainArgs {
     /// Run data-parallel over the processes of `mpirun` (needs the `mpi` feature)
     #[arg(long, value_enum)]
     dist: Option<DistArg>,
+    /// Write a checkpoint to DIR after every epoch (model, optimizer, RNG and loader states, epoch; each replaced atomically)
+    #[arg(long, value_name = "DIR")]
+    checkpoint: Option<PathBuf>,
+    /// Continue the run checkpointed in DIR (same --task, --seed, --batch, --lr, --shards); checkpoints continue there unless --checkpoint names another DIR
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    /// Stop after this epoch (after its checkpoint), as an interrupted run would (for tests)
+    #[arg(long, hide = true, value_parser = parse_count)]
+    stop_after_epoch: Option<usize>,
 }
 
 /// How the processes of a data-parallel run talk.
@@ -86,6 +113,15 @@ fn parse_lr(v: &str) -> std::result::Result<f32, String> {
     }
 }
 
+/// What a task uses when an option is not given: epochs, learning rate, the curve's file
+/// name under `--out` and the weights' file name of `--save` without a file.
+pub(crate) struct Defaults {
+    pub(crate) epochs: usize,
+    pub(crate) lr: f32,
+    pub(crate) plot: &'static str,
+    pub(crate) weights: &'static str,
+}
+
 /// `om train`'s options with the task's defaults filled in and the output paths checked.
 pub struct Options {
     pub(crate) epochs: usize,
@@ -99,6 +135,12 @@ pub struct Options {
     pub(crate) plot: PathBuf,
     /// Where the weights go (absolute), if anywhere.
     pub(crate) save: Option<PathBuf>,
+    /// Where a checkpoint goes after every epoch, if anywhere.
+    pub(crate) checkpoint: Option<PathBuf>,
+    /// The checkpoint to continue from.
+    pub(crate) resume: Option<PathBuf>,
+    /// The epoch after which the run stops.
+    pub(crate) stop_after: Option<usize>,
 }
 
 impl TrainArgs {
@@ -115,10 +157,7 @@ impl TrainArgs {
     }
 
     fn checked_options(&self, created: &mut Vec<PathBuf>) -> Outcome<Options> {
-        let (epochs, lr, plot, weights) = match self.task {
-            TaskName::Digits => (12, 0.01, "train.png", "digits.safetensors"),
-            TaskName::Ocr => (crate::ocr::EPOCHS, crate::ocr::LR, "train_ocr.png", "ocr.safetensors"),
-        };
+        let d = self.task.defaults();
         if self.shards > self.batch {
             return Err(Failure::Usage(format!(
                 "--shards {} needs --batch of at least {} (one example per shard)",
@@ -128,22 +167,37 @@ impl TrainArgs {
         if self.dist == Some(DistArg::Mpi) && !cfg!(feature = "mpi") {
             return Err(Failure::Usage("--dist mpi: this om was built without MPI (cargo build --release --features mpi)".into()));
         }
-        let plot = check_writable(&self.out.join(plot), "--out", created)?;
+        if let Some(dir) = &self.resume {
+            if !dir.join(checkpoint::STATE).is_file() {
+                return Err(Failure::Usage(format!("--resume {}: no checkpoint there (no {})", dir.display(), checkpoint::STATE)));
+            }
+        }
+        let plot = check_writable(&self.out.join(d.plot), "--out", created)?;
         let save = match &self.save {
             None => None,
-            Some(file) => Some(check_writable(&file.clone().unwrap_or_else(|| self.out.join(weights)), "--save", created)?),
+            Some(file) => Some(check_writable(&file.clone().unwrap_or_else(|| self.out.join(d.weights)), "--save", created)?),
+        };
+        let checkpoint = match self.checkpoint.as_ref().or(self.resume.as_ref()) {
+            None => None,
+            Some(dir) => {
+                let probe = check_writable(&dir.join(format!(".{}.probe", checkpoint::STATE)), "--checkpoint", created)?;
+                probe.parent().map(PathBuf::from)
+            }
         };
         let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(Options {
-            epochs: self.epochs.unwrap_or(epochs),
+            epochs: self.epochs.unwrap_or(d.epochs),
             seed: self.seed,
             threads: threads.min(onemodel::compute::MAX_THREADS),
             mode: self.mode.into(),
             batch: self.batch,
-            lr: self.lr.unwrap_or(lr),
+            lr: self.lr.unwrap_or(d.lr),
             shards: self.shards,
             plot,
             save,
+            checkpoint,
+            resume: self.resume.clone(),
+            stop_after: self.stop_after_epoch,
         })
     }
 }
@@ -163,7 +217,7 @@ pub fn run(args: &TrainArgs) -> Outcome {
 fn train_task<C: Communicator>(task: TaskName, o: &Options, comm: C) -> Result<()> {
     match task {
         TaskName::Digits => train(&mut DigitsTask::new(o)?, o, comm),
-        TaskName::Ocr => train(&mut crate::ocr::OcrTask::new(o)?, o, comm),
+        TaskName::Ocr => train(&mut OcrTask::new(o)?, o, comm),
     }
 }
 
@@ -192,16 +246,26 @@ pub(crate) struct Evaluation {
     pub(crate) line: String,
 }
 
-/// One task of `om train`: its data, model, loss and evaluation. [`train`] runs the rest.
-pub(crate) trait Task {
-    /// One training example.
-    type Example;
+/// A collated mini-batch of task `T`.
+pub(crate) type Batch<T> = <<<T as Task>::Data as Dataset>::Item as Collate>::Batch;
+
+/// One task of `om train`: its defaults, data, model, loss and evaluation. [`train`] runs
+/// the rest.
+pub(crate) trait Task: Sized {
+    /// The training examples (a dataset whose examples collate into a [`Batch`]).
+    type Data: Dataset<Item: Collate>;
+    /// The task's name (`--task`), recorded in checkpoints.
+    const NAME: &'static str;
+    /// Epochs, learning rate and file names when the options do not say.
+    const DEFAULTS: Defaults;
     /// What the examples are called in rates (`images`, `strings`).
     const UNIT: &'static str;
     /// The loss's name in the printed lines (`loss`, `CTC loss`).
     const LOSS: &'static str;
     /// The titles of the loss panel and of the metric panel.
     const CURVE_TITLES: (&'static str, &'static str);
+    /// The task's data and freshly initialised model (from `o.seed`).
+    fn new(o: &Options) -> Result<Self>;
     /// The first printed line up to the training settings (model, parameters, data).
     fn describe(&self) -> String;
     /// The trained module.
@@ -214,10 +278,16 @@ pub(crate) trait Task {
     fn buffers(&self) -> Vec<Tensor> {
         self.model().buffers().into_iter().map(|(_, t)| t).collect()
     }
-    /// This epoch's training examples, in order (drawn from `rng`).
-    fn examples(&mut self, rng: &mut Rng) -> Vec<Self::Example>;
-    /// The mean loss of one mini-batch, recorded for backward.
-    fn loss(&mut self, batch: &[Self::Example]) -> Result<Tensor>;
+    /// The loader of the training examples (its batch size `o.batch`; shuffled or not).
+    fn loader(&self, o: &Options) -> Result<DataLoader<Self::Data>>;
+    /// Prepares the next epoch's examples before its batches are drawn: a task with fresh
+    /// data every epoch replaces the loader's dataset, drawing from `rng` (the run's
+    /// generator, saved in checkpoints). By default nothing changes.
+    fn next_epoch(&mut self, _loader: &mut DataLoader<Self::Data>, _rng: &mut Rng) -> Result<()> {
+        Ok(())
+    }
+    /// The mean loss of one mini-batch (or shard), recorded for backward.
+    fn loss(&mut self, batch: Batch<Self>) -> Result<Tensor>;
     /// Evaluates on held-out data (evaluation mode, no gradients).
     fn evaluate(&mut self) -> Result<Evaluation>;
     /// The metric axis' range for the plotted values.
@@ -226,14 +296,42 @@ pub(crate) trait Task {
     fn summary(&self, last: &Evaluation, wall: f64) -> String;
 }
 
-/// Trains `task` with Adam (cosine-decayed learning rate) over seeded mini-batches cut
-/// into `o.shards` shards dealt to the ranks of `comm`; rank 0 prints one line per epoch,
-/// the final figures, the curves and the weights file. Every rank checks at the end that
-/// its parameters are rank 0's bit for bit.
+/// What a run has recorded so far (the curves and the final figures), kept in checkpoints.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct History {
+    /// (epoch + fraction of it, loss) of every batch.
+    pub(crate) batch_losses: Vec<(f64, f64)>,
+    /// The mean loss of every epoch.
+    pub(crate) epoch_losses: Vec<f64>,
+    /// The metric after every epoch.
+    pub(crate) metrics: Vec<f64>,
+    /// The last batch's loss.
+    pub(crate) last_loss: f32,
+}
+
+/// Trains `task` with Adam (cosine-decayed learning rate) over the loader's mini-batches
+/// cut into `o.shards` shards dealt to the ranks of `comm`; rank 0 prints one line per
+/// epoch, the final figures, the curves and the weights file, and writes the checkpoints.
+/// Every rank checks at the end that its parameters are rank 0's bit for bit.
 pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C) -> Result<()> {
+    let mut opt = Adam::new(task.parameters(), o.lr)?;
+    let mut rng = Rng::new(o.seed);
+    let mut loader = task.loader(o)?;
+    let mut history = History { last_loss: f32::NAN, ..History::default() };
+    let mut done = 0;
+    if let Some(dir) = &o.resume {
+        let r = checkpoint::load(dir, T::NAME, o, task.model(), &mut opt, &mut loader)?;
+        (done, rng, history) = (r.epoch, r.rng, r.history);
+        onemodel::core::rng::set_rng_state(r.default_rng);
+        if done >= o.epochs {
+            return Err(Error::argument(
+                "om train --resume",
+                format!("{}: the run is at epoch {done} of --epochs {}: nothing left to train", dir.display(), o.epochs),
+            ));
+        }
+    }
     let mut dp = DataParallel::new(comm, task.parameters(), task.buffers(), o.shards)?;
     let (lead, ranks) = (dp.comm().rank() == 0, dp.comm().size());
-    let mut opt = Adam::new(task.parameters(), o.lr)?;
     let sharding = match (o.shards, ranks) {
         (1, 1) => String::new(),
         (s, 1) => format!(", {s} shards"),
@@ -249,20 +347,21 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
             o.mode,
             o.threads
         );
+        if let Some(dir) = &o.resume {
+            outln!("resumed from {} after epoch {done}", dir.display());
+        }
     }
     let style = ProgressStyle::with_template("epoch {prefix:>3} [{bar:30}] {pos}/{len} {msg}")
         .map_err(|e| Error::argument("progress bar", e.to_string()))?
         .progress_chars("=> ");
-    let mut rng = Rng::new(o.seed);
-    let (mut epoch_losses, mut batch_losses, mut metrics) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut last_loss, mut last_eval) = (f32::NAN, None);
+    let mut last_eval = None;
     let start = Instant::now();
-    for epoch in 1..=o.epochs {
+    for epoch in done + 1..=o.epochs {
         // cosine decay of the learning rate over the epochs, in f32 (optim::CosineAnnealingLR
         // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
         opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
-        let examples = task.examples(&mut rng);
-        let batches: Vec<&[T::Example]> = examples.chunks(o.batch).filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
+        task.next_epoch(&mut loader, &mut rng)?;
+        let batches: Vec<Vec<usize>> = loader.next_batches().into_iter().filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
         let target = if lead { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), target).with_style(style.clone());
         pb.set_prefix(epoch.to_string());
@@ -270,37 +369,49 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         let (mut sum, mut seen) = (0.0f64, 0usize);
         for (i, rows) in batches.iter().enumerate() {
             let _step = ActivationScope::new();
-            last_loss = dp.step(rows, |shard| task.loss(shard))?;
+            history.last_loss = dp.step(rows, |shard| task.loss(loader.collate(shard)?))?;
             opt.step()?;
-            batch_losses.push(((epoch - 1) as f64 + (i + 1) as f64 / batches.len() as f64, last_loss as f64));
-            sum += last_loss as f64 * rows.len() as f64;
+            let loss = history.last_loss as f64;
+            history.batch_losses.push(((epoch - 1) as f64 + (i + 1) as f64 / batches.len() as f64, loss));
+            sum += loss * rows.len() as f64;
             seen += rows.len();
             pb.inc(1);
             pb.set_message(format!("loss {:.4}  {:.0} {}/s", sum / seen as f64, seen as f64 / t0.elapsed().as_secs_f64(), T::UNIT));
         }
         pb.finish_and_clear();
         let rate = seen as f64 / t0.elapsed().as_secs_f64();
-        if !lead {
-            continue;
+        if lead {
+            let eval = task.evaluate()?;
+            let epoch_loss = sum / seen as f64;
+            history.epoch_losses.push(epoch_loss);
+            history.metrics.push(eval.metric);
+            outln!("epoch {epoch:>3}  {} {epoch_loss:.4}  {}  {rate:.0} {}/s", T::LOSS, eval.line, T::UNIT);
+            last_eval = Some(eval);
+            if let Some(dir) = &o.checkpoint {
+                let state = checkpoint::State { epoch, rng: &rng, loader: loader.state(), history: &history };
+                checkpoint::save(dir, T::NAME, o, task.model(), &opt, &state)?;
+            }
         }
-        let eval = task.evaluate()?;
-        let epoch_loss = sum / seen as f64;
-        epoch_losses.push(epoch_loss);
-        metrics.push(eval.metric);
-        outln!("epoch {epoch:>3}  {} {epoch_loss:.4}  {}  {rate:.0} {}/s", T::LOSS, eval.line, T::UNIT);
-        last_eval = Some(eval);
+        if o.stop_after == Some(epoch) && epoch < o.epochs {
+            dp.check_replicas()?;
+            if lead {
+                outln!("stopped after epoch {epoch} of {}", o.epochs);
+            }
+            return Ok(());
+        }
     }
     let wall = start.elapsed().as_secs_f64();
     dp.check_replicas()?;
     if !lead {
         return Ok(());
     }
-    let epoch_loss = epoch_losses.last().map_or(f32::NAN, |&l| l as f32);
+    let epoch_loss = history.epoch_losses.last().map_or(f32::NAN, |&l| l as f32);
     outln!(
-        "final {} {epoch_loss:.6} (bits {:08x}, last epoch's mean), {last_loss:.6} (bits {:08x}, last batch)",
+        "final {} {epoch_loss:.6} (bits {:08x}, last epoch's mean), {:.6} (bits {:08x}, last batch)",
         T::LOSS,
         epoch_loss.to_bits(),
-        last_loss.to_bits()
+        history.last_loss,
+        history.last_loss.to_bits()
     );
     if let Some(last) = &last_eval {
         outln!("{}", task.summary(last, wall));
@@ -311,11 +422,11 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
     let (loss_title, metric_title) = T::CURVE_TITLES;
     let curves = Curves {
         loss_title,
-        batch_losses: &batch_losses,
-        epoch_losses: &epoch_losses,
+        batch_losses: &history.batch_losses,
+        epoch_losses: &history.epoch_losses,
         metric_title,
-        metrics: &metrics,
-        metric_range: task.metric_range(&metrics),
+        metrics: &history.metrics,
+        metric_range: task.metric_range(&history.metrics),
     };
     match plot::draw(&o.plot, &curves) {
         Ok(()) => outln!("curve: {}", o.plot.display()),
@@ -326,107 +437,4 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         outln!("weights: {}", path.display());
     }
     Ok(())
-}
-
-/// The digits as pixels scaled to [0, 1] (64 per image), labels, and the split.
-pub(crate) struct Digits {
-    pub(crate) pixels: Vec<f32>,
-    pub(crate) labels: Vec<i32>,
-    pub(crate) train: Vec<usize>,
-    pub(crate) test: Vec<usize>,
-}
-
-impl Digits {
-    /// The digits embedded from `testdata/digits.safetensors`.
-    pub(crate) fn load() -> Result<Digits> {
-        const FILE: &str = "testdata/digits.safetensors (embedded)";
-        let named = |e: Error| Error::argument("digits", format!("{FILE}: {e}"));
-        let t = io::from_bytes(DIGITS).map_err(named)?;
-        let get = |n: &str| t.get(n).ok_or_else(|| Error::argument("digits", format!("{FILE} has no `{n}`")));
-        let idx = |n: &str| -> Result<Vec<usize>> { Ok(get(n)?.to_vec_i32().into_iter().map(|i| i as usize).collect()) };
-        let pixels = get("images")?.to_vec_i32().into_iter().map(|p| p as f32 / 16.0).collect();
-        Ok(Digits { pixels, labels: get("labels")?.to_vec_i32(), train: idx("train_idx")?, test: idx("test_idx")? })
-    }
-
-    /// Images `[B, 1, 8, 8]` and labels `[B]` of the given rows.
-    fn batch(&self, rows: &[usize]) -> Result<(Tensor, Tensor)> {
-        let x: Vec<f32> = rows.iter().flat_map(|&r| self.pixels[r * 64..(r + 1) * 64].iter().copied()).collect();
-        let y: Vec<i32> = rows.iter().map(|&r| self.labels[r]).collect();
-        Ok((Tensor::from_vec(x, &[rows.len(), 1, 8, 8])?, Tensor::from_vec_i32(y, &[rows.len()])?))
-    }
-}
-
-/// `om train --task digits`: the conv net, its training order (reshuffled each epoch) and
-/// the test images.
-struct DigitsTask {
-    data: Digits,
-    model: DigitNet,
-    order: Vec<usize>,
-}
-
-impl DigitsTask {
-    fn new(o: &Options) -> Result<DigitsTask> {
-        let data = Digits::load()?;
-        let order = data.train.clone();
-        Ok(DigitsTask { data, model: DigitNet::new([16, 32], o.seed)?, order })
-    }
-}
-
-impl Task for DigitsTask {
-    type Example = usize;
-    const UNIT: &'static str = "images";
-    const LOSS: &'static str = "loss";
-    const CURVE_TITLES: (&'static str, &'static str) = ("training loss (cross-entropy)", "test accuracy (%)");
-
-    fn describe(&self) -> String {
-        let n_params: usize = self.model.parameters().iter().map(|(_, t)| t.numel()).sum();
-        format!("om train: digits conv net ({n_params} parameters), {} train / {} test images", self.data.train.len(), self.data.test.len())
-    }
-
-    fn model(&self) -> &dyn Module {
-        &self.model
-    }
-
-    fn examples(&mut self, rng: &mut Rng) -> Vec<usize> {
-        for i in (1..self.order.len()).rev() {
-            self.order.swap(i, rng.below(i + 1));
-        }
-        self.order.clone()
-    }
-
-    fn loss(&mut self, rows: &[usize]) -> Result<Tensor> {
-        let (x, y) = self.data.batch(rows)?;
-        ops::cross_entropy(&self.model.forward(&x)?, &y, None, Default::default())
-    }
-
-    /// The fraction of test images whose arg-max logit is the label.
-    fn evaluate(&mut self) -> Result<Evaluation> {
-        self.model.set_training(false);
-        let (x, y) = self.data.batch(&self.data.test)?;
-        let logits = no_grad(|| self.model.forward(&x));
-        self.model.set_training(true);
-        let logits = logits?;
-        let classes = logits.shape()[1];
-        let correct = logits.with_f32(|l| {
-            y.with_i32(|y| {
-                l.chunks_exact(classes)
-                    .zip(y)
-                    .filter(|(row, &label)| {
-                        let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
-                        best as i32 == label
-                    })
-                    .count()
-            })
-        });
-        let acc = 100.0 * correct as f64 / self.data.test.len() as f64;
-        Ok(Evaluation { metric: acc, line: format!("test accuracy {acc:.2}%") })
-    }
-
-    fn metric_range(&self, accuracies: &[f64]) -> std::ops::Range<f64> {
-        accuracies.iter().copied().fold(100.0, f64::min).min(90.0).floor()..100.0
-    }
-
-    fn summary(&self, last: &Evaluation, wall: f64) -> String {
-        format!("test accuracy {:.2}% ({} images), wall time {wall:.2} s", last.metric, self.data.test.len())
-    }
 }
