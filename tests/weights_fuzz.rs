@@ -1,7 +1,10 @@
 //! Untrusted weights files: a valid file written by `nn::save`, mutated thousands of ways
 //! (truncations, flipped bytes, header edits: lengths, dtypes, shapes whose product
 //! overflows, lying offsets, duplicate names), must never panic on `nn::load`; every
-//! failed load names the file and leaves the module exactly as it was.
+//! failed load names the file and leaves the module exactly as it was. The same mutations
+//! are read by the reference `safetensors` crate: our reader accepts exactly the files it
+//! accepts (less the duplicate names it keeps silently) with the same tensors, and our writer
+//! writes its bytes.
 
 use om_core::Result;
 use om_ops::nn::{self, BatchNorm2d, Embedding, Linear, Module};
@@ -190,5 +193,138 @@ fn mutated_weights_files_never_panic_and_failed_loads_change_nothing() -> Result
     eprintln!("{CASES} mutated files: {errors} errors, {loaded} valid loads, {} panics", panics.len());
     assert!(panics.is_empty(), "loads panicked in cases {panics:?}");
     assert!(errors > CASES / 2, "most mutations must be caught ({errors} of {CASES})");
+    Ok(())
+}
+
+/// What the reference crate reads from `bytes`, in our terms: `None` when it refuses the
+/// file or when a tensor has a dtype our reader does not take; else each tensor's name,
+/// dtype name, shape and bytes, sorted by name.
+type Listing = Vec<(String, String, Vec<usize>, Vec<u8>)>;
+
+fn reference(bytes: &[u8]) -> Option<Listing> {
+    let st = safetensors::SafeTensors::deserialize(bytes).ok()?;
+    let mut out: Listing = st
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| (name, format!("{:?}", view.dtype()), view.shape().to_vec(), view.data().to_vec()))
+        .collect();
+    out.sort();
+    Some(out)
+}
+
+/// Our reader's tensors in the same terms (the stored dtype is `F32` or `I32`).
+fn ours(bytes: &[u8]) -> Option<Vec<(String, Vec<usize>, Vec<u32>)>> {
+    let map = om_core::io::from_bytes(bytes).ok()?;
+    let listing = map.into_iter().map(|(name, t)| {
+        let bits = match t.dtype() {
+            om_core::DType::F32 => t.to_vec().iter().map(|v| v.to_bits()).collect(),
+            om_core::DType::I32 => t.to_vec_i32().iter().map(|&v| v as u32).collect(),
+        };
+        (name, t.shape().to_vec(), bits)
+    });
+    Some(listing.collect())
+}
+
+/// The reference listing converted as our reader converts (`F64` rounded, `U8`/`I64`
+/// widened/narrowed); `None` when our reader must refuse it (another dtype, an `I64`
+/// outside `i32`).
+fn converted(listing: &Listing) -> Option<Vec<(String, Vec<usize>, Vec<u32>)>> {
+    listing
+        .iter()
+        .map(|(name, dtype, shape, data)| {
+            let bits: Vec<u32> = match dtype.as_str() {
+                "F32" | "I32" => data.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect(),
+                "F64" => data.chunks_exact(8).map(|c| (f64::from_le_bytes(c.try_into().unwrap()) as f32).to_bits()).collect(),
+                "U8" => data.iter().map(|&b| b as u32).collect(),
+                "I64" => data
+                    .chunks_exact(8)
+                    .map(|c| i32::try_from(i64::from_le_bytes(c.try_into().unwrap())).ok().map(|v| v as u32))
+                    .collect::<Option<_>>()?,
+                _ => return None,
+            };
+            Some((name.clone(), shape.clone(), bits))
+        })
+        .collect()
+}
+
+#[test]
+fn our_reader_accepts_what_the_reference_accepts_and_reads_the_same() -> Result<()> {
+    const CASES: usize = 4000;
+    let dir = std::env::temp_dir().join(format!("om-weights-ref-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("good.safetensors");
+    let source = small(1)?;
+    nn::save(&source, &path)?;
+    let good = std::fs::read(&path).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let (header, data) = split(&good);
+    let mut g = Gen(23);
+    let (mut accepted, mut refused, mut duplicates) = (0usize, 0usize, 0usize);
+    for case in 0..CASES {
+        let bytes = mutate(&mut g, &good, &header, &data);
+        let ours = ours(&bytes);
+        match reference(&bytes) {
+            None => {
+                refused += 1;
+                assert!(ours.is_none(), "case {case}: the reference refuses a file our reader accepts");
+            }
+            Some(listing) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let names_twice = listing.iter().any(|(n, ..)| text.matches(&format!("\"{n}\"")).count() > 1);
+                if names_twice {
+                    // The reference keeps the last of duplicate names; ours refuses them.
+                    duplicates += 1;
+                    assert!(ours.is_none(), "case {case}: a duplicate name was accepted");
+                    continue;
+                }
+                accepted += 1;
+                assert_eq!(ours, converted(&listing), "case {case}: our reader disagrees with the reference");
+            }
+        }
+    }
+    eprintln!("{CASES} mutated files: reference accepted {accepted}, refused {refused}, {duplicates} with duplicate names");
+    assert!(accepted > 100 && refused > CASES / 2, "the mutations must exercise both outcomes");
+    Ok(())
+}
+
+#[test]
+fn our_writer_writes_the_reference_bytes() -> Result<()> {
+    use om_core::Tensor;
+    // Names that need escaping, non-ASCII names, both dtypes interleaved by name, a scalar,
+    // an empty tensor, and a header whose length needs padding.
+    let tensors: Vec<(&str, Tensor)> = vec![
+        ("b.weight", Tensor::from_vec(vec![1.5, -0.0, f32::NAN, 3.25e-39, 7.0, -2.0], &[2, 3])?),
+        ("a.step", Tensor::from_vec_i32(vec![3], &[])?),
+        ("quote\"back\\slash\ttab\u{1}", Tensor::from_vec(vec![0.25], &[1])?),
+        ("größe", Tensor::from_vec_i32(vec![-1, 2, 3, 4], &[2, 2])?),
+        ("empty", Tensor::from_vec(vec![], &[0, 4])?),
+        ("z", Tensor::scalar(9.0)),
+    ];
+    for n in 0..=tensors.len() {
+        let subset = &tensors[..n];
+        let ours = om_core::io::to_bytes(subset.iter().map(|(k, t)| (*k, t)))?;
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = Vec::new();
+        let owned: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = subset
+            .iter()
+            .map(|(k, t)| match t.dtype() {
+                om_core::DType::F32 => {
+                    (k.to_string(), safetensors::Dtype::F32, t.shape().to_vec(), t.to_vec().iter().flat_map(|v| v.to_le_bytes()).collect())
+                }
+                om_core::DType::I32 => (
+                    k.to_string(),
+                    safetensors::Dtype::I32,
+                    t.shape().to_vec(),
+                    t.to_vec_i32().iter().flat_map(|v| v.to_le_bytes()).collect(),
+                ),
+            })
+            .collect();
+        let mut views = views;
+        for (k, d, s, data) in &owned {
+            views.push((k.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), data).unwrap()));
+        }
+        let reference = safetensors::serialize(views, &None).unwrap();
+        assert_eq!(ours, reference, "{n} tensors: our bytes differ from the reference's");
+        assert_eq!(self::ours(&reference).map(|l| l.len()), Some(n), "{n} tensors: the reference's file reads back");
+    }
     Ok(())
 }
