@@ -102,6 +102,37 @@ pub fn next_seed() -> u64 {
     STREAM.with(|s| s.borrow_mut().get_or_insert_with(|| Rng::new(initial_seed())).next_u64())
 }
 
+/// Runs `f` with the calling thread's default stream seeded with `seed`, then puts the
+/// stream back as it was (also when `f` panics): PyTorch's `torch.random.fork_rng()` around
+/// `torch.manual_seed(seed)`, for this thread only. Unlike [`manual_seed`] it leaves the seed
+/// of other threads ([`initial_seed`]) alone. Every call of a random operator inside `f`
+/// therefore draws the same seeds each time `f` runs, e.g. to repeat a dropout mask.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::rng;
+/// rng::manual_seed(9);
+/// let (x, y) = (rng::next_seed(), rng::next_seed());
+/// rng::manual_seed(9);
+/// assert_eq!(rng::next_seed(), x);
+/// let a = rng::with_seed(5, || (rng::next_seed(), rng::next_seed()));
+/// assert_eq!(rng::with_seed(5, || (rng::next_seed(), rng::next_seed())), a);
+/// assert_eq!(rng::next_seed(), y); // the stream goes on where it was
+/// ```
+pub fn with_seed<R>(seed: u64, f: impl FnOnce() -> R) -> R {
+    /// Puts the saved stream back when dropped.
+    struct Restore(Option<Rng>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let saved = self.0.take();
+            let _ = STREAM.try_with(|s| *s.borrow_mut() = saved);
+        }
+    }
+    let _restore = Restore(STREAM.with(|s| s.borrow_mut().replace(Rng::new(seed))));
+    f()
+}
+
 /// A uniform value in `[0, 1)` (24 random bits, exactly representable) for element `i` of a
 /// call seeded with `seed`: a pure function of both, so any thread may compute any element.
 #[doc(hidden)]
