@@ -247,7 +247,8 @@ fn emissions_are_summed_in_the_spec_order_bit_for_bit() {
     let n = w1.len();
     let spec: Vec<f32> = (0..n).map(|i| (w3[i] + w2[i]) + w1[i]).collect();
     // The test can tell the spec's order from the other two pairings.
-    let others: [(&str, fn(f32, f32, f32) -> f32); 2] = [("(w1 + w2) + w3", |a, b, c| (a + b) + c), ("(w1 + w3) + w2", |a, b, c| (a + c) + b)];
+    let others: [(&str, fn(f32, f32, f32) -> f32); 2] =
+        [("(w1 + w2) + w3", |a, b, c| (a + b) + c), ("(w1 + w3) + w2", |a, b, c| (a + c) + b)];
     for (name, other) in others {
         assert!((0..n).any(|i| other(w1[i], w2[i], w3[i]).to_bits() != spec[i].to_bits()), "{name} gives the spec's bits");
     }
@@ -271,7 +272,13 @@ fn emissions_are_summed_in_the_spec_order_bit_for_bit() {
                 consumers(&x).backward().unwrap();
                 let got = x.grad().unwrap().to_vec();
                 for i in 0..n {
-                    assert_eq!(got[i].to_bits(), spec[i].to_bits(), "{mode} {threads} threads, leaf element {i}: {} vs {}", got[i], spec[i]);
+                    assert_eq!(
+                        got[i].to_bits(),
+                        spec[i].to_bits(),
+                        "{mode} {threads} threads, leaf element {i}: {} vs {}",
+                        got[i],
+                        spec[i]
+                    );
                 }
             });
         }

@@ -171,7 +171,7 @@ const ROWS: &[(&str, &str, &[Ours], &str)] = &[
     (
         "0 = log-probabilities `[T,B,C]`",
         "[blank, zeroInfinity, reduction, B, input lengths, target lengths, targets]",
-        &[Primitive("ctc_loss", &["log_probs", "lengths_and_labels"], &["blank", "reduction", "zero_infinity"])],
+        &[Primitive("ctc_loss", &["log_probs", "lengths_and_labels"], &["blank", "zero_infinity", "reduction"])],
         "lengths and labels are one pooled Int32 input, saved instead of three lists",
     ),
     ("0 = ids", "[paddingIndex]", &[Primitive("embedding", &["ids"], &["padding_idx"])], ""),
@@ -272,7 +272,9 @@ fn cross_check(section: &str) -> Vec<String> {
                 continue;
             };
             match o {
-                Composition(_) if e.kind != registry::OpKind::Composition => wrong.push(format!("{name}: the spec's row makes it a composition")),
+                Composition(_) if e.kind != registry::OpKind::Composition => {
+                    wrong.push(format!("{name}: the spec's row makes it a composition"))
+                }
                 Composition(_) => {}
                 Primitive(_, want_saved, want_attrs) => {
                     if e.kind != registry::OpKind::Primitive {

@@ -12,7 +12,7 @@
 
 use om_core::compute::Compute;
 use om_core::kernels::parallel::for_each_chunk_mut;
-use om_core::rng::{next_seed, uniform_at, with_seed};
+use om_core::rng::{fork_rng, next_seed, uniform_at};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
@@ -155,13 +155,15 @@ pub mod dropout {
             Case::new("p0_identity_transposed", vec![x(&[4, 3], 2)], |x| super::dropout(&crate::transpose(&x[0], 0, 1)?, 0.0, true)),
             Case::new("p1_zeros", vec![x(&[3, 4], 3)], |x| super::dropout(&x[0], 1.0, true)),
             // In training at 0 < p < 1: each evaluation of the case draws its seed from a
-            // stream seeded the same way (`rng::with_seed`), so the finite differences and
+            // stream seeded the same way (`rng::fork_rng`), so the finite differences and
             // the backward pass see one mask.
-            Case::new("train_p03", vec![x(&[4, 5], 4)], |x| with_seed(11, || super::dropout(&x[0], 0.3, true))),
+            Case::new("train_p03", vec![x(&[4, 5], 4)], |x| fork_rng(11, || super::dropout(&x[0], 0.3, true))),
             Case::new("train_p05_transposed", vec![x(&[5, 4], 5)], |x| {
-                with_seed(12, || super::dropout(&crate::transpose(&x[0], 0, 1)?, 0.5, true))
+                fork_rng(12, || super::dropout(&crate::transpose(&x[0], 0, 1)?, 0.5, true))
             }),
-            Case::new("train_p08_strided", vec![x(&[3, 8], 6)], |x| with_seed(13, || super::dropout(&crate::slice(&x[0], 1, 1, 8, 2)?, 0.8, true))),
+            Case::new("train_p08_strided", vec![x(&[3, 8], 6)], |x| {
+                fork_rng(13, || super::dropout(&crate::slice(&x[0], 1, 1, 8, 2)?, 0.8, true))
+            }),
         ]
     }
 }
