@@ -27,10 +27,11 @@ fn check_p(op: &'static str, p: f32) -> Result<()> {
     Ok(())
 }
 
-/// The factor of element `i`: `1/(1 − p)` computed as PyTorch's `noise.div_(1 − p)` does,
-/// an f32 division by `1 − p` rounded to f32 (`f32(1/(1 − p))` differs by one ulp for 13% of
-/// the f32 values of `p`, 0.8 among them; pinned by the oracle test), where the element is kept (`uniform_at(seed, i) ≥ p`, probability `1 − p` up to the
-/// 24-bit resolution of the uniform), `0` where it is dropped; `0` everywhere for `p = 1`.
+/// The factor of element `i`: `1/(1 − p)` where the element is kept (`uniform_at(seed, i) ≥ p`,
+/// probability `1 − p` up to the 24-bit resolution of the uniform), `0` where it is dropped;
+/// `0` everywhere for `p = 1`. The factor is computed as PyTorch's `noise.div_(1 − p)` does,
+/// an f32 division by `1 − p` rounded to f32 (`f32(1/(1 − p))` is one ulp off for 13% of the
+/// f32 values of `p`, 0.8 among them; pinned by the oracle test).
 #[derive(Clone, Copy)]
 struct Mask {
     p: f32,
