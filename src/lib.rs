@@ -1,6 +1,6 @@
 #![doc = include_str!("lib.md")]
 
-pub use om_core::rng::{initial_seed, manual_seed};
+pub use om_core::rng::{fork_rng, initial_seed, manual_seed};
 pub use om_core::{compute, no_grad, Compute, DType, Error, KernelPath, Mode, NoGradGuard, Result, Tensor};
 pub use om_macros::op;
 #[doc(inline)]

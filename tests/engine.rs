@@ -1,5 +1,6 @@
 //! The engine rules of spec section 2, one test each.
 
+use om_core::compute::{Compute, KernelPath, Mode, Settings};
 use om_core::{is_grad_enabled, no_grad, Case, Error, Result, Tensor};
 use om_macros::op;
 use om_ops as ops;
@@ -215,5 +216,69 @@ mod wrong_square {
 
     pub fn cases() -> Vec<Case> {
         vec![Case::new("wrong", vec![Case::input(&[4], 0.5, 1.5, 1)], |x| super::wrong_square(&x[0]))]
+    }
+}
+
+/// The factors `w1`, `w2`, `w3` of three consumers of one tensor, per element: the first
+/// three elements are where the three ways to pair a float32 sum of three terms differ
+/// (`1e8 + 1` rounds to `1e8`), the rest mix magnitudes.
+fn emission_factors() -> [Vec<f32>; 3] {
+    let mut w = [vec![1.0, -1e8, 1e8], vec![1e8, 1.0, -1e8], vec![-1e8, 1e8, 1.0]];
+    for i in 0..13 {
+        let k = i as f32;
+        w[0].push((k - 6.0) * 3.0e7 + 0.7);
+        w[1].push(1.0 / (k + 1.0) - 0.37);
+        w[2].push((6.5 - k) * 2.9e7 + 0.013);
+    }
+    w
+}
+
+/// Spec section 2, rule 3, bit for bit: emissions to a record's pending gradient, and to a
+/// leaf's gradient, are added in the order they happen, which the reverse of the post-order
+/// traversal fixes. In `sum((h·w1 + h·w2) + h·w3)` with `h = −x`, the post-order over input
+/// edges in input order is `h, m1, m2, add, m3, add, sum` (`mK = h·wK`), so the records run
+/// `sum, add, m3, add, m2, m1, h`: `h` receives `w3`, then `w2`, then `w1`, and its pending
+/// gradient is `(w3 + w2) + w1` in float32; `x` gets its negation. With `x` itself in place
+/// of `h`, the leaf's gradient is built in the same order. The expected bits are those f32
+/// additions; the factors are chosen so that either other pairing gives other bits.
+#[test]
+fn emissions_are_summed_in_the_spec_order_bit_for_bit() {
+    let [w1, w2, w3] = emission_factors();
+    let n = w1.len();
+    let spec: Vec<f32> = (0..n).map(|i| (w3[i] + w2[i]) + w1[i]).collect();
+    // The test can tell the spec's order from the other two pairings.
+    let differs = |other: &dyn Fn(f32, f32, f32) -> f32| (0..n).any(|i| other(w1[i], w2[i], w3[i]).to_bits() != spec[i].to_bits());
+    assert!(differs(&|a, b, c| (a + b) + c), "(w1 + w2) + w3 gives the spec's bits");
+    assert!(differs(&|a, b, c| (a + c) + b), "(w1 + w3) + w2 gives the spec's bits");
+    let w: Vec<Tensor> = [&w1, &w2, &w3].iter().map(|v| Tensor::from_slice(v, &[n]).unwrap()).collect();
+    let consumers = |h: &Tensor| -> Tensor {
+        let (m1, m2, m3) = (ops::mul(h, &w[0]).unwrap(), ops::mul(h, &w[1]).unwrap(), ops::mul(h, &w[2]).unwrap());
+        total(&ops::add(&ops::add(&m1, &m2).unwrap(), &m3).unwrap())
+    };
+    for mode in [Mode::Fast, Mode::Exact] {
+        for threads in [1, 2] {
+            Compute::with(Settings { mode, threads, path: KernelPath::best() }, || {
+                // Through a record's pending gradient.
+                let x = leaf(&vec![0.5; n]);
+                consumers(&ops::neg(&x).unwrap()).backward().unwrap();
+                let got = x.grad().unwrap().to_vec();
+                for i in 0..n {
+                    assert_eq!(got[i].to_bits(), (-spec[i]).to_bits(), "{mode} {threads} threads, element {i}: {} vs {}", got[i], -spec[i]);
+                }
+                // Into a leaf's gradient.
+                let x = leaf(&vec![0.5; n]);
+                consumers(&x).backward().unwrap();
+                let got = x.grad().unwrap().to_vec();
+                for i in 0..n {
+                    assert_eq!(
+                        got[i].to_bits(),
+                        spec[i].to_bits(),
+                        "{mode} {threads} threads, leaf element {i}: {} vs {}",
+                        got[i],
+                        spec[i]
+                    );
+                }
+            });
+        }
     }
 }

@@ -193,3 +193,55 @@ fn scope_figures_equal_the_pool_counter_deltas() -> Result<()> {
     assert!(requests[0].1 < requests[1].1, "three threads' scratch parts: {requests:?}");
     Ok(())
 }
+
+/// Scopes ended out of order (spec section 3 assumes nesting; a Rust guard can be moved or
+/// dropped early) count as if they had nested: a step in an inner scope whose outer scope
+/// ended first has the figures of a step in a scope of its own, live tensors included, and
+/// so does a scope opened inside it that outlives it (before, the outer's end stopped the
+/// inner's counting and cleared the log of live tensors under it).
+#[test]
+fn scopes_ended_out_of_order_count_as_nested_ones() -> Result<()> {
+    let _turn = turn();
+    let net = Net::new()?;
+    net.step()?;
+    // A step and a forward pass whose activation is kept, in a scope of its own.
+    let plain = {
+        let scope = ActivationScope::new();
+        net.step()?;
+        let (h, _) = net.forward()?;
+        let s = scope.stats();
+        drop(h);
+        s
+    };
+    assert!(plain.pool_requests > 0 && plain.live_tensors_created > 0, "{plain:?}");
+    let plain_step = {
+        let scope = ActivationScope::new();
+        net.step()?;
+        scope.finish()
+    };
+    // The same in an inner scope whose outer scope ends first.
+    let outer = ActivationScope::new();
+    let inner = ActivationScope::new();
+    drop(outer);
+    net.step()?;
+    let (h, _) = net.forward()?;
+    let s = inner.stats();
+    assert_eq!(
+        (s.pool_requests, s.pool_bytes_requested, s.live_tensors_created),
+        (plain.pool_requests, plain.pool_bytes_requested, plain.live_tensors_created),
+        "an inner scope whose outer scope ended first"
+    );
+    assert!(inner.live_tensors().iter().any(|t| t.grad_fn_name() == Some("relu")), "the kept activation is logged");
+    drop(h);
+    // A scope opened inside that one and still open when it ends.
+    let last = ActivationScope::new();
+    drop(inner);
+    net.step()?;
+    let s = last.finish();
+    assert_eq!(
+        (s.pool_requests, s.pool_bytes_requested, s.live_tensors_created),
+        (plain_step.pool_requests, plain_step.pool_bytes_requested, 0),
+        "a scope that outlived the scope around it"
+    );
+    Ok(())
+}

@@ -21,24 +21,39 @@
 //! are inclusive, like a profiler's). The outermost scope's end tells the pool its peak,
 //! which sets the automatic cache limit ([`pool::set_cache_limit`]).
 //!
+//! Scopes may end in any order (spec section 3 assumes nesting; a guard can be moved or
+//! dropped early in Rust): a scope that ends while scopes opened after it are still open
+//! only leaves the thread's list of open scopes. Those keep counting, in themselves and in
+//! every scope open before them; the thread's accounting goes back to what it was before
+//! the first of them once the last one ends; the log of tensors is kept while any scope is
+//! open. A scope that ends while no scope opened before it is still open reports its peak
+//! to the pool (the outermost one, when they nest).
+//!
 //! Heap figures come from `CountingAlloc` when the
 //! program installed it (the calling thread's allocations only); otherwise they are `None`.
 //!
 //! ```
-//! use om_core::{ActivationScope, Tensor};
-//! let w = Tensor::randn_with_seed(&[4], 1)?.requires_grad()?;
-//! let scope = ActivationScope::new();
-//! let y = w.clone();
-//! drop(y);
-//! let stats = scope.stats();
-//! assert_eq!(stats.live_tensors_created, 0);
+//! use om_core::{ActivationScope, Result, ScopeStats, Tensor};
+//! // A "step" that makes two activations and lets them go.
+//! let step = || -> Result<ScopeStats> {
+//!     let scope = ActivationScope::new();
+//!     let a = Tensor::zeros(&[1000])?;
+//!     let b = Tensor::ones(&[1000])?;
+//!     drop((a, b));
+//!     Ok(scope.finish())
+//! };
+//! let first = step()?;
+//! assert_eq!((first.pool_requests, first.live_tensors_created), (2, 0));
+//! // The next step is warm: both buffers come back from the pool, none is allocated.
+//! let second = step()?;
+//! assert_eq!((second.pool_requests, second.pool_native_allocations), (2, 0));
 //! # Ok::<(), om_core::Error>(())
 //! ```
 
 use crate::alloc_count::{self, HeapCounts};
 use crate::pool;
 use crate::tensor::{Inner, Tensor};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -76,9 +91,11 @@ struct Counters {
 thread_local! {
     /// The innermost scope this thread accounts to (its own, or one adopted for a kernel call).
     static CURRENT: RefCell<Option<Arc<Counters>>> = const { RefCell::new(None) };
-    /// Where each scope open on this thread (adoption does not count) starts in [`LOG`],
-    /// outermost first: tensors are logged while one is open.
-    static STARTS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The scopes open on this thread (adoption does not count), in the order they were
+    /// opened: tensors are logged while one is open.
+    static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+    /// The id of the next scope opened on this thread.
+    static NEXT_ID: Cell<u64> = const { Cell::new(0) };
     /// Tensors created while a scope is open; cleared (capacity kept) when the outermost
     /// ends, and compacted (dead entries dropped) when it would grow past [`COMPACT_AT`].
     static LOG: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
@@ -112,6 +129,18 @@ impl Counters {
     }
 }
 
+/// One open scope in [`OPEN`].
+struct Open {
+    /// The scope's id (unique on its thread).
+    id: u64,
+    /// Where its tensors start in [`LOG`].
+    start: usize,
+    /// What the thread accounts to once this scope and every scope opened after it have
+    /// ended: the accounting when it was opened, or, if the scope opened just before it
+    /// ended first, what that one would have restored.
+    prev: Option<Arc<Counters>>,
+}
+
 /// The log is compacted instead of grown once it holds this many entries, so a scope kept
 /// open around a whole training loop costs memory for its live tensors only.
 const COMPACT_AT: usize = 4096;
@@ -131,9 +160,8 @@ const COMPACT_AT: usize = 4096;
 /// ```
 pub struct ActivationScope {
     counters: Arc<Counters>,
-    prev: Option<Arc<Counters>>,
-    /// This scope's index in [`STARTS`].
-    depth: usize,
+    /// This scope's id in [`OPEN`].
+    id: u64,
     heap_start: HeapCounts,
     /// Scopes are per thread.
     _not_send: PhantomData<*const ()>,
@@ -146,12 +174,9 @@ impl ActivationScope {
         let counters = Counters::open(prev.clone());
         CURRENT.with(|c| *c.borrow_mut() = Some(counters.clone()));
         let start = LOG.with(|l| l.borrow().len());
-        let depth = STARTS.with(|s| {
-            let mut s = s.borrow_mut();
-            s.push(start);
-            s.len() - 1
-        });
-        ActivationScope { counters, prev, depth, heap_start: alloc_count::thread(), _not_send: PhantomData }
+        let id = NEXT_ID.with(|n| n.replace(n.get() + 1));
+        OPEN.with(|o| o.borrow_mut().push(Open { id, start, prev }));
+        ActivationScope { counters, id, heap_start: alloc_count::thread(), _not_send: PhantomData }
     }
 
     /// The figures so far (call it before the scope ends, while the step's handles that
@@ -182,7 +207,7 @@ impl ActivationScope {
     }
 
     fn log_start(&self) -> usize {
-        STARTS.with(|s| s.borrow().get(self.depth).copied()).unwrap_or(0)
+        OPEN.with(|o| o.borrow().iter().find(|e| e.id == self.id).map(|e| e.start)).unwrap_or(0)
     }
 }
 
@@ -193,15 +218,29 @@ impl Default for ActivationScope {
 }
 
 impl Drop for ActivationScope {
+    /// Leaves the thread's open scopes wherever this one is among them (see the module
+    /// documentation for scopes that end out of order).
     fn drop(&mut self) {
-        CURRENT.with(|c| *c.borrow_mut() = self.prev.take());
-        let open = STARTS.with(|s| {
-            let mut s = s.borrow_mut();
-            s.truncate(self.depth);
-            s.len()
+        let ended = OPEN.try_with(|o| {
+            let mut o = o.borrow_mut();
+            let at = o.iter().position(|e| e.id == self.id)?;
+            let me = o.remove(at);
+            if at == o.len() {
+                // The innermost: the thread accounts to what was there before it.
+                let _ = CURRENT.try_with(|c| *c.borrow_mut() = me.prev);
+            } else {
+                // Scopes opened after this one are still open: the next one restores, when
+                // it ends, what this one would have (this scope's counters stay in their
+                // chain of parents, counted but no longer read).
+                o[at].prev = me.prev;
+            }
+            Some((at == 0, o.is_empty()))
         });
-        if open == 0 {
-            LOG.with(|l| l.borrow_mut().clear());
+        let Ok(Some((outermost, none_open))) = ended else { return };
+        if none_open {
+            let _ = LOG.try_with(|l| l.borrow_mut().clear());
+        }
+        if outermost {
             pool::note_step_peak(self.counters.peak.load(Ordering::Relaxed));
         }
         let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(self.counters.clone()));
@@ -231,7 +270,7 @@ pub(crate) fn track(t: &Tensor) {
         LOG.with(|l| {
             let mut l = l.borrow_mut();
             if l.len() >= COMPACT_AT && l.len() == l.capacity() {
-                STARTS.with(|s| compact(&mut l, &mut s.borrow_mut()));
+                OPEN.with(|o| compact(&mut l, &mut o.borrow_mut()));
             }
             t.0.log_slot.store(l.len(), Ordering::Relaxed);
             l.push(Arc::downgrade(&t.0));
@@ -240,15 +279,16 @@ pub(crate) fn track(t: &Tensor) {
 }
 
 fn is_open() -> bool {
-    STARTS.try_with(|s| !s.borrow().is_empty()).unwrap_or(false)
+    OPEN.try_with(|o| !o.borrow().is_empty()).unwrap_or(false)
 }
 
-/// Drops the log's dead entries, moving each open scope's start to match.
-fn compact(log: &mut Vec<Weak<Inner>>, starts: &mut [usize]) {
+/// Drops the log's dead entries, moving each open scope's start to match (the starts
+/// increase in the order the scopes were opened).
+fn compact(log: &mut Vec<Weak<Inner>>, open: &mut [Open]) {
     let (mut kept, mut scope) = (0, 0);
     for i in 0..log.len() {
-        while scope < starts.len() && starts[scope] <= i {
-            starts[scope] = kept;
+        while scope < open.len() && open[scope].start <= i {
+            open[scope].start = kept;
             scope += 1;
         }
         if let Some(t) = log[i].upgrade() {
@@ -257,8 +297,8 @@ fn compact(log: &mut Vec<Weak<Inner>>, starts: &mut [usize]) {
             kept += 1;
         }
     }
-    for s in &mut starts[scope..] {
-        *s = kept;
+    for s in &mut open[scope..] {
+        s.start = kept;
     }
     log.truncate(kept);
 }
@@ -372,5 +412,83 @@ mod tests {
         let t = Tensor::zeros(&[3]).unwrap();
         assert!(LOG.with(|l| l.borrow().is_empty()));
         drop(t);
+    }
+
+    fn thread_is_clean() -> bool {
+        !is_open() && CURRENT.with(|c| c.borrow().is_none()) && LOG.with(|l| l.borrow().is_empty())
+    }
+
+    /// The outer scope ends first: the inner one keeps counting and logging (before, the
+    /// outer's end switched the thread's accounting off and cleared the log under it), and
+    /// once it ends too the thread is as if no scope had been opened.
+    #[test]
+    fn an_outer_scope_ended_first_leaves_the_inner_one_counting() {
+        let outer = ActivationScope::new();
+        let inner = ActivationScope::new();
+        let before = Tensor::zeros(&[7]).unwrap();
+        drop(outer);
+        let t = Tensor::zeros(&[10]).unwrap();
+        let s = inner.stats();
+        assert_eq!((s.pool_requests, s.live_tensors_created), (2, 2));
+        assert_eq!(inner.live_tensors().iter().map(|t| t.shape().to_vec()).collect::<Vec<_>>(), [vec![7], vec![10]]);
+        drop(inner);
+        assert!(thread_is_clean());
+        // A scope opened now starts from nothing.
+        let next = ActivationScope::new();
+        let u = Tensor::zeros(&[5]).unwrap();
+        let s = next.stats();
+        assert_eq!((s.pool_requests, s.live_tensors_created), (1, 1));
+        drop((next, t, u, before));
+        assert!(thread_is_clean());
+    }
+
+    /// A middle scope ends first: the scopes around and inside it go on counting as nested
+    /// scopes do, and when the innermost ends the thread accounts to the outermost again
+    /// (before, it went on accounting to the ended middle scope, which the outer one never
+    /// saw).
+    #[test]
+    fn a_middle_scope_ended_first_leaves_the_others_nested() {
+        let outer = ActivationScope::new();
+        let a = Tensor::zeros(&[3]).unwrap();
+        let middle = ActivationScope::new();
+        let inner = ActivationScope::new();
+        drop(middle);
+        let b = Tensor::zeros(&[4]).unwrap();
+        assert_eq!((inner.stats().pool_requests, inner.stats().live_tensors_created), (1, 1));
+        assert_eq!((outer.stats().pool_requests, outer.stats().live_tensors_created), (2, 2));
+        drop(inner);
+        assert!(Arc::ptr_eq(CURRENT.with(|c| c.borrow().clone()).as_ref().unwrap(), &outer.counters), "back to the outer scope");
+        let c = Tensor::zeros(&[5]).unwrap();
+        assert_eq!((outer.stats().pool_requests, outer.stats().live_tensors_created), (3, 3));
+        drop(outer);
+        assert!(thread_is_clean());
+        drop((a, b, c));
+    }
+
+    /// Every order of ending three scopes leaves the thread clean, and while they end each
+    /// open scope counts exactly the requests made after it opened.
+    #[test]
+    fn any_order_of_ending_three_scopes_counts_and_cleans_up() {
+        for order in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+            let mut scopes: Vec<Option<ActivationScope>> = Vec::new();
+            let mut made = Vec::new();
+            for _ in 0..3 {
+                scopes.push(Some(ActivationScope::new()));
+                made.push(Tensor::zeros(&[2]).unwrap());
+            }
+            // Scope k saw the requests made after it opened: 3 − k.
+            let mut seen = [3u64, 2, 1];
+            for &k in &order {
+                scopes[k] = None;
+                made.push(Tensor::zeros(&[2]).unwrap());
+                for (j, s) in scopes.iter().enumerate() {
+                    if let Some(s) = s {
+                        seen[j] += 1;
+                        assert_eq!(s.stats().pool_requests, seen[j], "order {order:?}: scope {j} after scope {k} ended");
+                    }
+                }
+            }
+            assert!(thread_is_clean(), "order {order:?}");
+        }
     }
 }

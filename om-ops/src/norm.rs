@@ -185,6 +185,23 @@ fn check_running(op: &'static str, arg: &'static str, t: Option<&Tensor>, c: usi
 /// take gradients. Backward (Ioffe and Szegedy 2015): training
 /// `dx = γ/σ·(g − mean(g) − x̂·mean(g·x̂))` over N, H, W; eval `dx = γ/σ·g`;
 /// `dγ = Σ g·x̂`, `dβ = Σ g`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{batch_norm2d, Tensor};
+/// // Two images of one channel, 1×2 each: the channel's values are 1, 3, 5, 7.
+/// let x = Tensor::from_vec(vec![1.0, 3.0, 5.0, 7.0], &[2, 1, 1, 2])?;
+/// let (running_mean, running_var) = (Tensor::zeros(&[1])?, Tensor::ones(&[1])?);
+/// let y = batch_norm2d(&x, None, None, Some(&running_mean), Some(&running_var), true, 0.1, 0.0)?;
+/// // Normalised with the batch mean 4 and biased variance 5.
+/// let want = [-3.0, -1.0, 1.0, 3.0].map(|v: f32| v / 5f32.sqrt());
+/// assert!(y.to_vec().iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+/// // The running stats moved by `momentum` towards the batch's (unbiased variance 20/3).
+/// assert!((running_mean.to_vec()[0] - 0.4).abs() < 1e-6);
+/// assert!((running_var.to_vec()[0] - (0.9 + 0.1 * 20.0 / 3.0)).abs() < 1e-6);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x, gamma, mean: owned, rstd: owned], attrs = [training: bool, momentum: f32, eps: f32])]
 pub mod batch_norm2d {
     use super::*;

@@ -435,6 +435,18 @@ pub mod avg_pool2d {
 /// `[C, 1, 1]`; PyTorch's `adaptive_avg_pool2d(x, 1)`), as reshape, mean over the last axis,
 /// reshape.
 /// Backward: through `reshape` and `mean`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{global_avg_pool2d, Tensor};
+/// // One image, two channels of 2×2.
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0], &[1, 2, 2, 2])?;
+/// let y = global_avg_pool2d(&x)?;
+/// assert_eq!(y.shape(), [1, 2, 1, 1]);
+/// assert_eq!(y.to_vec(), [2.5, 25.0]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod global_avg_pool2d {
     use super::*;

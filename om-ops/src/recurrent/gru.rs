@@ -10,6 +10,24 @@ use super::*;
 /// r·(W_hn h + b_hn))`, `h = (1−z)·n + z·h'`. Backward through time in reverse step order
 /// with `dX[t] = [dar, daz, dan]`, `dH[t] = [dar, daz, dan·r]`, `dh' = dH[t]·W_hh + dh·z`;
 /// then `dx = dX·W_ih`, `dW_ih = dXᵀ·x`, `dW_hh = dHᵀ·H_prev`, `db_ih = Σ dX`, `db_hh = Σ dH`.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{gru_layer, Tensor};
+/// // H = 1, zero weights: only the bias acts, r = z = σ(0) = ½ and n = tanh(1).
+/// let x = Tensor::zeros(&[2, 1, 3])?; // T = 2 steps, batch 1, 3 features
+/// let (w_ih, w_hh) = (Tensor::zeros(&[3, 3])?, Tensor::zeros(&[3, 1])?);
+/// let b_ih = Tensor::from_vec(vec![0.0, 0.0, 1.0], &[3])?; // gate rows r, z, n
+/// let y = gru_layer(&x, &w_ih, &w_hh, Some(&b_ih), None, None, false)?;
+/// assert_eq!(y.shape(), [2, 1, 1]);
+/// // h = (1 − z)·n + z·h', from h' = 0.
+/// let n = 1f32.tanh();
+/// let h1 = 0.5 * n;
+/// let want = [h1, 0.5 * n + 0.5 * h1];
+/// assert!(y.to_vec().iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x, w_ih, w_hh, gates: owned, hn: owned, out, h0], attrs = [reverse: bool])]
 pub mod gru_layer {
     use super::*;
@@ -159,6 +177,27 @@ pub mod gru_layer {
 /// PyTorch's order, optional `h0` `[layers·dirs, B, H]`. Returns the last layer's states
 /// `y` and the final hidden states `h_n`.
 /// Backward: through `gru_layer` (and the concatenation of directions).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{gru, select, RnnConfig, RnnWeights, Tensor};
+/// let (t, b, i, h) = (4, 2, 3, 5);
+/// let x = Tensor::randn_with_seed(&[b, t, i], 1)?; // batch-first
+/// // Two layers: layer 1 reads layer 0's H features.
+/// let w = |rows, cols, seed| Tensor::randn_with_seed(&[rows, cols], seed);
+/// let weights = vec![
+///     RnnWeights::new(w(3 * h, i, 2)?, w(3 * h, h, 3)?, Tensor::zeros(&[3 * h])?, Tensor::zeros(&[3 * h])?),
+///     RnnWeights::new(w(3 * h, h, 4)?, w(3 * h, h, 5)?, Tensor::zeros(&[3 * h])?, Tensor::zeros(&[3 * h])?),
+/// ];
+/// let out = gru(&x, None, &weights, RnnConfig::new(2).batch_first(true))?;
+/// assert_eq!(out.y.shape(), [b, t, h]);
+/// assert_eq!(out.h_n.shape(), [2, b, h]);
+/// assert!(out.c_n.is_none());
+/// // The last layer's final state is its output at the last step.
+/// assert_eq!(select(&out.h_n, 0, 1)?.to_vec(), select(&out.y, 1, t as isize - 1)?.to_vec());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod gru {
     use super::*;

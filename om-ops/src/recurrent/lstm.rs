@@ -15,6 +15,25 @@ use super::*;
 /// row `T` is the final cell state `c_n` (the cell state of the last step processed), so
 /// that [`lstm()`] can return `c_n` with its gradient — its gradient enters the backward
 /// loop as the cell-state gradient after the last step (`dc' = g[T]` instead of 0).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{lstm_layer, Tensor};
+/// // H = 1, zero weights: only the bias acts, i = f = o = σ(0) = ½ and g = tanh(1).
+/// let x = Tensor::zeros(&[2, 1, 3])?; // T = 2 steps, batch 1, 3 features
+/// let (w_ih, w_hh) = (Tensor::zeros(&[4, 3])?, Tensor::zeros(&[4, 1])?);
+/// let b_ih = Tensor::from_vec(vec![0.0, 0.0, 1.0, 0.0], &[4])?; // gate rows i, f, g, o
+/// let y = lstm_layer(&x, &w_ih, &w_hh, Some(&b_ih), None, None, None, false, false)?;
+/// assert_eq!(y.shape(), [2, 1, 1]);
+/// // c = f·c' + i·g, h = o·tanh c, from c' = 0.
+/// let g = 1f32.tanh();
+/// let c1 = 0.5 * g;
+/// let c2 = 0.5 * c1 + 0.5 * g;
+/// let want = [0.5 * c1.tanh(), 0.5 * c2.tanh()];
+/// assert!(y.to_vec().iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5));
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(saved = [x, w_ih, w_hh, gates: owned, c: owned, tanh_c: owned, out, h0, c0], attrs = [reverse: bool, final_cell: bool])]
 pub mod lstm_layer {
     use super::*;
@@ -227,6 +246,28 @@ pub mod lstm_layer {
 /// gradient: a long sequence can be run in chunks, each chunk starting from the previous
 /// chunk's `h_n`, `c_n`, with the same values as one run over the whole sequence.
 /// Backward: through `lstm_layer` (and the concatenation of directions).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::{lstm, select, slice, RnnConfig, RnnWeights, Tensor};
+/// let (t, b, i, h) = (5, 2, 3, 4);
+/// let x = Tensor::randn_with_seed(&[t, b, i], 1)?;
+/// // One bidirectional layer: the forward direction's weights, then the reverse one's.
+/// let weights: Vec<RnnWeights> = (0..2)
+///     .map(|d| Ok(RnnWeights::without_bias(Tensor::randn_with_seed(&[4 * h, i], 2 + d)?, Tensor::randn_with_seed(&[4 * h, h], 4 + d)?)))
+///     .collect::<om_ops::Result<_>>()?;
+/// let out = lstm(&x, None, None, &weights, RnnConfig::default().bidirectional(true))?;
+/// assert_eq!(out.y.shape(), [t, b, 2 * h]);
+/// assert_eq!(out.h_n.shape(), [2, b, h]);
+/// assert_eq!(out.c_n.as_ref().map(|c| c.shape().to_vec()), Some(vec![2, b, h]));
+/// // h_n holds the forward direction's last step and the reverse direction's first.
+/// let last = slice(&select(&out.y, 0, t as isize - 1)?, 1, 0, h as isize, 1)?;
+/// let first = slice(&select(&out.y, 0, 0)?, 1, h as isize, 2 * h as isize, 1)?;
+/// assert_eq!(select(&out.h_n, 0, 0)?.to_vec(), last.to_vec());
+/// assert_eq!(select(&out.h_n, 0, 1)?.to_vec(), first.to_vec());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
 #[op(composition)]
 pub mod lstm {
     use super::*;
