@@ -196,7 +196,7 @@ pub(crate) const A_STRIDE: usize = KC + 16;
 const ROW_UNIT: usize = 8;
 
 /// The widest register tile of any path (rows × columns), for the edge buffer.
-const MAX_TILE: usize = 24 * 16;
+const MAX_TILE: usize = 14 * 32;
 
 /// Arguments of one register-tile kernel call.
 ///
@@ -216,6 +216,9 @@ pub(crate) struct Tile {
     pub c: *mut f32,
     /// Row stride of `c`.
     pub ldc: usize,
+    /// Columns of C to read and write (1 to NR): a kernel with [`Kernel::masked`] stores
+    /// only these; the others are always given full tiles (`cols == NR`).
+    pub cols: usize,
     /// Continue from the values in `c` (a later k-block) instead of +0.0.
     pub accumulate: bool,
 }
@@ -237,6 +240,9 @@ struct Kernel {
     kc: usize,
     /// Most columns of a chunk: its packed B block (`kc × nc`) stays in L2.
     nc: usize,
+    /// The kernel stores only [`Tile::cols`] columns (masked), so an edge tile narrower
+    /// than NR needs no buffer.
+    masked: bool,
     tile: TileFn,
 }
 
@@ -247,7 +253,7 @@ impl Kernel {
         let path = if path.is_supported() { path } else { KernelPath::Scalar };
         match path {
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx512 => Kernel::new(24, 16, x86::avx512_tile(fast)),
+            KernelPath::Avx512 => Kernel { masked: true, ..Kernel::new(14, 32, x86::avx512_tile(fast)) },
             #[cfg(target_arch = "x86_64")]
             KernelPath::Avx2 => Kernel::new(6, 16, x86::avx2_tile(fast)),
             #[cfg(target_arch = "x86_64")]
@@ -271,7 +277,7 @@ impl Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
         let caches = cache::caches();
         let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
-        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), tile }
+        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), masked: false, tile }
     }
 
     /// `nc` of [`Kernel::new`] for a tile `nr` columns wide.
@@ -484,11 +490,11 @@ impl Job<'_> {
             };
             // SAFETY: the tile's top-left element lies inside the checked C slice.
             let top_left = unsafe { c.add((rect.row + row) * self.ldc + rect.col + col) };
-            let tile = Tile { kc: kb, a, b, ldb, c: top_left, ldc: self.ldc, accumulate: pc > 0 };
+            let tile = Tile { kc: kb, a, b, ldb, c: top_left, ldc: self.ldc, cols, accumulate: pc > 0 };
             // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
             // values; a full tile lies inside C; the kernel was selected for a
             // supported path.
-            unsafe { run_tile(self.kernel.tile, rows, cols, nr, &tile) };
+            unsafe { run_tile(self.kernel, rows, &tile) };
             if let Some(bias) = &bias {
                 for r in 0..rows {
                     // SAFETY: row `r` of the tile has `cols` outputs inside C, written by
@@ -501,16 +507,19 @@ impl Job<'_> {
     }
 }
 
-/// Runs one register tile of `rows × cols` outputs; a tile narrower than NR goes through
-/// a local buffer so the kernel can always store full rows.
+/// Runs one register tile of `rows × tile.cols` outputs; a tile narrower than NR goes
+/// through a local buffer (so the kernel can always store full rows) unless the kernel
+/// masks its stores.
 ///
 /// # Safety
-/// `tile` must be valid for `rows × nr` outputs if `cols == nr`, or `rows × cols`
-/// otherwise; the kernel must be supported by the CPU.
-unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &Tile) {
-    if cols == nr {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { kernel(rows, tile) };
+/// `tile` must be valid for `rows × tile.cols` outputs; the kernel must be supported by
+/// the CPU.
+unsafe fn run_tile(kernel: &Kernel, rows: usize, tile: &Tile) {
+    let (cols, nr) = (tile.cols, kernel.nr);
+    if cols == nr || kernel.masked {
+        // SAFETY: forwarded from this function's contract (a masked kernel touches only
+        // `tile.cols` columns).
+        unsafe { (kernel.tile)(rows, tile) };
         return;
     }
     let mut buf = [0.0f32; MAX_TILE];
@@ -521,9 +530,9 @@ unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &T
             buf[r * nr..r * nr + cols].copy_from_slice(src);
         }
     }
-    let local = Tile { c: buf.as_mut_ptr(), ldc: nr, ..*tile };
+    let local = Tile { c: buf.as_mut_ptr(), ldc: nr, cols: nr, ..*tile };
     // SAFETY: `buf` holds `rows × nr` outputs (rows ≤ MR, MR·NR ≤ MAX_TILE).
-    unsafe { kernel(rows, &local) };
+    unsafe { (kernel.tile)(rows, &local) };
     for r in 0..rows {
         // SAFETY: row `r` of the tile has `cols` valid outputs.
         let dst = unsafe { std::slice::from_raw_parts_mut(tile.c.add(r * tile.ldc), cols) };
@@ -538,13 +547,13 @@ thread_local! {
 }
 
 /// Floats of packing scratch that cover every GEMM chunk on any path: the widest A panel
-/// (24 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
+/// (at most 14 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
 /// their `nc`, from the L2 size) and the alignment slack. A few hundred KiB (544 KiB on a
 /// 1 MiB L2).
 fn packing_bound() -> usize {
     const ALIGN: usize = 16;
-    let nc = [8, 16].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
-    (24 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
+    let nc = [8, 16, 32].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
+    (14 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
 }
 
 /// Grows this thread's packing scratch to [`packing_bound`] now. The thread team's helpers
