@@ -10,6 +10,11 @@
 //! Fast mode: `acc = fmadd(a, b, acc)`, one rounding like `a.mul_add(b, acc)`; baseline
 //! SSE has no FMA, so the SSE path computes fast mode like exact mode.
 //!
+//! The AVX-512 kernel loads and stores C under column masks, so an edge tile narrower than
+//! 32 columns runs in place (16 columns or fewer with one vector per row), and it
+//! prefetches B a few steps ahead (B read in place from a large stride crosses a page
+//! every step, which the hardware prefetchers do not follow).
+//!
 //! Each kernel is generic over the row count `R` (1 to MR, so edge tiles run the same
 //! instruction sequence per row) and the mode, so the inner loop has no branches and the
 //! accumulator array lives in registers.
@@ -74,6 +79,10 @@ unsafe fn avx512_rows<const FAST: bool>(rows: usize, t: &Tile) {
     }
 }
 
+/// Steps of B prefetched ahead: a B read in place (rows `ldb` apart, each in its own page
+/// for a large stride) defeats the hardware prefetchers, which stay within a page.
+const B_AHEAD: usize = 8;
+
 /// The store mask of column vector `h` (16 columns each) of a tile `cols` wide.
 fn column_mask(cols: usize, h: usize) -> __mmask16 {
     let live = cols.saturating_sub(16 * h).min(16);
@@ -98,13 +107,16 @@ unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(t: &Ti
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
                 for h in 0..V {
-                    v[h] = _mm512_maskz_loadu_ps(masks[h], t.c.add(r * t.ldc + 16 * h));
+                    v[h] = _mm512_maskz_loadu_ps(masks[h], t.src.add(r * t.lds + 16 * h));
                 }
             }
         }
         let (mut a, mut b) = (t.a, t.b);
         for _ in 0..t.kc {
             let bv: [__m512; V] = std::array::from_fn(|h| _mm512_loadu_ps(b.add(16 * h)));
+            for h in 0..V {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(B_AHEAD * t.ldb + 16 * h) as *const i8);
+            }
             for (r, v) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*a.add(r * A_STRIDE));
                 for h in 0..V {
@@ -148,7 +160,7 @@ unsafe fn avx2_kernel<const R: usize, const FAST: bool>(t: &Tile) {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
-                let c = t.c.add(r * t.ldc);
+                let c = t.src.add(r * t.lds);
                 *v = [_mm256_loadu_ps(c), _mm256_loadu_ps(c.add(8))];
             }
         }
@@ -195,7 +207,7 @@ unsafe fn sse_kernel<const R: usize, const _FAST: bool>(t: &Tile) {
         let mut acc = [[_mm_setzero_ps(); 2]; R];
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
-                let c = t.c.add(r * t.ldc);
+                let c = t.src.add(r * t.lds);
                 *v = [_mm_loadu_ps(c), _mm_loadu_ps(c.add(4))];
             }
         }
