@@ -331,7 +331,8 @@ impl Plan {
         // row panel B is read once whichever way, so packing it would only add a pass; a
         // kernel that prefetches B reads it in place for up to `direct_panels` panels.
         let ldb = b.row_stride();
-        let direct_b = b.col_stride() == 1 && (m <= kernel.direct_panels * kernel.mr || direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb));
+        let direct_b =
+            b.col_stride() == 1 && (m <= kernel.direct_panels * kernel.mr || direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb));
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
