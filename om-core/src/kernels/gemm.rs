@@ -252,11 +252,12 @@ struct Kernel {
     /// The kernel stores only [`Tile::cols`] columns (masked), so an edge tile narrower
     /// than NR needs no buffer.
     masked: bool,
-    /// Most row panels for which B is read in place rather than packed: 1 (B is then read
-    /// once whichever way), or 4 for a kernel that prefetches B ahead (AVX-512). Packing
-    /// reads B and writes a copy; read in place from L2 four times (each row its own page
-    /// for a large stride, which the hardware prefetchers do not cross) cost less on the
-    /// Intel Xeon: `[48,512]·[512,512]` 1.2× faster, `[32,288]·[288,1024]` unchanged.
+    /// Most row panels for which B is read in place rather than packed when all of B fits
+    /// in half of L2: 1 (B is then read once whichever way), or 4 for a kernel that
+    /// prefetches B ahead (AVX-512). Packing reads B and writes a copy; reading it in place
+    /// from L2 up to four times cost less on the Intel Xeon: `[48,512]·[512,512]` 1.2×
+    /// faster. A B larger than that (`[32,512]·[512,1024]`) ran at 0.6× in place: each
+    /// panel then re-reads it from beyond L2.
     direct_panels: usize,
     tile: TileFn,
 }
@@ -329,10 +330,14 @@ impl Plan {
         let mut mc = m;
         // Read in place, B costs nothing per chunk, so splitting rows is free. With a single
         // row panel B is read once whichever way, so packing it would only add a pass; a
-        // kernel that prefetches B reads it in place for up to `direct_panels` panels.
+        // kernel that prefetches B reads it in place for up to `direct_panels` panels if
+        // the whole of B fits in half of L2 (each panel then reads it from L2).
         let ldb = b.row_stride();
-        let direct_b =
-            b.col_stride() == 1 && (m <= kernel.direct_panels * kernel.mr || direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb));
+        let direct_b = b.col_stride() == 1
+            && (m <= kernel.mr
+                || (m <= kernel.direct_panels * kernel.mr && k * n * 4 <= cache::caches().l2.size / 2)
+                || direct_b_pays(k, n, ldb)
+                || direct_b_fits_l2(kc, nc, ldb));
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
