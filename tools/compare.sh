@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}; shift || true
 THREADS=${*:-1 2}
 PY=${TORCH_PY:-/tmp/torch/bin/python}
-SHAPES=${SHAPES:-"64x64x64 256x256x256 512x512x512 1024x1024x1024 2048x64x64 64x2048x64"}
+SHAPES=${SHAPES:-"64x64x64 256x256x256 512x512x512 1024x1024x1024 2048x64x64 64x2048x64 8x128x512 32x288x1024"}
 cargo build --release --quiet --bin om
 LOG=$(mktemp)
 bench() {

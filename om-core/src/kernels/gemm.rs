@@ -108,8 +108,9 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     }
     let padded_len = padded_c_len(m, n, c.row_stride());
     if padded_len > 0 {
-        // Rows of C a multiple of 1 KiB apart map to few cache sets; compute into a padded
-        // scratch and copy the rows out (the arithmetic, and so every bit, is the same).
+        // Rows of C a multiple of 1 KiB apart map to few cache sets; keep the accumulators
+        // between k-blocks in a padded scratch, and store the last k-block's tiles
+        // straight to C (the arithmetic, and so every bit, is the same).
         // The scratch only saves time: the caller's if it is long enough, else a pooled one,
         // except inside a chunk of a parallel section, where no pool memory may be taken
         // (`kernels::parallel`: how many chunks run at once depends on timing); if the pool
@@ -124,15 +125,11 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
             }
         };
         if let Some(tmp) = tmp {
-            let padded = n + ALIAS_PAD;
-            unaliased(settings, a, b, MatMut::with_stride(tmp, m, n, padded), bias);
-            for i in 0..m {
-                c.row_mut(i).copy_from_slice(&tmp[i * padded..][..n]);
-            }
+            unaliased(settings, a, b, c, bias, Some(tmp));
             return;
         }
     }
-    unaliased(settings, a, b, c, bias);
+    unaliased(settings, a, b, c, bias, None);
 }
 
 /// Whether a row stride of C makes its rows collide in the L1 cache: a multiple of a
@@ -150,19 +147,26 @@ const ALIAS_MIN_ROWS: usize = 256;
 /// Floats of padding per row of the scratch used for aliasing strides.
 const ALIAS_PAD: usize = 16;
 
-/// [`product`] once C's stride is known not to alias and the shape is not empty.
-fn unaliased(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>) {
+/// [`product`] once the shape is known not to be empty. `stage`, if given, holds
+/// `m × (n + ALIAS_PAD)` floats: the tiles of every k-block but the last are stored there
+/// (rows `n + ALIAS_PAD` apart, so they do not collide in L1 when reloaded) and the last
+/// k-block's straight to C.
+fn unaliased(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, stage: Option<&mut [f32]>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, &b);
     let threads = if m.saturating_mul(n).saturating_mul(k) <= SERIAL_WORK { 1 } else { settings.threads };
     let ldc = c.row_stride();
     let out = SharedOut(c.span().as_mut_ptr());
-    let job = Job { kernel: &kernel, plan: &plan, m, k, n, a, b, ldc, bias };
+    let stage = stage.map(|s| {
+        assert!(s.len() >= m * (n + ALIAS_PAD), "gemm: staging scratch too short");
+        (SharedOut(s.as_mut_ptr()), n + ALIAS_PAD)
+    });
+    let job = Job { kernel: &kernel, plan: &plan, m, k, n, a, b, ldc, bias, stage };
     for_each_chunk(threads, plan.chunks(), |chunk| {
-        // SAFETY: chunks cover disjoint rectangles of C, all inside the `c` view checked
-        // at its construction, so no two threads write the same element and every write
-        // is in bounds.
+        // SAFETY: chunks cover disjoint rectangles of C (and of the stage), all inside the
+        // `c` view checked at its construction (and the stage's length checked above), so
+        // no two threads write the same element and every write is in bounds.
         unsafe { job.run_chunk(chunk, out.ptr()) }
     });
 }
@@ -196,7 +200,7 @@ pub(crate) const A_STRIDE: usize = KC + 16;
 const ROW_UNIT: usize = 8;
 
 /// The widest register tile of any path (rows × columns), for the edge buffer.
-const MAX_TILE: usize = 24 * 16;
+const MAX_TILE: usize = 14 * 32;
 
 /// Arguments of one register-tile kernel call.
 ///
@@ -216,6 +220,14 @@ pub(crate) struct Tile {
     pub c: *mut f32,
     /// Row stride of `c`.
     pub ldc: usize,
+    /// Where the accumulators are loaded from when `accumulate` is set: `c` itself, or a
+    /// staging copy of C that the previous k-block stored to.
+    pub src: *const f32,
+    /// Row stride of `src`.
+    pub lds: usize,
+    /// Columns of C to read and write (1 to NR): a kernel with [`Kernel::masked`] stores
+    /// only these; the others are always given full tiles (`cols == NR`).
+    pub cols: usize,
     /// Continue from the values in `c` (a later k-block) instead of +0.0.
     pub accumulate: bool,
 }
@@ -237,6 +249,16 @@ struct Kernel {
     kc: usize,
     /// Most columns of a chunk: its packed B block (`kc × nc`) stays in L2.
     nc: usize,
+    /// The kernel stores only [`Tile::cols`] columns (masked), so an edge tile narrower
+    /// than NR needs no buffer.
+    masked: bool,
+    /// Most row panels for which B is read in place rather than packed when all of B fits
+    /// in half of L2: 1 (B is then read once whichever way), or 4 for a kernel that
+    /// prefetches B ahead (AVX-512). Packing reads B and writes a copy; reading it in place
+    /// from L2 up to four times cost less on the Intel Xeon: `[48,512]·[512,512]` 1.2×
+    /// faster. A B larger than that (`[32,512]·[512,1024]`) ran at 0.6× in place: each
+    /// panel then re-reads it from beyond L2.
+    direct_panels: usize,
     tile: TileFn,
 }
 
@@ -247,7 +269,7 @@ impl Kernel {
         let path = if path.is_supported() { path } else { KernelPath::Scalar };
         match path {
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx512 => Kernel::new(24, 16, x86::avx512_tile(fast)),
+            KernelPath::Avx512 => Kernel { masked: true, direct_panels: 4, ..Kernel::new(14, 32, x86::avx512_tile(fast)) },
             #[cfg(target_arch = "x86_64")]
             KernelPath::Avx2 => Kernel::new(6, 16, x86::avx2_tile(fast)),
             #[cfg(target_arch = "x86_64")]
@@ -261,8 +283,9 @@ impl Kernel {
     /// Blocking from the caches the CPU reports (see `docs/kernels-gemm.md`):
     /// * `kc`: the A panel (`mr` rows of `kc` floats, [`A_STRIDE`] apart) may fill up to
     ///   4/5 of L1 (the rest holds the B micro-panel streaming through), at most [`KC`], in
-    ///   multiples of 16. Zen 4 (32 KiB L1): 256, a 26 KB panel, the fastest of 128/192/256
-    ///   there; Zen 5 and recent Intel (48 KiB): 256.
+    ///   multiples of 16. 256 on a 32 KiB L1 (Zen 4, where 256 measured fastest of
+    ///   128/192/256) and a 48 KiB one (Zen 5, Sapphire Rapids): the 14-row AVX-512
+    ///   panel takes 15 KiB.
     /// * `nc`: the packed B block (`KC × nc` floats) takes half of L2 (the other half
     ///   streams A and C), in whole tiles, between 4 and 64 tiles. 1 MiB L2 (Zen 4/5,
     ///   Skylake-SP): 512 columns for AVX-512, the value measured best on Zen 4; 2 MiB
@@ -271,7 +294,7 @@ impl Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
         let caches = cache::caches();
         let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
-        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), tile }
+        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), masked: false, direct_panels: 1, tile }
     }
 
     /// `nc` of [`Kernel::new`] for a tile `nr` columns wide.
@@ -306,9 +329,15 @@ impl Plan {
         let mut nc = tiles.div_ceil(tiles.div_ceil(kernel.nc / kernel.nr)) * kernel.nr;
         let mut mc = m;
         // Read in place, B costs nothing per chunk, so splitting rows is free. With a single
-        // row panel B is read once whichever way, so packing it would only add a pass.
+        // row panel B is read once whichever way, so packing it would only add a pass; a
+        // kernel that prefetches B reads it in place for up to `direct_panels` panels if
+        // the whole of B fits in half of L2 (each panel then reads it from L2).
         let ldb = b.row_stride();
-        let direct_b = b.col_stride() == 1 && (m <= kernel.mr || direct_b_pays(k, n, ldb) || direct_b_fits_l2(kc, nc, ldb));
+        let direct_b = b.col_stride() == 1
+            && (m <= kernel.mr
+                || (m <= kernel.direct_panels * kernel.mr && k * n * 4 <= cache::caches().l2.size / 2)
+                || direct_b_pays(k, n, ldb)
+                || direct_b_fits_l2(kc, nc, ldb));
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
@@ -415,6 +444,8 @@ struct Job<'a> {
     b: MatRef<'a>,
     ldc: usize,
     bias: Option<Bias<'a>>,
+    /// A staging copy of C for the k-blocks before the last, with its row stride.
+    stage: Option<(SharedOut, usize)>,
 }
 
 /// One rectangle of C: rows `row..row + rows`, columns `col..col + cols`.
@@ -482,13 +513,24 @@ impl Job<'_> {
             } else {
                 (bpack[jp * nr * kb..].as_ptr(), nr)
             };
+            let (i, j) = (rect.row + row, rect.col + col);
             // SAFETY: the tile's top-left element lies inside the checked C slice.
-            let top_left = unsafe { c.add((rect.row + row) * self.ldc + rect.col + col) };
-            let tile = Tile { kc: kb, a, b, ldb, c: top_left, ldc: self.ldc, accumulate: pc > 0 };
+            let top_left = unsafe { c.add(i * self.ldc + j) };
+            // SAFETY: the stage has an element for every output (checked in `unaliased`).
+            let staged = self.stage.map(|(s, ld)| (unsafe { s.ptr().add(i * ld + j) }, ld));
+            let (out, ldo) = match staged {
+                Some(st) if pc + kb < self.k => st,
+                _ => (top_left, self.ldc),
+            };
+            let (src, lds) = match staged {
+                Some((s, ld)) if pc > 0 => (s as *const f32, ld),
+                _ => (top_left as *const f32, self.ldc),
+            };
+            let tile = Tile { kc: kb, a, b, ldb, c: out, ldc: ldo, src, lds, cols, accumulate: pc > 0 };
             // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
             // values; a full tile lies inside C; the kernel was selected for a
             // supported path.
-            unsafe { run_tile(self.kernel.tile, rows, cols, nr, &tile) };
+            unsafe { run_tile(self.kernel, rows, &tile) };
             if let Some(bias) = &bias {
                 for r in 0..rows {
                     // SAFETY: row `r` of the tile has `cols` outputs inside C, written by
@@ -501,29 +543,33 @@ impl Job<'_> {
     }
 }
 
-/// Runs one register tile of `rows × cols` outputs; a tile narrower than NR goes through
-/// a local buffer so the kernel can always store full rows.
+/// Runs one register tile of `rows × tile.cols` outputs; a tile narrower than NR goes
+/// through a local buffer (so the kernel can always store full rows) unless the kernel
+/// masks its stores.
 ///
 /// # Safety
-/// `tile` must be valid for `rows × nr` outputs if `cols == nr`, or `rows × cols`
-/// otherwise; the kernel must be supported by the CPU.
-unsafe fn run_tile(kernel: TileFn, rows: usize, cols: usize, nr: usize, tile: &Tile) {
-    if cols == nr {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { kernel(rows, tile) };
+/// `tile` must be valid for `rows × tile.cols` outputs; the kernel must be supported by
+/// the CPU.
+unsafe fn run_tile(kernel: &Kernel, rows: usize, tile: &Tile) {
+    let (cols, nr) = (tile.cols, kernel.nr);
+    if cols == nr || kernel.masked {
+        // SAFETY: forwarded from this function's contract (a masked kernel touches only
+        // `tile.cols` columns).
+        unsafe { (kernel.tile)(rows, tile) };
         return;
     }
     let mut buf = [0.0f32; MAX_TILE];
     for r in 0..rows {
         if tile.accumulate {
-            // SAFETY: row `r` of the tile has `cols` valid outputs.
-            let src = unsafe { std::slice::from_raw_parts(tile.c.add(r * tile.ldc), cols) };
+            // SAFETY: row `r` of the tile has `cols` valid accumulators.
+            let src = unsafe { std::slice::from_raw_parts(tile.src.add(r * tile.lds), cols) };
             buf[r * nr..r * nr + cols].copy_from_slice(src);
         }
     }
-    let local = Tile { c: buf.as_mut_ptr(), ldc: nr, ..*tile };
+    let out = buf.as_mut_ptr();
+    let local = Tile { c: out, ldc: nr, src: out, lds: nr, cols: nr, ..*tile };
     // SAFETY: `buf` holds `rows × nr` outputs (rows ≤ MR, MR·NR ≤ MAX_TILE).
-    unsafe { kernel(rows, &local) };
+    unsafe { (kernel.tile)(rows, &local) };
     for r in 0..rows {
         // SAFETY: row `r` of the tile has `cols` valid outputs.
         let dst = unsafe { std::slice::from_raw_parts_mut(tile.c.add(r * tile.ldc), cols) };
@@ -538,13 +584,13 @@ thread_local! {
 }
 
 /// Floats of packing scratch that cover every GEMM chunk on any path: the widest A panel
-/// (24 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
+/// (at most 14 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
 /// their `nc`, from the L2 size) and the alignment slack. A few hundred KiB (544 KiB on a
 /// 1 MiB L2).
 fn packing_bound() -> usize {
     const ALIGN: usize = 16;
-    let nc = [8, 16].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
-    (24 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
+    let nc = [8, 16, 32].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
+    (14 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
 }
 
 /// Grows this thread's packing scratch to [`packing_bound`] now. The thread team's helpers

@@ -43,7 +43,7 @@ unsafe fn neon_kernel<const R: usize, const FAST: bool>(t: &Tile) {
         let mut acc = [[vdupq_n_f32(0.0); 2]; R];
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
-                let c = t.c.add(r * t.ldc);
+                let c = t.src.add(r * t.lds);
                 *v = [vld1q_f32(c), vld1q_f32(c.add(4))];
             }
         }

@@ -50,6 +50,7 @@ pub(super) fn pack_b(b: &MatRef, nr: usize, col: usize, cols: usize, first: usiz
         for p in 0..kb {
             let src = &data[(pc + p) * rs + (col + first * nr) * cs..][..(full - first) * nr];
             match nr {
+                32 => pack_b_row::<32>(src, p, kb, panels),
                 16 => pack_b_row::<16>(src, p, kb, panels),
                 8 => pack_b_row::<8>(src, p, kb, panels),
                 _ => unreachable!("gemm: tile width {nr}"),

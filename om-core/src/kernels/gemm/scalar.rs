@@ -39,7 +39,7 @@ unsafe fn tile_kernel<const R: usize, const FAST: bool>(t: &Tile) {
         let mut acc = [[0.0f32; NR]; R];
         if t.accumulate {
             for (r, row) in acc.iter_mut().enumerate() {
-                row.copy_from_slice(std::slice::from_raw_parts(t.c.add(r * t.ldc), NR));
+                row.copy_from_slice(std::slice::from_raw_parts(t.src.add(r * t.lds), NR));
             }
         }
         for p in 0..t.kc {

@@ -126,6 +126,14 @@ fn cases() -> Vec<Case> {
     cases.push(Case::new(260, 37, 45).ld(37, 45, 512));
     cases.push(Case::new(130, 520, 70).ld(2048, 128, 77));
     cases.push(Case::new(9, 20, 48).ld(4096, 4096, 64));
+    // The staged path over several k-blocks (the last stored straight to C), with edge
+    // tiles of 1–16 and 17–31 columns of the 32-wide AVX-512 tile.
+    cases.push(Case::new(270, 530, 81).ld(530, 81, 1024));
+    cases.push(Case::new(257, 300, 40).ld(300, 40, 512));
+    // B read in place for a few row panels (m up to 4 panels of the AVX-512 tile), with
+    // a narrow edge tile and k over several blocks.
+    cases.push(Case::new(56, 600, 100).ld(600, 1024, 100));
+    cases.push(Case::new(29, 300, 47));
     cases
 }
 
@@ -358,8 +366,9 @@ fn bias_and_transposed_operands_take_the_padded_scratch_path_unchanged() {
 
 #[test]
 fn the_padded_copy_from_the_callers_scratch_or_none_inside_a_chunk_gives_the_same_bits() {
-    // C rows 2 KiB apart and ≥ 256 rows: the padded copy applies.
-    let (m, k, n, ldc) = (260, 37, 45, 512);
+    // C rows 2 KiB apart and ≥ 256 rows: the padded copy applies (it holds the
+    // accumulators between k-blocks, so k spans two of them).
+    let (m, k, n, ldc) = (260, 300, 45, 512);
     let (a, b) = (values(m * k, 4), values(k * n, 5));
     let want = reference(false, m, k, n, &a, k, &b, n);
     let need = padded_c_len(m, n, ldc);

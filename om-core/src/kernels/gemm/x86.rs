@@ -2,13 +2,18 @@
 //!
 //! | path   | tile (rows × cols) | accumulators     | step `p`                                  |
 //! |--------|--------------------|------------------|-------------------------------------------|
-//! | avx512 | 24 × 16            | 24 zmm, one/row  | 1 load of B, A broadcast from memory      |
+//! | avx512 | 14 × 32            | 28 zmm, two/row  | 2 loads of B, 1 broadcast of A per row    |
 //! | avx2   | 6 × 16             | 12 ymm, two/row  | 2 loads of B, 1 broadcast of A per row    |
 //! | sse    | 6 × 8              | 12 xmm, two/row  | 2 loads of B, 1 broadcast of A per row    |
 //!
 //! Exact mode: `acc = add(acc, mul(a, b))`, two roundings like scalar `acc + a * b`.
 //! Fast mode: `acc = fmadd(a, b, acc)`, one rounding like `a.mul_add(b, acc)`; baseline
 //! SSE has no FMA, so the SSE path computes fast mode like exact mode.
+//!
+//! The AVX-512 kernel loads and stores C under column masks, so an edge tile narrower than
+//! 32 columns runs in place (16 columns or fewer with one vector per row), and it
+//! prefetches B a few steps ahead (B read in place from a large stride crosses a page
+//! every step, which the hardware prefetchers do not follow).
 //!
 //! Each kernel is generic over the row count `R` (1 to MR, so edge tiles run the same
 //! instruction sequence per row) and the mode, so the inner loop has no branches and the
@@ -27,7 +32,7 @@ macro_rules! by_rows {
     };
 }
 
-/// The AVX-512 24 × 16 tile kernel for fast or exact mode.
+/// The AVX-512 14 × 32 tile kernel for fast or exact mode.
 pub(super) fn avx512_tile(fast: bool) -> TileFn {
     if fast {
         avx512_rows::<true>
@@ -36,42 +41,95 @@ pub(super) fn avx512_tile(fast: bool) -> TileFn {
     }
 }
 
-/// # Safety
-/// See [`TileFn`]; `rows` ≤ 24; the CPU supports AVX-512F/VL/DQ/BW and FMA.
-unsafe fn avx512_rows<const FAST: bool>(rows: usize, t: &Tile) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        by_rows!(avx512_kernel, FAST, rows, t;
-            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24)
-    }
+/// Expands to a `match` from the run-time row count to the AVX-512 kernel with `V`
+/// column vectors instantiated for it.
+macro_rules! avx512_by_rows {
+    ($v:literal, $fast:tt, $rows:expr, $tile:expr) => {
+        match $rows {
+            1 => avx512_kernel::<1, $v, $fast>($tile),
+            2 => avx512_kernel::<2, $v, $fast>($tile),
+            3 => avx512_kernel::<3, $v, $fast>($tile),
+            4 => avx512_kernel::<4, $v, $fast>($tile),
+            5 => avx512_kernel::<5, $v, $fast>($tile),
+            6 => avx512_kernel::<6, $v, $fast>($tile),
+            7 => avx512_kernel::<7, $v, $fast>($tile),
+            8 => avx512_kernel::<8, $v, $fast>($tile),
+            9 => avx512_kernel::<9, $v, $fast>($tile),
+            10 => avx512_kernel::<10, $v, $fast>($tile),
+            11 => avx512_kernel::<11, $v, $fast>($tile),
+            12 => avx512_kernel::<12, $v, $fast>($tile),
+            13 => avx512_kernel::<13, $v, $fast>($tile),
+            14 => avx512_kernel::<14, $v, $fast>($tile),
+            _ => unreachable!("gemm tile rows out of range"),
+        }
+    };
 }
 
 /// # Safety
+/// See [`TileFn`]; `rows` ≤ 14, `1 ≤ t.cols` ≤ 32; the CPU supports AVX-512F/VL/DQ/BW
+/// and FMA.
+unsafe fn avx512_rows<const FAST: bool>(rows: usize, t: &Tile) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        if t.cols > 16 {
+            avx512_by_rows!(2, FAST, rows, t)
+        } else {
+            avx512_by_rows!(1, FAST, rows, t)
+        }
+    }
+}
+
+/// Steps of B prefetched ahead: a B read in place (rows `ldb` apart, each in its own page
+/// for a large stride) defeats the hardware prefetchers, which stay within a page.
+const B_AHEAD: usize = 8;
+
+/// The store mask of column vector `h` (16 columns each) of a tile `cols` wide.
+fn column_mask(cols: usize, h: usize) -> __mmask16 {
+    let live = cols.saturating_sub(16 * h).min(16);
+    ((1u32 << live) - 1) as __mmask16
+}
+
+/// `R` rows × `V` vectors of 16 columns; C is read and written under masks of
+/// [`Tile::cols`] columns, so a narrow edge tile needs no buffer (masked-off lanes are
+/// neither read nor written, and never fault). B is read `V · 16` wide: a packed panel is
+/// zero-padded to the full tile width.
+///
+/// # Safety
 /// See [`TileFn`]; the CPU supports AVX-512F/VL/DQ/BW and FMA.
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
-unsafe fn avx512_kernel<const R: usize, const FAST: bool>(t: &Tile) {
-    // SAFETY: the caller guarantees `kc` steps of `R` A rows and 16 B values, and `R`
-    // rows of 16 outputs at `c`; unaligned loads and stores have no alignment needs.
+unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(t: &Tile) {
+    // SAFETY: the caller guarantees `kc` steps of `R` A rows and `16·V` B values, and
+    // `R` rows of `t.cols` outputs at `c` (the masks cover exactly those); unaligned and
+    // masked loads and stores have no alignment needs.
     unsafe {
-        let mut acc = [_mm512_setzero_ps(); R];
+        let masks: [__mmask16; V] = std::array::from_fn(|h| column_mask(t.cols, h));
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
-                *v = _mm512_loadu_ps(t.c.add(r * t.ldc));
+                for h in 0..V {
+                    v[h] = _mm512_maskz_loadu_ps(masks[h], t.src.add(r * t.lds + 16 * h));
+                }
             }
         }
         let (mut a, mut b) = (t.a, t.b);
         for _ in 0..t.kc {
-            let bv = _mm512_loadu_ps(b);
+            let bv: [__m512; V] = std::array::from_fn(|h| _mm512_loadu_ps(b.add(16 * h)));
+            for h in 0..V {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(B_AHEAD * t.ldb + 16 * h) as *const i8);
+            }
             for (r, v) in acc.iter_mut().enumerate() {
-                // Folds into an embedded-broadcast memory operand: `{1to16}`.
                 let av = _mm512_set1_ps(*a.add(r * A_STRIDE));
-                *v = if FAST { _mm512_fmadd_ps(av, bv, *v) } else { _mm512_add_ps(*v, _mm512_mul_ps(av, bv)) };
+                for h in 0..V {
+                    v[h] = if FAST { _mm512_fmadd_ps(av, bv[h], v[h]) } else { _mm512_add_ps(v[h], _mm512_mul_ps(av, bv[h])) };
+                }
             }
             a = a.add(1);
             b = b.add(t.ldb);
         }
         for (r, v) in acc.iter().enumerate() {
-            _mm512_storeu_ps(t.c.add(r * t.ldc), *v);
+            for h in 0..V {
+                _mm512_mask_storeu_ps(t.c.add(r * t.ldc + 16 * h), masks[h], v[h]);
+            }
         }
     }
 }
@@ -102,7 +160,7 @@ unsafe fn avx2_kernel<const R: usize, const FAST: bool>(t: &Tile) {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
-                let c = t.c.add(r * t.ldc);
+                let c = t.src.add(r * t.lds);
                 *v = [_mm256_loadu_ps(c), _mm256_loadu_ps(c.add(8))];
             }
         }
@@ -149,7 +207,7 @@ unsafe fn sse_kernel<const R: usize, const _FAST: bool>(t: &Tile) {
         let mut acc = [[_mm_setzero_ps(); 2]; R];
         if t.accumulate {
             for (r, v) in acc.iter_mut().enumerate() {
-                let c = t.c.add(r * t.ldc);
+                let c = t.src.add(r * t.lds);
                 *v = [_mm_loadu_ps(c), _mm_loadu_ps(c.add(4))];
             }
         }
