@@ -238,8 +238,9 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 
 /// The weight gradient's chunks: `bands` bands of `band` rows of `K` (the last may be
 /// shorter). About one band per 64 rows, an even number of them (two threads then get equal
-/// shares), each a multiple of 24 rows (a whole number of GEMM row panels on every path)
-/// when `K` spans at least two panels per band. Depends on `K` only. Measured on the
+/// shares), each a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles;
+/// the AVX-512 path cuts a band into panels of equal height, at most 14 rows each) when `K`
+/// spans at least two 24-row panels per band. Depends on `K` only. Measured on the
 /// convnet layers (AMD EPYC, 1 thread, fastest of 15): one band per 32 rows was 7% slower
 /// than per 64 (more, smaller GEMMs); per 64, per 128 and a single pair of bands were
 /// within 2% of each other, so 64 keeps 6–8 bands for the threads to share at little cost.
