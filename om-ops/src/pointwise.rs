@@ -8,8 +8,8 @@
 //! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
 //! count. Transcendentals inside closures use the fixed polynomials of
 //! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
-//! only `pow_scalar` and `pow_tensor` call std's `powf`, for which no fixed version exists (the same on
-//! every path of one machine, not guaranteed across platforms).
+//! `pow_scalar` and `pow_tensor` run the `Pow` lane op (`math64::powf`: fixed `f64` `exp`
+//! and `log`, within 0.5 + 2⁻¹⁶ ulp, the same bits on every machine) in both modes.
 
 use crate::elementwise_cases::unary_cases;
 use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
@@ -300,8 +300,10 @@ pub mod pow {
     }
 }
 
-/// Element-wise `xᵖ` for a scalar exponent `p` (std's `powf`: no fixed version exists, see
-/// the module doc); [`pow()`] with a scalar calls it. Backward: `g·p·xᵖ⁻¹`, and `0` when
+/// Element-wise `xᵖ` for a scalar exponent `p` (C99/PyTorch special values: `x⁰ = 1` even
+/// for NaN, a negative base with a non-integer `p` gives NaN; a fixed algorithm within
+/// 0.5 + 2⁻¹⁶ ulp, the same bits on every path and machine, see the module doc);
+/// [`pow()`] with a scalar calls it. Backward: `g·p·xᵖ⁻¹`, and `0` when
 /// `p = 0` (PyTorch's rule, so `x⁰` has gradient 0 even at `x = 0`).
 ///
 /// # Examples
@@ -320,7 +322,8 @@ pub mod pow_scalar {
         if p.is_nan() {
             return Err(Error::argument(NAME, "the exponent p is NaN"));
         }
-        unary(NAME, x, |v| v.powf(p))
+        x.expect_f32(NAME, "x")?;
+        binary_op(NAME, x, &Tensor::scalar(p), Binary::Pow)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -328,7 +331,7 @@ pub mod pow_scalar {
         if p == 0.0 {
             d.x(unary(NAME, g, |_| 0.0)?);
         } else {
-            d.x(binary(NAME, g, r.x(), move |g, x| g * p * x.powf(p - 1.0))?);
+            d.x(binary(NAME, g, r.x(), move |g, x| g * p * math::pow(x, p - 1.0))?);
         }
         Ok(())
     }
@@ -351,8 +354,8 @@ pub mod pow_scalar {
     }
 }
 
-/// Element-wise `aᵇ` with broadcasting (PyTorch's `torch.pow(a, b)` for two tensors; std's
-/// `powf`, as [`pow_scalar()`]); [`pow()`] with a tensor exponent calls it. Backward, as
+/// Element-wise `aᵇ` with broadcasting (PyTorch's `torch.pow(a, b)` for two tensors; the
+/// fixed algorithm of [`pow_scalar()`]); [`pow()`] with a tensor exponent calls it. Backward, as
 /// PyTorch: `g·b·aᵇ⁻¹` to `a` (0 where `b = 0`), `g·aᵇ·ln a` to `b` (0 where `a = 0` and
 /// `b ≥ 0`; NaN for negative `a`, whose real power has no derivative in `b`).
 ///
@@ -370,16 +373,16 @@ pub mod pow_tensor {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        binary(NAME, a, b, |a, b| a.powf(b))
+        binary_op(NAME, a, b, Binary::Pow)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         if d.needs_a() {
-            let slope = binary(NAME, r.a(), r.b(), |a, b| if b == 0.0 { 0.0 } else { b * a.powf(b - 1.0) })?;
+            let slope = binary(NAME, r.a(), r.b(), |a, b| if b == 0.0 { 0.0 } else { b * math::pow(a, b - 1.0) })?;
             d.a(binary(NAME, g, &slope, |g, s| g * s)?);
         }
         if d.needs_b() {
-            let slope = binary(NAME, r.a(), r.b(), |a, b| if a == 0.0 && b >= 0.0 { 0.0 } else { a.powf(b) * math::log(a) })?;
+            let slope = binary(NAME, r.a(), r.b(), |a, b| if a == 0.0 && b >= 0.0 { 0.0 } else { math::pow(a, b) * math::log(a) })?;
             d.b(binary(NAME, g, &slope, |g, s| g * s)?);
         }
         Ok(())
