@@ -3,7 +3,8 @@
 //! ([`for_each_row`]). [`unary_op`] and [`binary_op`] hand each row to the lane loops
 //! (contiguous, broadcast or strided operands); [`unary`] and [`binary`] apply a scalar
 //! closure, for the few maps that have no lane kernel; in exact mode they write a NaN result
-//! as [`CANONICAL_NAN`] like the lane loops. Large maps over flat operands
+//! as [`CANONICAL_NAN`] like the lane loops (so their outputs skip the NaN pass of
+//! `Tensor::build_f32`, whose [`canonicalise_nans`] lives here). Large maps over flat operands
 //! (contiguous, or one broadcast value) are cut into `PAR_CHUNK`-element chunks that the
 //! thread team shares; each element is computed alone, so the bits never depend on it.
 
@@ -23,7 +24,7 @@ pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Ten
     let shape = Dims::from_slice(x.shape());
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
-        Tensor::build_f32(&shape, |out| {
+        Tensor::build_f32_raw(&shape, |out| {
             for_each_row(&shape, [&os, x.strides()], [0, x.offset()], |[o, a], len, [so, sa]| {
                 for i in 0..len {
                     out[o + i * so] = canonical(f(xs[a + i * sa]), exact);
@@ -46,7 +47,7 @@ pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> 
     let sb = broadcast_strides(b.shape(), b.strides(), &shape);
     a.with_storage_f32(|xa| {
         b.with_storage_f32(|xb| {
-            Tensor::build_f32(&shape, |out| {
+            Tensor::build_f32_raw(&shape, |out| {
                 for_each_row(&shape, [&os, &sa, &sb], [0, a.offset(), b.offset()], |[o, i0, j0], len, [so, si, sj]| {
                     for t in 0..len {
                         out[o + t * so] = canonical(f(xa[i0 + t * si], xb[j0 + t * sj]), exact);
@@ -56,6 +57,15 @@ pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> 
             })
         })
     })
+}
+
+/// Replaces every NaN in `out` by [`CANONICAL_NAN`] (exact mode's pass over the output of
+/// every kernel but the lane loops, see `Tensor::build_f32`).
+pub(crate) fn canonicalise_nans(out: &mut [f32]) {
+    let nan = f32::from_bits(CANONICAL_NAN);
+    for v in out {
+        *v = if v.is_nan() { nan } else { *v };
+    }
 }
 
 /// `v`, or [`CANONICAL_NAN`] if `v` is a NaN and `exact` (exact mode).
@@ -84,7 +94,7 @@ pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
     let shape = Dims::from_slice(x.shape());
     let os = contiguous_strides(&shape);
     x.with_storage_f32(|xs| {
-        Tensor::build_f32(&shape, |out| {
+        Tensor::build_f32_raw(&shape, |out| {
             if let Some(xf) = flat(xs, x, out.len()) {
                 for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| lanes::unary(settings, op, xf.skip_to(i * PAR_CHUNK), o));
                 return Ok(());
@@ -109,7 +119,7 @@ pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Resu
     let sb = broadcast_strides(b.shape(), b.strides(), &shape);
     a.with_storage_f32(|xa| {
         b.with_storage_f32(|xb| {
-            Tensor::build_f32(&shape, |out| {
+            Tensor::build_f32_raw(&shape, |out| {
                 if let (Some(af), Some(bf)) = (flat(xa, a, out.len()), flat(xb, b, out.len())) {
                     for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| {
                         lanes::binary(settings, op, af.skip_to(i * PAR_CHUNK), bf.skip_to(i * PAR_CHUNK), o)
