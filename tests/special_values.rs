@@ -113,9 +113,9 @@ fn run(case: &Case, variant: usize, settings: Settings) -> Outcome {
 /// The first non-canonical NaN in `bits` (output first, then gradients), as
 /// `(tensor index, element, bits)`.
 fn non_canonical_nan(bits: &[Vec<u32>]) -> Option<(usize, usize, u32)> {
-    bits.iter().enumerate().find_map(|(t, v)| {
-        v.iter().enumerate().find(|(_, &b)| f32::from_bits(b).is_nan() && b != CANONICAL_NAN).map(|(i, &b)| (t, i, b))
-    })
+    bits.iter()
+        .enumerate()
+        .find_map(|(t, v)| v.iter().enumerate().find(|(_, &b)| f32::from_bits(b).is_nan() && b != CANONICAL_NAN).map(|(i, &b)| (t, i, b)))
 }
 
 #[test]

@@ -10,9 +10,9 @@
 
 use crate::compute::{Compute, Mode};
 use crate::error::Result;
-use crate::kernels::CANONICAL_NAN;
 use crate::kernels::lanes::{self, Binary, Src, Unary};
 use crate::kernels::parallel::for_each_chunk_mut;
+use crate::kernels::CANONICAL_NAN;
 use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row, Dims};
 use crate::tensor::Tensor;
 

@@ -154,7 +154,7 @@ pub fn powf(x: f32, y: f32) -> f32 {
         return f32::NAN;
     }
     let integer = y.trunc() == y; // exact; true for ±∞
-    // Every f32 of magnitude ≥ 2²⁴ is an even integer.
+                                  // Every f32 of magnitude ≥ 2²⁴ is an even integer.
     let odd = integer && y.abs() < 16_777_216.0 && (y as i32) & 1 == 1;
     if x < 0.0 && x.is_finite() && !integer {
         return f32::NAN;
