@@ -14,9 +14,9 @@
 //! algorithm, not guaranteed the same across platforms), forward and backward (`pow_fn`).
 
 use crate::elementwise_cases::unary_cases;
+use om_core::compute::{Compute, Mode};
 use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
 use om_core::kernels::lanes::{Binary, Unary};
-use om_core::compute::{Compute, Mode};
 use om_core::kernels::math;
 use om_core::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
 use om_core::{Case, DType, Error, Result, Tensor};
