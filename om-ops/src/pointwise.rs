@@ -315,8 +315,8 @@ pub mod pow {
 /// Element-wise `xᵖ` for a scalar exponent `p` (C99/PyTorch special values: `x⁰ = 1` even
 /// for NaN, a negative base with a non-integer `p` gives NaN; in exact mode a fixed
 /// algorithm within 0.5 + 2⁻¹⁶ ulp, the same bits on every path and machine, in fast mode
-/// std's `powf`, see the module doc); [`pow()`] with a scalar calls it. Backward: `g·p·xᵖ⁻¹`, and `0` when
-/// `p = 0` (PyTorch's rule, so `x⁰` has gradient 0 even at `x = 0`).
+/// std's `powf`, see the module doc); [`pow()`] with a scalar calls it. Backward:
+/// `g·p·xᵖ⁻¹`, and `0` when `p = 0` (PyTorch's rule, so `x⁰` has gradient 0 even at `x = 0`).
 ///
 /// # Examples
 ///
