@@ -201,11 +201,27 @@ impl Tensor {
     }
 
     /// A contiguous tensor of `shape` whose values `fill` writes (it receives exactly
-    /// `numel` elements, initially holding unspecified values). Fails with
+    /// `numel` elements, initially holding unspecified values). In exact mode every NaN
+    /// written is then replaced by the canonical `0x7FC00000`
+    /// ([`crate::kernels::CANONICAL_NAN`]), so no kernel's output shows the platform's NaN
+    /// (x86 makes `0xFFC00000` for `∞ − ∞`, ARM `0x7FC00000`). Fails with
     /// [`Error::OutOfMemory`] when the buffer cannot be allocated (see
     /// [`crate::pool::max_buffer_bytes`]).
     #[doc(hidden)]
     pub fn build_f32(shape: &[usize], fill: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<Tensor> {
+        let exact = crate::compute::Compute::mode() == crate::compute::Mode::Exact;
+        Tensor::build_f32_raw(shape, |out| {
+            fill(out)?;
+            if exact {
+                crate::kernels::elementwise::canonicalise_nans(out);
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Tensor::build_f32`] without the NaN pass, for kernels that write canonical NaNs
+    /// themselves (the lane loops).
+    pub(crate) fn build_f32_raw(shape: &[usize], fill: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<Tensor> {
         let n = checked_bytes(shape)? / 4;
         let mut buf = Buffer::try_new(n * 4)?;
         fill(&mut buf.f32_mut()[..n])?;
@@ -213,7 +229,8 @@ impl Tensor {
     }
 
     /// `N` new contiguous tensors of `shapes` whose values `fill` writes together (an
-    /// operator with several outputs, or an output and the statistics its backward keeps).
+    /// operator with several outputs, or an output and the statistics its backward keeps);
+    /// in exact mode NaNs become canonical as in [`Tensor::build_f32`].
     ///
     /// ```
     /// use om_core::Tensor;
@@ -241,6 +258,12 @@ impl Tensor {
             let (buf, n) = parts.next().expect("one buffer per shape");
             &mut buf.f32_mut()[..n]
         }))?;
+        if crate::compute::Compute::mode() == crate::compute::Mode::Exact {
+            // As `build_f32`: the canonical NaN in exact mode.
+            for (buf, &n) in bufs.iter_mut().zip(&counts) {
+                crate::kernels::elementwise::canonicalise_nans(&mut buf.f32_mut()[..n]);
+            }
+        }
         let mut i = 0;
         Ok(bufs.map(|buf| {
             let t = Tensor::from_storage(crate::storage::shared(buf, counts[i], DType::F32), shapes[i], &contiguous_strides(shapes[i]), 0);

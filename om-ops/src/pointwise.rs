@@ -8,16 +8,28 @@
 //! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
 //! count. Transcendentals inside closures use the fixed polynomials of
 //! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
-//! only `pow_scalar` and `pow_tensor` call std's `powf`, for which no fixed version exists (the same on
-//! every path of one machine, not guaranteed across platforms).
+//! `pow_scalar` and `pow_tensor` run, in exact mode, the `Pow` lane op (`math64::powf`:
+//! fixed `f64` `exp` and `log`, within 0.5 + 2⁻¹⁶ ulp, the same bits on every machine) and
+//! in fast mode std's `powf` (the platform libm: about 5 times faster than the fixed
+//! algorithm, not guaranteed the same across platforms), forward and backward (`pow_fn`).
 
 use crate::elementwise_cases::unary_cases;
+use om_core::compute::{Compute, Mode};
 use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
 use om_core::kernels::lanes::{Binary, Unary};
 use om_core::kernels::math;
 use om_core::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
+
+/// The scalar power function of the current mode: exact mode's fixed [`math::pow`] (the
+/// bits of the `Pow` lane op), fast mode's std `powf`.
+fn pow_fn() -> fn(f32, f32) -> f32 {
+    match Compute::mode() {
+        Mode::Exact => math::pow,
+        Mode::Fast => f32::powf,
+    }
+}
 
 /// The standard cases of a binary map: equal shapes, broadcasting both ways, a transposed
 /// operand and a strided (every other column) operand. `a` is drawn by `input_a`, `b` by
@@ -300,9 +312,11 @@ pub mod pow {
     }
 }
 
-/// Element-wise `xᵖ` for a scalar exponent `p` (std's `powf`: no fixed version exists, see
-/// the module doc); [`pow()`] with a scalar calls it. Backward: `g·p·xᵖ⁻¹`, and `0` when
-/// `p = 0` (PyTorch's rule, so `x⁰` has gradient 0 even at `x = 0`).
+/// Element-wise `xᵖ` for a scalar exponent `p` (C99/PyTorch special values: `x⁰ = 1` even
+/// for NaN, a negative base with a non-integer `p` gives NaN; in exact mode a fixed
+/// algorithm within 0.5 + 2⁻¹⁶ ulp, the same bits on every path and machine, in fast mode
+/// std's `powf`, see the module doc); [`pow()`] with a scalar calls it. Backward:
+/// `g·p·xᵖ⁻¹`, and `0` when `p = 0` (PyTorch's rule, so `x⁰` has gradient 0 even at `x = 0`).
 ///
 /// # Examples
 ///
@@ -320,7 +334,13 @@ pub mod pow_scalar {
         if p.is_nan() {
             return Err(Error::argument(NAME, "the exponent p is NaN"));
         }
-        unary(NAME, x, |v| v.powf(p))
+        match Compute::mode() {
+            Mode::Exact => {
+                x.expect_f32(NAME, "x")?;
+                binary_op(NAME, x, &Tensor::scalar(p), Binary::Pow)
+            }
+            Mode::Fast => unary(NAME, x, |v| v.powf(p)),
+        }
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -328,7 +348,8 @@ pub mod pow_scalar {
         if p == 0.0 {
             d.x(unary(NAME, g, |_| 0.0)?);
         } else {
-            d.x(binary(NAME, g, r.x(), move |g, x| g * p * x.powf(p - 1.0))?);
+            let pow = pow_fn();
+            d.x(binary(NAME, g, r.x(), move |g, x| g * p * pow(x, p - 1.0))?);
         }
         Ok(())
     }
@@ -351,8 +372,8 @@ pub mod pow_scalar {
     }
 }
 
-/// Element-wise `aᵇ` with broadcasting (PyTorch's `torch.pow(a, b)` for two tensors; std's
-/// `powf`, as [`pow_scalar()`]); [`pow()`] with a tensor exponent calls it. Backward, as
+/// Element-wise `aᵇ` with broadcasting (PyTorch's `torch.pow(a, b)` for two tensors;
+/// computed as in [`pow_scalar()`]); [`pow()`] with a tensor exponent calls it. Backward, as
 /// PyTorch: `g·b·aᵇ⁻¹` to `a` (0 where `b = 0`), `g·aᵇ·ln a` to `b` (0 where `a = 0` and
 /// `b ≥ 0`; NaN for negative `a`, whose real power has no derivative in `b`).
 ///
@@ -370,16 +391,20 @@ pub mod pow_tensor {
     use super::*;
 
     pub fn forward(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        binary(NAME, a, b, |a, b| a.powf(b))
+        match Compute::mode() {
+            Mode::Exact => binary_op(NAME, a, b, Binary::Pow),
+            Mode::Fast => binary(NAME, a, b, f32::powf),
+        }
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let pow = pow_fn();
         if d.needs_a() {
-            let slope = binary(NAME, r.a(), r.b(), |a, b| if b == 0.0 { 0.0 } else { b * a.powf(b - 1.0) })?;
+            let slope = binary(NAME, r.a(), r.b(), |a, b| if b == 0.0 { 0.0 } else { b * pow(a, b - 1.0) })?;
             d.a(binary(NAME, g, &slope, |g, s| g * s)?);
         }
         if d.needs_b() {
-            let slope = binary(NAME, r.a(), r.b(), |a, b| if a == 0.0 && b >= 0.0 { 0.0 } else { a.powf(b) * math::log(a) })?;
+            let slope = binary(NAME, r.a(), r.b(), |a, b| if a == 0.0 && b >= 0.0 { 0.0 } else { pow(a, b) * math::log(a) })?;
             d.b(binary(NAME, g, &slope, |g, s| g * s)?);
         }
         Ok(())

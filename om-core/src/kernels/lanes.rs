@@ -2,7 +2,8 @@
 //! strided operands.
 //!
 //! Each element is computed by one generic kernel (a single IEEE operation, a
-//! compare-and-select, or a function of `transcendentals`) with no fused
+//! compare-and-select, or a function of `transcendentals`; `Pow` runs the scalar `f64`
+//! `math64::powf` on each lane) with no fused
 //! multiply-add in either mode. Full vectors of the path's width cover the front of the
 //! output, and the same kernel instantiated at width 1 finishes the tail, so every path
 //! produces the scalar bits at every length and position. Strided operands are gathered
@@ -201,6 +202,9 @@ lane_ops! {
         SinBackward(g, x) => g.mul(tr::cos(x));
         /// `a = g`, `b = x`: `g (−sin(x))` (the slope of `cos`).
         CosBackward(g, x) => g.mul(tr::sin(x).neg());
+        /// `a^b` (C99 `pow`'s special values; `math64::powf`, the same `f64` algorithm on
+        /// every path).
+        Pow(a, b) => tr::pow(a, b);
     }
 }
 

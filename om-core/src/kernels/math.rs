@@ -49,3 +49,17 @@ pub fn gelu_erf_grad(x: f32) -> f32 {
 pub fn gelu_tanh_grad(x: f32) -> f32 {
     tr::gelu_tanh_grad(x)
 }
+
+/// `x^y` with C99 `pow`'s special values: [`super::math64::powf`] (fixed `f64` `exp` and
+/// `log`, the same bits as the `Pow` lane op on every path).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::math::pow;
+/// assert_eq!(pow(3.0, 2.0), 9.0);
+/// assert_eq!(pow(f32::NAN, 0.0), 1.0);
+/// ```
+pub fn pow(x: f32, y: f32) -> f32 {
+    super::math64::powf(x, y)
+}

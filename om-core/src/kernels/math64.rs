@@ -3,6 +3,8 @@
 //! the same on every platform and in every arithmetic mode (unlike the platform libm behind
 //! `f64::exp`/`f64::ln`). The algorithms and coefficients are those of fdlibm's `e_exp.c`
 //! and `e_log.c` (as in musl); `docs/ctc.md` gives the formulas and the measured accuracy.
+//! [`powf`], the `f32` power of the `pow` operators, is built on them
+//! (`docs/transcendentals.md`, section pow).
 
 #![allow(clippy::excessive_precision)]
 
@@ -121,9 +123,63 @@ pub fn log_sum_exp3(a: f64, b: f64, c: f64) -> f64 {
     m + log(exp(a - m) + exp(b - m) + exp(c - m))
 }
 
+/// `xʸ` for `f32` operands with C99/IEEE-754 `pow`'s special values (those of PyTorch's
+/// `torch.pow`), computed as `exp(y·log|x|)` in `f64` with the fixed [`exp`] and [`log`]:
+/// the relative error of the `f64` value is below 2⁻⁴⁴; it is rounded to 40 bits and then to
+/// `f32`, so the result is within `0.5 + 2⁻¹⁶` ulp: exact whenever `xʸ` is an `f32`, ties
+/// to even when `xʸ` lies halfway between two, correctly rounded except within 2⁻¹⁶ ulp of
+/// such a midpoint, and the same bits on every machine.
+///
+/// Special values: `x⁰ = 1` and `1ʸ = 1` for every `x`, `y` (NaN too); otherwise a NaN
+/// operand gives NaN; a finite negative `x` with a finite non-integer `y` gives NaN; a
+/// negative `x` (`−0` and `−∞` included) with an odd integer `y` gives the negated power of
+/// `|x|`; `(−1)^±∞ = 1`; `|x| < 1` gives `+0` at `y = +∞` and `+∞` at `y = −∞` (the reverse
+/// for `|x| > 1`); `±0` and `±∞` give `0` or `∞` by the sign of `y`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::math64::powf;
+/// assert_eq!(powf(2.0, 10.0), 1024.0);
+/// assert_eq!(powf(-2.0, 3.0), -8.0);
+/// assert!(powf(-2.0, 0.5).is_nan());
+/// assert_eq!(powf(f32::NAN, 0.0), 1.0);
+/// assert_eq!(powf(-0.0, -1.0), f32::NEG_INFINITY);
+/// ```
+pub fn powf(x: f32, y: f32) -> f32 {
+    if y == 0.0 || x == 1.0 {
+        return 1.0;
+    }
+    if x.is_nan() || y.is_nan() {
+        return f32::NAN;
+    }
+    let integer = y.trunc() == y; // exact; true for ±∞
+                                  // Every f32 of magnitude ≥ 2²⁴ is an even integer.
+    let odd = integer && y.abs() < 16_777_216.0 && (y as i32) & 1 == 1;
+    if x < 0.0 && x.is_finite() && !integer {
+        return f32::NAN;
+    }
+    if x == -1.0 {
+        // y = ±∞ (log 1 = 0 would give ∞·0 below) or an integer.
+        return if odd { -1.0 } else { 1.0 };
+    }
+    // |x| = 0 or ∞ and y = ±∞ need no case: y·log|x| is ±∞ with the right sign.
+    let wide = exp(y as f64 * log(x.abs() as f64));
+    // Round to 40 significant bits (half up, on the bits of a non-negative double; +∞
+    // stays +∞) before rounding to f32: an f32 or a midpoint between two f32s (≤ 25 bits)
+    // within 2⁻⁴⁴ of `wide` becomes exact, so exact results and ties (to even) come out
+    // as if correctly rounded, at a cost of at most 2⁻⁴¹ relative elsewhere.
+    let magnitude = f64::from_bits((wide.to_bits() + (1 << 11)) & !0xfff) as f32;
+    if odd && x.is_sign_negative() {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{exp, log, log_sum_exp2, log_sum_exp3};
+    use super::{exp, log, log_sum_exp2, log_sum_exp3, powf};
 
     /// Distance in units in the last place between two finite doubles of the same sign.
     fn ulps(a: f64, b: f64) -> u64 {
@@ -176,5 +232,35 @@ mod tests {
         assert_eq!(log_sum_exp2(f64::NEG_INFINITY, -3.5), -3.5);
         assert!(log_sum_exp2(f64::NAN, -1.0).is_nan());
         assert!(log_sum_exp2(f64::NEG_INFINITY, f64::NAN).is_nan());
+    }
+
+    /// C99 Annex F.9.4.4 `pow` special values, checked against the f64 libm `powf` too.
+    #[test]
+    fn powf_special_values() {
+        let (inf, nan) = (f32::INFINITY, f32::NAN);
+        let sub = f32::from_bits(1);
+        #[rustfmt::skip]
+        let cases: &[(f32, f32, f32)] = &[
+            (nan, 0.0, 1.0), (nan, -0.0, 1.0), (inf, 0.0, 1.0), (-inf, 0.0, 1.0), (0.0, 0.0, 1.0), (-3.0, -0.0, 1.0),
+            (1.0, nan, 1.0), (1.0, inf, 1.0), (1.0, -inf, 1.0), (1.0, 7.5, 1.0),
+            (-1.0, inf, 1.0), (-1.0, -inf, 1.0), (-1.0, 3.0, -1.0), (-1.0, 4.0, 1.0), (-1.0, 1e30, 1.0),
+            (0.0, -3.0, inf), (-0.0, -3.0, -inf), (0.0, -2.0, inf), (-0.0, -2.0, inf), (-0.0, -0.5, inf), (-0.0, -inf, inf),
+            (0.0, 3.0, 0.0), (-0.0, 3.0, -0.0), (-0.0, 2.0, 0.0), (-0.0, 0.5, 0.0), (-0.0, inf, 0.0),
+            (0.5, inf, 0.0), (-0.5, inf, 0.0), (0.5, -inf, inf), (-0.5, -inf, inf),
+            (2.0, inf, inf), (-2.0, inf, inf), (2.0, -inf, 0.0), (-2.0, -inf, 0.0),
+            (-inf, -3.0, -0.0), (-inf, -2.0, 0.0), (-inf, -0.5, 0.0), (-inf, 3.0, -inf), (-inf, 2.0, inf), (-inf, 0.5, inf),
+            (inf, -1.0, 0.0), (inf, 0.5, inf), (inf, inf, inf), (inf, -inf, 0.0),
+            (-2.0, 3.0, -8.0), (-2.0, 2.0, 4.0), (-2.0, -1.0, -0.5), (-2.0, 16_777_216.0, inf), (-0.5, 3.0e7, 0.0), (-0.5, -3.0e7, inf), (-3.0, 3.0e7, inf),
+            (2.0, 10.0, 1024.0), (2.0, -149.0, sub), (2.0, -150.0, 0.0), (2.0, 128.0, inf), (2.0, 127.0, f32::MAX / (2.0 - f32::EPSILON)),
+            (sub, 1.0, sub), (f32::from_bits(2), 0.5, f32::from_bits((127 - 74) << 23)), (4.0, 0.5, 2.0), (9.0, 1.5, 27.0), (10.0, -1.0, 1.0 / 10.0),
+        ];
+        for &(x, y, want) in cases {
+            let got = powf(x, y);
+            assert_eq!(got.to_bits(), want.to_bits(), "powf({x:e}, {y:e}) = {got:e}, want {want:e}");
+            assert_eq!(got.to_bits(), x.powf(y).to_bits(), "powf({x:e}, {y:e}) differs from libm's {:e}", x.powf(y));
+        }
+        for (x, y) in [(nan, 1.0), (2.0, nan), (nan, nan), (-2.0, 0.5), (-2.0, -1.5), (-f32::MIN_POSITIVE, 1e-3), (-sub, 0.5)] {
+            assert!(powf(x, y).is_nan(), "powf({x:e}, {y:e}) = {:e}, want NaN", powf(x, y));
+        }
     }
 }

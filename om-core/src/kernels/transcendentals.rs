@@ -2,7 +2,10 @@
 //! selects and exact bit manipulation, each in one fixed order of evaluation. The scalar
 //! instantiation (`f32`) is the reference; every vector instantiation gives its bits.
 //!
-//! Formulas, coefficient fits (`tools/fit.rs`) and measured errors are in
+//! [`pow`] is the exception: it runs the `f64` scalar [`super::math64::powf`] lane by lane
+//! (one algorithm for every path, so also the same bits).
+//!
+//! Formulas, coefficient fits (`examples/fit_transcendentals.rs`) and measured errors are in
 //! `docs/transcendentals.md`. NaN inputs give a NaN (of any payload: the lane loops
 //! canonicalise it in exact mode).
 
@@ -451,4 +454,17 @@ pub(crate) fn cos<L: Lanes>(x: L) -> L {
     let (hi, lo, q) = reduce_pio2(x.abs());
     let q1 = q.add(splat(1.0));
     quadrant(hi, lo, L::select(q1.eq(splat(4.0)), splat(0.0), q1))
+}
+
+/// `a^b` lane by lane with [`super::math64::powf`] (fixed `f64` `exp` and `log`, the same
+/// scalar code on every path; `docs/transcendentals.md`).
+#[inline(always)]
+pub(crate) fn pow<L: Lanes>(a: L, b: L) -> L {
+    let (mut av, mut bv) = ([0.0f32; 16], [0.0f32; 16]);
+    a.store(&mut av);
+    b.store(&mut bv);
+    for (x, &y) in av[..L::WIDTH].iter_mut().zip(&bv[..L::WIDTH]) {
+        *x = super::math64::powf(*x, y);
+    }
+    L::load(a.isa(), &av)
 }

@@ -4,6 +4,9 @@
 //! `sampled_*` run by default on every 997th bit pattern plus special values; the
 //! `exhaustive_*` tests (all 2^32 patterns, one test per function,
 //! `cargo test --release -- --ignored`) produced the figures in `docs/transcendentals.md`.
+//! `pow` has two operands: `sampled_pow_*` and the ignored `dense_pow` pair bases spread
+//! over every bit pattern with exponents chosen per base ([`pow_pairs`]), and check every
+//! supported path against scalar.
 
 use super::simd::Lanes;
 use super::transcendentals as tr;
@@ -177,12 +180,19 @@ fn survey(f: F, step: u64) -> Stats {
         .reduce(Stats::default, Stats::merge)
 }
 
-/// The accuracy promised in `docs/transcendentals.md` (ulps).
-fn bound(f: F) -> f64 {
+/// The accuracy promised in `docs/transcendentals.md`: `(max ulp, max absolute error)`.
+/// The GELUs have no target; their bounds pin the exhaustive measurements of the doc
+/// (rounded up in the second digit) so that a change making them worse fails. The slopes
+/// cross zero near `x = −0.75`, where an ulp of the tiny result means nothing, so they are
+/// pinned by their absolute error.
+fn bound(f: F) -> (f64, f64) {
     match f {
-        F::Exp | F::Log | F::Sin | F::Cos => 2.0,
-        F::Tanh | F::Sigmoid | F::Erf => 3.0,
-        _ => f64::INFINITY, // measured and documented, no target
+        F::Exp | F::Log | F::Sin | F::Cos => (2.0, f64::INFINITY),
+        F::Tanh | F::Sigmoid | F::Erf => (3.0, f64::INFINITY),
+        F::GeluErf => (8.2, f64::INFINITY),         // exhaustive: 8.150 ulp
+        F::GeluTanh => (214.0, f64::INFINITY),      // exhaustive: 213.9 ulp
+        F::GeluErfGrad => (f64::INFINITY, 1.6e-7),  // exhaustive: 1.53e-7
+        F::GeluTanhGrad => (f64::INFINITY, 2.2e-7), // exhaustive: 2.12e-7
     }
 }
 
@@ -197,7 +207,9 @@ fn check(f: F, s: Stats) {
         s.path_mismatches
     );
     assert_eq!(s.path_mismatches, 0, "{f:?}: widest path differs from scalar");
-    assert!(s.max_ulp <= bound(f), "{f:?}: {} ulp", s.max_ulp);
+    let (max_ulp, max_abs) = bound(f);
+    assert!(s.max_ulp <= max_ulp, "{f:?}: {} ulp, bound {max_ulp}", s.max_ulp);
+    assert!(s.max_abs <= max_abs, "{f:?}: absolute error {:e}, bound {max_abs:e}", s.max_abs);
 }
 
 #[test]
@@ -308,4 +320,145 @@ fn sqrt_is_identical_on_every_path() {
             assert_eq!(y.to_bits(), x.sqrt().to_bits(), "{path} sqrt({x})");
         }
     }
+}
+
+/// Evaluates `pow` over `(x, y)` (lengths a multiple of 16) with lanes `L`.
+struct EvalPow<'a> {
+    x: &'a [f32],
+    y: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl LaneTask for EvalPow<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lanes>(self, isa: L::Isa) {
+        let w = L::WIDTH;
+        for ((x, y), o) in self.x.chunks_exact(w).zip(self.y.chunks_exact(w)).zip(self.out.chunks_exact_mut(w)) {
+            tr::pow(L::load(isa, x), L::load(isa, y)).store(o);
+        }
+    }
+}
+
+fn eval_pow(path: KernelPath, x: &[f32], y: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    dispatch(path, EvalPow { x, y, out: &mut out });
+    out
+}
+
+/// A fixed pseudo-random 64-bit value of `i` (SplitMix64's finaliser).
+fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The exponents paired with base `x`: small integers and halves, one random bit pattern,
+/// and six exponents aimed at results spread over the whole `f32` range (`y = t/ln|x|`
+/// for `t` uniform in `[−105, 90]`, rounded to an integer for a negative base, whose
+/// non-integer powers are NaN), so that most pairs give finite non-zero results.
+fn pow_pairs(xbits: u32) -> Vec<(f32, f32)> {
+    let x = f32::from_bits(xbits);
+    let mut ys = vec![-3.0, -2.0, -1.0, 1.0, 2.0, 3.0, 0.5, -0.5, 1.5, f32::from_bits(mix(xbits as u64) as u32)];
+    let ln = (x.abs() as f64).ln();
+    if ln != 0.0 && ln.is_finite() {
+        for k in 0..6u64 {
+            let t = -105.0 + 195.0 * (mix((xbits as u64) << 8 | k) >> 11) as f64 / (1u64 << 53) as f64;
+            let y = (t / ln) as f32;
+            ys.push(if x < 0.0 { y.round() } else { y });
+        }
+    }
+    ys.into_iter().map(|y| (x, y)).collect()
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PowStats {
+    max_ulp: f64,
+    worst: (f32, f32),
+    /// Pairs where a path differs in bits from scalar.
+    path_mismatches: u64,
+    /// Pairs with a finite non-zero reference.
+    finite: u64,
+    count: u64,
+}
+
+impl PowStats {
+    fn merge(self, o: PowStats) -> PowStats {
+        let (max_ulp, worst) = if o.max_ulp > self.max_ulp { (o.max_ulp, o.worst) } else { (self.max_ulp, self.worst) };
+        PowStats {
+            max_ulp,
+            worst,
+            path_mismatches: self.path_mismatches + o.path_mismatches,
+            finite: self.finite + o.finite,
+            count: self.count + o.count,
+        }
+    }
+}
+
+/// Bases at every `step`-th bit pattern (both signs, NaN and ±∞ included), each with
+/// [`pow_pairs`]; the reference is `f64::powf` of the widened operands.
+fn survey_pow(step: u64) -> PowStats {
+    const BLOCK: u64 = 1 << 12;
+    let total = (1u64 << 32).div_ceil(step);
+    let paths = KernelPath::supported();
+    (0..total.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let end = ((b + 1) * BLOCK).min(total);
+            let pairs: Vec<(f32, f32)> = (b * BLOCK..end).flat_map(|i| pow_pairs((i * step) as u32)).collect();
+            let mut xs: Vec<f32> = pairs.iter().map(|p| p.0).collect();
+            let mut ys: Vec<f32> = pairs.iter().map(|p| p.1).collect();
+            let padded = xs.len().div_ceil(16) * 16;
+            xs.resize(padded, 1.0);
+            ys.resize(padded, 1.0);
+            let scalar = eval_pow(KernelPath::Scalar, &xs, &ys);
+            let mut s = PowStats { count: pairs.len() as u64, ..PowStats::default() };
+            for &path in &paths[1..] {
+                let wide = eval_pow(path, &xs, &ys);
+                s.path_mismatches += wide.iter().zip(&scalar).filter(|(a, b)| a.to_bits() != b.to_bits()).count() as u64;
+            }
+            for (&(x, y), &z) in pairs.iter().zip(&scalar) {
+                let r = (x as f64).powf(y as f64);
+                if r.is_finite() && r != 0.0 {
+                    s.finite += 1;
+                }
+                let e = ulp_error(z, r);
+                if e > s.max_ulp {
+                    s.max_ulp = e;
+                    s.worst = (x, y);
+                }
+            }
+            s
+        })
+        .reduce(PowStats::default, PowStats::merge)
+}
+
+/// `pow`'s promised accuracy (`docs/transcendentals.md`): `0.5 + 2⁻¹⁶` ulp.
+const POW_BOUND: f64 = 0.5 + 1.0 / 65536.0;
+
+fn check_pow(s: PowStats) {
+    let (x, y) = s.worst;
+    println!(
+        "pow: max {:.6} ulp at x = {x:e} ({:#010x}), y = {y:e} ({:#010x}); {} pairs ({} with a finite non-zero result); {} path mismatches",
+        s.max_ulp,
+        x.to_bits(),
+        y.to_bits(),
+        s.count,
+        s.finite,
+        s.path_mismatches
+    );
+    assert_eq!(s.path_mismatches, 0, "pow: a path differs from scalar");
+    assert!(s.max_ulp <= POW_BOUND, "pow: {} ulp at ({x:e}, {y:e})", s.max_ulp);
+}
+
+#[test]
+fn sampled_pow_accuracy_and_path_equality() {
+    check_pow(survey_pow(4099));
+}
+
+#[test]
+#[ignore = "dense: 1.1e9 pairs, minutes on 2 cores"]
+fn dense_pow() {
+    check_pow(survey_pow(61));
 }
