@@ -90,9 +90,11 @@ pub mod op_support {
 /// # Ok::<(), onemodel::Error>(())
 /// ```
 pub mod gradcheck {
-    pub use om_core::gradcheck::{CaseFailure, OpCheck};
+    pub use om_core::gradcheck::{CaseFailure, ModeWorst, OpCheck};
 
-    /// Checks one registered operator by name: every case in both compute modes. An
+    /// Checks one registered operator by name: every case in both compute modes (exact
+    /// mode at one thread, its values and gradients also compared bit for bit with two
+    /// threads'). An
     /// `Error` names the operator, each failing case and mode, the input and its worst
     /// error, or says no operator has that name (see [`om_core::gradcheck::check_op`]).
     ///

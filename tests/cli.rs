@@ -83,6 +83,33 @@ fn train_help_lists_every_option_with_defaults_and_values() {
 }
 
 #[test]
+fn gradcheck_help_lists_the_modes() {
+    let out = om(&["gradcheck", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for needle in ["--mode", "fast", "exact", "both", "[default: both]"] {
+        assert!(help.contains(needle), "om gradcheck --help lacks `{needle}`:\n{help}");
+    }
+}
+
+#[test]
+fn gradcheck_runs_every_operator_in_the_modes_asked() {
+    for (mode, rows) in [("exact", &["exact"][..]), ("both", &["fast", "exact"][..])] {
+        let out = om(&["gradcheck", "--mode", mode]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "om gradcheck --mode {mode}:\n{stdout}\n{stderr}");
+        let summary = stdout.lines().last().unwrap_or("");
+        assert!(summary.starts_with(&format!("gradcheck ({}): ", rows.join(", "))), "{summary}");
+        assert!(summary.contains(" cases, 0 failed,"), "{summary}");
+        // One row per operator and mode: `matmul` once per mode, each passing.
+        let matmul: Vec<&str> = stdout.lines().filter(|l| l.starts_with("matmul ")).collect();
+        let modes: Vec<&str> = matmul.iter().filter_map(|l| l.split_whitespace().nth(1)).collect();
+        assert_eq!(modes, rows, "{stdout}");
+        assert!(matmul.iter().all(|l| l.ends_with(" ok")), "{stdout}");
+    }
+}
+
+#[test]
 fn every_benchmark_has_help() {
     for bench in ["gemm", "step", "conv", "norm-pool", "lstm", "attention", "memory"] {
         let out = om(&["bench", bench, "--help"]);
@@ -107,6 +134,7 @@ fn unknown_or_extra_arguments_are_usage_errors() {
 #[test]
 fn invalid_values_say_what_is_accepted() {
     assert_usage_error(&["train", "--mode", "quick"], "[possible values: fast, exact]");
+    assert_usage_error(&["gradcheck", "--mode", "quick"], "[possible values: fast, exact, both]");
     assert_usage_error(&["train", "--task", "chess"], "[possible values: digits, ocr]");
     assert_usage_error(&["train", "--epochs", "0"], "expected a whole number of at least 1");
     assert_usage_error(&["train", "--batch", "1"], "expected a whole number of at least 2");

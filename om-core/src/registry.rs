@@ -97,28 +97,43 @@ pub struct Case {
     pub f: CaseFn,
     /// Finite-difference step.
     pub eps: f32,
-    /// Absolute tolerance.
+    /// Absolute tolerance, scaled down for a gradient smaller than 1: an element's
+    /// allowed error is `atol·min(1, S) + rtol·|numeric|`, with `S` the input's largest
+    /// `|numeric|` ([`crate::gradcheck::allowed_error`]).
     pub atol: f64,
-    /// Relative tolerance.
+    /// Relative tolerance (per element).
     pub rtol: f64,
+    /// Why the case overrides the default step or tolerances (`None` if it does not);
+    /// `om gradcheck` and the gradient-check log print it.
+    pub why: Option<&'static str>,
 }
 
 impl Case {
     /// Default finite-difference step.
     pub const EPS: f32 = 1e-2;
-    /// Default absolute tolerance.
+    /// Default absolute tolerance (times `min(1, S)`, see [`Case::atol`]).
     pub const ATOL: f64 = 2e-3;
     /// Default relative tolerance.
     pub const RTOL: f64 = 2e-3;
 
     /// A case with the default step and tolerances.
     pub fn new(name: impl Into<String>, inputs: Vec<Tensor>, f: impl Fn(&[Tensor]) -> Result<Tensor> + Send + Sync + 'static) -> Case {
-        Case { name: name.into(), inputs, f: Box::new(f), eps: Case::EPS, atol: Case::ATOL, rtol: Case::RTOL }
+        Case { name: name.into(), inputs, f: Box::new(f), eps: Case::EPS, atol: Case::ATOL, rtol: Case::RTOL, why: None }
     }
 
-    /// Overrides the step and tolerances; `why` documents the reason in the source.
+    /// Overrides the step and tolerances for a case that needs them, saying why (with the
+    /// measured error); `om gradcheck` and the gradient-check log print the reason.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use om_core::Case;
+    /// let case = Case::new("steep", vec![Case::input(&[3], -1.0, 1.0, 1)], |x| Ok(x[0].clone()))
+    ///     .with_tolerance(1e-3, 2e-3, 2e-3, "a kink 5e-3 from an input: a smaller step");
+    /// assert_eq!((case.eps, case.why), (1e-3, Some("a kink 5e-3 from an input: a smaller step")));
+    /// ```
     pub fn with_tolerance(mut self, eps: f32, atol: f64, rtol: f64, why: &'static str) -> Case {
-        let _ = why;
+        self.why = Some(why);
         self.eps = eps;
         self.atol = atol;
         self.rtol = rtol;

@@ -215,6 +215,7 @@ fn route(
             return Err(Error::argument(node.name(), format!("the backward rule emitted no gradient for input {j}, which needs one")));
         };
         let grad = fit_to_input(node.name(), record.input_shape(j), j, grad)?;
+        let grad = super::mutation::apply(node.name(), j, grad)?;
         match edge {
             Edge::Node(target) => {
                 let t = index[&target.key()];

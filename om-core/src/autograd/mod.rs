@@ -9,6 +9,8 @@
 //! under the hidden `om_core::__private`.
 
 mod engine;
+#[doc(hidden)]
+pub mod mutation;
 mod node;
 pub(crate) mod record;
 mod tensor_grad;

@@ -43,6 +43,28 @@ impl From<ModeArg> for Mode {
     }
 }
 
+/// The compute modes `om gradcheck` checks in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModesArg {
+    /// Fast mode only.
+    Fast,
+    /// Exact mode only (at 1 thread, its bits compared with 2 threads').
+    Exact,
+    /// Fast mode, then exact mode.
+    Both,
+}
+
+impl ModesArg {
+    /// The modes, in the order they run.
+    pub fn modes(self) -> &'static [Mode] {
+        match self {
+            ModesArg::Fast => &[Mode::Fast],
+            ModesArg::Exact => &[Mode::Exact],
+            ModesArg::Both => &[Mode::Fast, Mode::Exact],
+        }
+    }
+}
+
 /// A SIMD path of the kernels (`onemodel::KernelPath`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PathArg {

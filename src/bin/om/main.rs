@@ -2,7 +2,9 @@
 //! with its default and allowed values).
 //!
 //! - `om train` — trains a model on built-in data (`--task digits|ocr`; [`train`]).
-//! - `om gradcheck` — runs every registered gradient-check case, one row per operator.
+//! - `om gradcheck` — runs every registered gradient-check case in fast and exact mode
+//!   (`--mode`), one row per operator and mode, then the tolerance overrides with their
+//!   reasons.
 //! - `om ops` — prints the operator registry as the Markdown kept in `docs/ops.md`.
 //! - `om bench ...` — the benchmarks of `docs/performance.md` ([`mod@bench`]).
 //!
@@ -26,6 +28,7 @@ macro_rules! outln {
 }
 use clap::{Parser, Subcommand};
 use onemodel::core::{gradcheck, registry};
+use onemodel::Mode;
 use std::process::ExitCode;
 
 mod args;
@@ -49,13 +52,21 @@ struct Cli {
 enum Command {
     /// Train a conv net on the built-in digits, or (--task ocr) a CRNN + CTC reading strings of 4-8 digits
     Train(train::TrainArgs),
-    /// Run every registered gradient-check case, one row per operator
-    Gradcheck,
+    /// Run every registered gradient-check case, one row per operator and mode
+    Gradcheck(GradcheckArgs),
     /// Print the operator registry as Markdown (docs/ops.md)
     Ops,
     /// Benchmarks printing key=value lines (docs/performance.md)
     #[command(subcommand)]
     Bench(bench::Bench),
+}
+
+/// The options of `om gradcheck`.
+#[derive(clap::Args, Debug)]
+struct GradcheckArgs {
+    /// Compute modes to check in (exact mode runs at 1 thread and compares its bits with 2 threads')
+    #[arg(long, value_enum, default_value_t = args::ModesArg::Both)]
+    mode: args::ModesArg,
 }
 
 /// Counts heap allocations for `om bench memory` and the activation scopes of `om train`.
@@ -67,7 +78,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, outcome) = match &cli.command {
         Command::Train(a) => ("train", train::run(a)),
-        Command::Gradcheck => ("gradcheck", run_gradcheck()),
+        Command::Gradcheck(a) => ("gradcheck", run_gradcheck(a.mode.modes())),
         Command::Ops => {
             let md = registry::markdown();
             outln!("{}", md.strip_suffix('\n').unwrap_or(&md));
@@ -98,36 +109,67 @@ pub(crate) fn stdout_failed(e: std::io::Error) -> ! {
     std::process::exit(1)
 }
 
-fn run_gradcheck() -> Outcome {
+/// `om gradcheck`: every registered operator through `gradcheck::check_entry` in `modes`.
+fn run_gradcheck(modes: &[Mode]) -> Outcome {
     let entries = onemodel::ops::registered_ops().map_err(|dups| Failure::Run(format!("operators registered more than once: {dups:?}")))?;
-    outln!("{:<20} {:>5} {:>12} {:>12}  status", "op", "cases", "worst abs", "worst rel");
-    let (mut n_cases, mut n_failed) = (0usize, 0usize);
+    outln!("{:<32} {:<5} {:>5} {:>10} {:>12} {:>6}  status", "op", "mode", "cases", "worst abs", "worst scaled", "ratio");
+    let (mut n_cases, mut failed, mut notes, mut details) = (0usize, Vec::new(), Vec::new(), Vec::new());
     for e in &entries {
-        let cases = (e.cases)();
-        let (mut abs, mut rel, mut failed) = (0.0f64, 0.0f64, Vec::new());
-        for c in &cases {
-            match gradcheck::run(c) {
-                Ok(r) => {
-                    abs = abs.max(r.worst_abs());
-                    rel = rel.max(r.worst_rel());
-                    if !r.passed() {
-                        failed.push(c.name.clone());
-                    }
-                }
-                Err(err) => failed.push(format!("{} ({err})", c.name)),
-            }
+        let check = gradcheck::check_entry(e, modes);
+        n_cases += check.cases;
+        for m in &check.modes {
+            let mut names: Vec<&str> = check.failures.iter().filter(|f| f.mode == m.mode).map(|f| f.case.as_str()).collect();
+            names.dedup();
+            let status = if check.cases == 0 {
+                "FAILED: no cases".to_string()
+            } else if names.is_empty() {
+                "ok".to_string()
+            } else {
+                format!("FAILED: {}", names.join(", "))
+            };
+            outln!(
+                "{:<32} {:<5} {:>5} {:>10.3e} {:>12.3e} {:>6.3}  {status}",
+                e.name,
+                m.mode.name(),
+                check.cases,
+                m.worst_abs,
+                m.worst_scaled,
+                m.worst_ratio
+            );
         }
-        n_cases += cases.len();
-        n_failed += failed.len();
-        let status = if failed.is_empty() { "ok".to_string() } else { format!("FAILED: {}", failed.join("; ")) };
-        outln!("{:<20} {:>5} {:>12.3e} {:>12.3e}  {status}", e.name, cases.len(), abs, rel);
+        let mut cases: Vec<&str> = check.failures.iter().map(|f| f.case.as_str()).collect();
+        cases.sort_unstable();
+        cases.dedup();
+        failed.extend(cases.iter().map(|c| format!("{}::{c}", e.name)));
+        if check.cases == 0 {
+            failed.push(format!("{} (no cases)", e.name));
+        }
+        notes.extend(check.notes.iter().map(|(c, n)| format!("  {}::{c}: {n}", e.name)));
+        details.extend(check.failures.iter().map(|f| format!("  {}: {f}", e.name)));
+    }
+    outln!(
+        "worst scaled = worst |analytic - numeric| / the input's largest |numeric|; ratio = worst error / allowed error (passes at most 1)"
+    );
+    if notes.is_empty() {
+        outln!("tolerance overrides: none");
+    } else {
+        outln!("tolerance overrides:\n{}", notes.join("\n"));
+    }
+    if !details.is_empty() {
+        outln!("failures:\n{}", details.join("\n"));
     }
     let missing = registry::missing_spec_names();
     let missing = if missing.is_empty() { "none".to_string() } else { missing.join(" ") };
-    outln!("gradcheck: {} ops, {n_cases} cases, {n_failed} failed, spec rows missing: {missing}", entries.len());
-    if n_failed == 0 {
+    let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
+    outln!(
+        "gradcheck ({}): {} ops, {n_cases} cases, {} failed, spec rows missing: {missing}",
+        names.join(", "),
+        entries.len(),
+        failed.len()
+    );
+    if failed.is_empty() {
         Ok(())
     } else {
-        Err(Failure::Run(format!("{n_failed} of {n_cases} cases failed")))
+        Err(Failure::Run(format!("{} of {n_cases} cases failed: {}", failed.len(), failed.join(", "))))
     }
 }
