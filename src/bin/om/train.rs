@@ -2,7 +2,10 @@
 //! shares (Adam with a cosine-decayed learning rate, seeded mini-batches, a progress bar,
 //! one line per epoch, the final figures, the curves and the weights file), and the
 //! default task: a small conv net learning the UCI optical digits (8×8 images, 10 classes;
-//! `testdata/digits.safetensors`, embedded in the binary). `--task ocr` is in [`crate::ocr`].
+//! `testdata/digits.safetensors`, embedded in the binary). `--task ocr` is in [`crate::ocr`],
+//! `--task add` (a decoder-only transformer learning sums) in [`crate::add`]; a task may
+//! bring its own optimizer, per-step learning-rate schedule and gradient clipping
+//! ([`Task::optimizer`], [`Task::scheduler`], [`Task::max_grad_norm`]).
 //!
 //! Every step goes through [`DataParallel`]: `--shards S` cuts each mini-batch into `S`
 //! shards whose gradients are summed in shard order (with `S = 1`, the default, the step is
@@ -17,7 +20,7 @@ use om_models::DigitNet;
 use onemodel::core::{io, rng::Rng, ActivationScope};
 use onemodel::dist::{Communicator, DataParallel};
 use onemodel::ops::nn::{self, Forward, Module};
-use onemodel::ops::optim::{Adam, Optimizer};
+use onemodel::ops::optim::{clip_grad_norm, Adam, LrScheduler, Optimizer};
 use onemodel::{no_grad, ops, Compute, Error, Mode, Result, Tensor};
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,6 +35,8 @@ pub enum TaskName {
     Digits,
     /// A CRNN with CTC reading strings of 4-8 digits
     Ocr,
+    /// A decoder-only transformer learning 3-digit sums written as characters
+    Add,
 }
 
 /// Options of `om train`.
@@ -40,7 +45,7 @@ pub struct TrainArgs {
     /// What to train
     #[arg(long, value_enum, default_value_t = TaskName::Digits)]
     task: TaskName,
-    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr]
+    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr, 10 for add]
     #[arg(long, value_parser = parse_count)]
     epochs: Option<usize>,
     /// Seed of the initial weights and of the batches' order
@@ -55,13 +60,13 @@ pub struct TrainArgs {
     /// Examples per mini-batch, at least 2
     #[arg(long, default_value_t = 32, value_parser = |v: &str| at_least(v, 2))]
     batch: usize,
-    /// Adam's initial learning rate, above 0 [default: 0.01 for digits, 0.005 for ocr]
+    /// The optimizer's initial (peak) learning rate, above 0 [default: 0.01 for digits, 0.005 for ocr, 0.003 for add]
     #[arg(long, value_parser = parse_lr)]
     lr: Option<f32>,
-    /// Directory of the curves (train.png or train_ocr.png) and of `--save` without a file
+    /// Directory of the curves (train.png, train_ocr.png or train_add.png) and of `--save` without a file
     #[arg(long, value_name = "DIR", default_value = "target/om")]
     out: PathBuf,
-    /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors or DIR/ocr.safetensors, DIR from --out]
+    /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors, DIR/ocr.safetensors or DIR/add.safetensors, DIR from --out]
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     save: Option<Option<PathBuf>>,
     /// Shards of each mini-batch, at least 1 (gradients summed in shard order: the same bits on any number of processes in exact mode; batch norm uses per-shard statistics)
@@ -118,6 +123,7 @@ impl TrainArgs {
         let (epochs, lr, plot, weights) = match self.task {
             TaskName::Digits => (12, 0.01, "train.png", "digits.safetensors"),
             TaskName::Ocr => (crate::ocr::EPOCHS, crate::ocr::LR, "train_ocr.png", "ocr.safetensors"),
+            TaskName::Add => (crate::add::EPOCHS, crate::add::LR, "train_add.png", "add.safetensors"),
         };
         if self.shards > self.batch {
             return Err(Failure::Usage(format!(
@@ -164,6 +170,7 @@ fn train_task<C: Communicator>(task: TaskName, o: &Options, comm: C) -> Result<(
     match task {
         TaskName::Digits => train(&mut DigitsTask::new(o)?, o, comm),
         TaskName::Ocr => train(&mut crate::ocr::OcrTask::new(o)?, o, comm),
+        TaskName::Add => train(&mut crate::add::AddTask::new(o)?, o, comm),
     }
 }
 
@@ -214,6 +221,21 @@ pub(crate) trait Task {
     fn buffers(&self) -> Vec<Tensor> {
         self.model().buffers().into_iter().map(|(_, t)| t).collect()
     }
+    /// The optimizer at learning rate `lr` and its words in the first printed line
+    /// (default: Adam).
+    fn optimizer(&self, lr: f32) -> Result<(Adam, String)> {
+        Ok((Adam::new(self.parameters(), lr)?, format!("Adam lr {lr}")))
+    }
+    /// A per-step learning-rate schedule over the run's `total_steps` optimizer steps,
+    /// stepped after each of them; `None` (the default) keeps the per-epoch cosine decay.
+    fn scheduler(&self, _opt: &mut Adam, _total_steps: usize) -> Result<Option<Box<dyn LrScheduler>>> {
+        Ok(None)
+    }
+    /// The largest joint 2-norm of the gradients: clipped to it before each optimizer step
+    /// (`clip_grad_norm`); `None` (the default) does not clip.
+    fn max_grad_norm(&self) -> Option<f32> {
+        None
+    }
     /// This epoch's training examples, in order (drawn from `rng`).
     fn examples(&mut self, rng: &mut Rng) -> Vec<Self::Example>;
     /// The mean loss of one mini-batch, recorded for backward.
@@ -233,7 +255,9 @@ pub(crate) trait Task {
 pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C) -> Result<()> {
     let mut dp = DataParallel::new(comm, task.parameters(), task.buffers(), o.shards)?;
     let (lead, ranks) = (dp.comm().rank() == 0, dp.comm().size());
-    let mut opt = Adam::new(task.parameters(), o.lr)?;
+    let (mut opt, optimizer) = task.optimizer(o.lr)?;
+    let (params, clip) = (task.parameters(), task.max_grad_norm());
+    let mut scheduler = None;
     let sharding = match (o.shards, ranks) {
         (1, 1) => String::new(),
         (s, 1) => format!(", {s} shards"),
@@ -241,11 +265,10 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
     };
     if lead {
         outln!(
-            "{}, {} epochs, batch {}{sharding}, Adam lr {}, mode {}, {} thread(s)",
+            "{}, {} epochs, batch {}{sharding}, {optimizer}, mode {}, {} thread(s)",
             task.describe(),
             o.epochs,
             o.batch,
-            o.lr,
             o.mode,
             o.threads
         );
@@ -258,11 +281,17 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
     let (mut last_loss, mut last_eval) = (f32::NAN, None);
     let start = Instant::now();
     for epoch in 1..=o.epochs {
-        // cosine decay of the learning rate over the epochs, in f32 (optim::CosineAnnealingLR
-        // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
-        opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
         let examples = task.examples(&mut rng);
         let batches: Vec<&[T::Example]> = examples.chunks(o.batch).filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
+        if epoch == 1 {
+            // every epoch of a task has the same number of batches
+            scheduler = task.scheduler(&mut opt, batches.len() * o.epochs)?;
+        }
+        if scheduler.is_none() {
+            // cosine decay of the learning rate over the epochs, in f32 (optim::CosineAnnealingLR
+            // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
+            opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
+        }
         let target = if lead { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), target).with_style(style.clone());
         pb.set_prefix(epoch.to_string());
@@ -271,7 +300,13 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         for (i, rows) in batches.iter().enumerate() {
             let _step = ActivationScope::new();
             last_loss = dp.step(rows, |shard| task.loss(shard))?;
+            if let Some(max_norm) = clip {
+                clip_grad_norm(&params, max_norm, 2.0, true)?;
+            }
             opt.step()?;
+            if let Some(s) = scheduler.as_mut() {
+                s.step(&mut opt)?;
+            }
             batch_losses.push(((epoch - 1) as f64 + (i + 1) as f64 / batches.len() as f64, last_loss as f64));
             sum += last_loss as f64 * rows.len() as f64;
             seen += rows.len();
