@@ -23,7 +23,7 @@ use onemodel::{Result, Tensor};
 use std::collections::HashSet;
 
 /// Default epochs of `--task add`.
-pub const EPOCHS: usize = 10;
+pub const EPOCHS: usize = 6;
 /// Default peak learning rate of `--task add`.
 pub const LR: f32 = 0.003;
 
@@ -42,7 +42,7 @@ const ANSWER: usize = DIGITS + 1;
 /// The whole string; the model reads all but its last token.
 const LEN: usize = PROMPT + ANSWER;
 /// Fresh training sums per epoch, and held-out sums.
-const TRAIN_SUMS: usize = 20_000;
+const TRAIN_SUMS: usize = 10_000;
 const TEST_SUMS: usize = 1000;
 /// The model's sizes.
 const CONFIG: DecoderConfig = DecoderConfig { vocab: VOCAB, max_len: LEN - 1, dim: 64, heads: 4, layers: 2, ff: 256 };

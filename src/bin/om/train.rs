@@ -45,7 +45,7 @@ pub struct TrainArgs {
     /// What to train
     #[arg(long, value_enum, default_value_t = TaskName::Digits)]
     task: TaskName,
-    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr, 10 for add]
+    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr, 6 for add]
     #[arg(long, value_parser = parse_count)]
     epochs: Option<usize>,
     /// Seed of the initial weights and of the batches' order
