@@ -304,12 +304,14 @@ mod tests {
     }
 
     /// The rate after every step of a run of `total` steps resumed after `done` of them
-    /// (the optimizer first holding a rate of its own, as one loaded from a checkpoint).
+    /// (the optimizer then holding another rate, as one loaded from a checkpoint does).
     fn rates_resumed_after(task: &AddTask, total: usize, done: usize) -> Result<Vec<u32>> {
         use crate::train::schedule;
         use onemodel::ops::optim::Optimizer;
         let (mut opt, _) = task.optimizer(AddTask::DEFAULTS.lr)?;
-        opt.set_lr(0.123);
+        if done > 0 {
+            opt.set_lr(0.123);
+        }
         let mut s = schedule(task, &mut opt, AddTask::DEFAULTS.lr, total, done)?.expect("a per-step schedule");
         let mut rates = vec![opt.lr().to_bits()];
         for _ in done..total {
