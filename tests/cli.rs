@@ -135,7 +135,7 @@ fn unknown_or_extra_arguments_are_usage_errors() {
 fn invalid_values_say_what_is_accepted() {
     assert_usage_error(&["train", "--mode", "quick"], "[possible values: fast, exact]");
     assert_usage_error(&["gradcheck", "--mode", "quick"], "[possible values: fast, exact, both]");
-    assert_usage_error(&["train", "--task", "chess"], "[possible values: digits, ocr]");
+    assert_usage_error(&["train", "--task", "chess"], "[possible values: digits, ocr, add]");
     assert_usage_error(&["train", "--epochs", "0"], "expected a whole number of at least 1");
     assert_usage_error(&["train", "--batch", "1"], "expected a whole number of at least 2");
     assert_usage_error(&["train", "--lr", "0"], "expected a finite number above 0");

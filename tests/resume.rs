@@ -76,6 +76,17 @@ fn ocr_resumed_equals_uninterrupted_in_exact_mode() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+#[cfg_attr(debug_assertions, ignore = "minutes unoptimised: cargo test --release --test resume")]
+fn add_resumed_equals_uninterrupted_in_exact_mode() {
+    // AdamW, the per-step warm-up + cosine schedule (rebuilt and stepped past the steps
+    // done) and gradient clipping continue bit for bit
+    let dir = interrupted_equals_uninterrupted("add");
+    // an add checkpoint does not resume another task
+    refused(&dir, &["--task", "digits"], "checkpoint.txt: it is a checkpoint of --task add");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Every file of `dir` with its bytes.
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir).expect("the directory").flatten().map(|e| e.path()).collect();
@@ -98,7 +109,7 @@ fn refused(dir: &Path, args: &[&str], file: &str) {
     assert!(stderr.contains(file), "om {all:?}: the error should name {file}:\n{stderr}");
     assert!(!stdout.contains("epoch "), "om {all:?} trained:\n{stdout}");
     assert_eq!(snapshot(&ckpt), before, "om {all:?} changed the checkpoint");
-    assert!(!out_dir.join("train.png").exists() && !out_dir.join("train_ocr.png").exists());
+    assert!(["train.png", "train_ocr.png", "train_add.png"].iter().all(|f| !out_dir.join(f).exists()));
 }
 
 /// FNV-1a of `bytes` (the checkpoint's hash), to forge a consistent checkpoint line.
@@ -116,6 +127,7 @@ fn mismatched_truncated_or_damaged_checkpoints_are_refused() {
 
     // Another task, another seed or batch size than the checkpoint's.
     refused(&dir, &["--task", "ocr"], "checkpoint.txt");
+    refused(&dir, &["--task", "add"], "checkpoint.txt: it is a checkpoint of --task digits");
     refused(&dir, &["--seed", "8"], "--seed");
     refused(&dir, &["--batch", "16"], "--batch");
     // Nothing left to train.

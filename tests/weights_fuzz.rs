@@ -212,8 +212,11 @@ fn reference(bytes: &[u8]) -> Option<Listing> {
     Some(out)
 }
 
+/// Tensors as (name, shape, value bits).
+type Bits = Vec<(String, Vec<usize>, Vec<u32>)>;
+
 /// Our reader's tensors in the same terms (the stored dtype is `F32` or `I32`).
-fn ours(bytes: &[u8]) -> Option<Vec<(String, Vec<usize>, Vec<u32>)>> {
+fn ours(bytes: &[u8]) -> Option<Bits> {
     let map = om_core::io::from_bytes(bytes).ok()?;
     let listing = map.into_iter().map(|(name, t)| {
         let bits = match t.dtype() {
@@ -228,7 +231,7 @@ fn ours(bytes: &[u8]) -> Option<Vec<(String, Vec<usize>, Vec<u32>)>> {
 /// The reference listing converted as our reader converts (`F64` rounded, `U8`/`I64`
 /// widened/narrowed); `None` when our reader must refuse it (another dtype, an `I64`
 /// outside `i32`).
-fn converted(listing: &Listing) -> Option<Vec<(String, Vec<usize>, Vec<u32>)>> {
+fn converted(listing: &Listing) -> Option<Bits> {
     listing
         .iter()
         .map(|(name, dtype, shape, data)| {

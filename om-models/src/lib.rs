@@ -3,9 +3,13 @@
 //! Ready-made models used by the `om` binary (`om train`, `om ocr`, `om bench`), the training
 //! tests and the benchmarks (application and test code, not part of the library): the digits classifier
 //! and the CRNN that reads digit strings with CTC, plus greedy CTC decoding and the edit
-//! distance behind the character error rate.
+//! distance behind the character error rate; and the small decoder-only transformer of
+//! `om train --task add` ([`transformer`]).
 
 pub mod benchmarks;
+pub mod transformer;
+
+pub use transformer::{DecoderConfig, DecoderOnly};
 
 use om_core::{Result, Tensor};
 use om_ops::nn::{BatchNorm2d, Conv2d, Conv2dOptions, Forward, Linear, Lstm, Module};

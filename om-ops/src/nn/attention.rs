@@ -135,6 +135,40 @@ impl MultiheadAttention {
     }
 }
 
+/// The additive causal mask `[size, size]` of self-attention: 0 on and below the
+/// diagonal, `−∞` above it, so position `i` attends to positions `0..=i` only
+/// (`torch.nn.Transformer.generate_square_subsequent_mask(size)`). Pass it as the `mask`
+/// of [`MultiheadAttention::forward`] or of `ops::attention`; it broadcasts to
+/// `[B, H, T, T]` and needs no gradient.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::nn::{causal_mask, MultiheadAttention};
+/// use om_ops::{Tensor, methods::*};
+/// let mask = causal_mask(3)?;
+/// let inf = f32::NEG_INFINITY;
+/// assert_eq!(mask.to_vec(), [0.0, inf, inf, 0.0, 0.0, inf, 0.0, 0.0, 0.0]);
+/// // With the mask, changing the last token leaves the earlier outputs unchanged.
+/// let mha = MultiheadAttention::with_seed(8, 2, true, 1)?;
+/// let x = Tensor::randn_with_seed(&[1, 3, 8], 2)?;
+/// let y = mha.forward(&x, &x, &x, Some(&mask))?;
+/// let x2 = x.mul(&Tensor::from_vec([vec![1.0; 16], vec![-3.0; 8]].concat(), &[1, 3, 8])?)?;
+/// let y2 = mha.forward(&x2, &x2, &x2, Some(&mask))?;
+/// assert_eq!(y.to_vec()[..16], y2.to_vec()[..16]);
+/// assert_ne!(y.to_vec()[16..], y2.to_vec()[16..]);
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+pub fn causal_mask(size: usize) -> Result<Tensor> {
+    super::checked_size("causal_mask", "size × size", &[size, size])?;
+    Tensor::build_f32(&[size, size], |m| {
+        for (i, row) in m.chunks_exact_mut(size.max(1)).enumerate() {
+            row.iter_mut().enumerate().for_each(|(j, v)| *v = if j > i { f32::NEG_INFINITY } else { 0.0 });
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::MultiheadAttention;

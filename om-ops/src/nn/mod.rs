@@ -36,7 +36,7 @@ mod weights;
 /// The options of [`Conv2d`] and [`ConvTranspose2d`] are those of the operators.
 pub use crate::conv::{Conv2dOptions, ConvTranspose2dOptions};
 pub use activation::{LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, ELU, GELU};
-pub use attention::MultiheadAttention;
+pub use attention::{causal_mask, MultiheadAttention};
 pub use dropout::Dropout;
 pub use layers::{BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, LayerNorm, Linear};
 /// A module applied to one tensor, `y = m(x)` (`torch.nn.Module.forward`): what

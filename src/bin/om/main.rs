@@ -1,7 +1,7 @@
 //! `om`: the command-line face of OneModel (clap; `om <command> --help` lists every option
 //! with its default and allowed values).
 //!
-//! - `om train` — trains a model on built-in data (`--task digits|ocr`; [`train`]).
+//! - `om train` — trains a model on built-in or generated data (`--task digits|ocr|add`; [`train`]).
 //! - `om gradcheck` — runs every registered gradient-check case in fast and exact mode
 //!   (`--mode`), one row per operator and mode, then the tolerance overrides with their
 //!   reasons.
@@ -50,7 +50,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Train a conv net on the built-in digits, or (--task ocr) a CRNN + CTC reading strings of 4-8 digits
+    /// Train a conv net on the built-in digits, (--task ocr) a CRNN + CTC reading strings of 4-8 digits, or (--task add) a transformer learning sums
     Train(train::TrainArgs),
     /// Run every registered gradient-check case, one row per operator and mode
     Gradcheck(GradcheckArgs),

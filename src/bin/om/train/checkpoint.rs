@@ -2,10 +2,11 @@
 //! bit after an epoch, and the check that a checkpoint is whole and belongs to this run.
 //!
 //! A checkpoint after epoch `E` is three files in `DIR`: `model-E.safetensors` (`nn::save`:
-//! parameters and batch-norm buffers), `optimizer-E.safetensors` (`optim::save`: Adam's
-//! moments and step counts) and [`STATE`], a text file naming the task and the settings
-//! that shape the run (seed, batch, learning rate, shards), the epoch (the learning-rate
-//! schedule is a function of it), the run's generator and the thread's default stream
+//! parameters and batch-norm buffers), `optimizer-E.safetensors` (`optim::save`: Adam's or
+//! AdamW's moments, step counts and rate) and [`STATE`], a text file naming the task and the
+//! settings that shape the run (seed, batch, learning rate, shards), the epoch (the
+//! learning-rate schedule is a function of it: per epoch, or per step for a task with its
+//! own scheduler, rebuilt and stepped past the epochs' steps), the run's generator and the thread's default stream
 //! ([`RngState`] bytes), the loader's state (epochs begun, shuffle generator, order), the
 //! recorded curves, and each of the two tensor files' length and FNV-1a hash.
 //!

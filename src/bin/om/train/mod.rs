@@ -1,18 +1,22 @@
 //! `om train`: its options (checked before any work starts), the [`Task`] trait each task
 //! implements (its data as a `onemodel::data::DataLoader`, model, loss, evaluation and
 //! defaults), and the training loop every task shares: Adam with a cosine-decayed learning
-//! rate, the loader's mini-batches, a progress bar, one line per epoch, the final figures,
-//! the curves and the weights file, and (`--checkpoint DIR`) a checkpoint after every epoch
-//! that `--resume DIR` continues from bit for bit ([`checkpoint`]).
+//! rate (or the task's own optimizer, per-step schedule and gradient clipping:
+//! [`Task::optimizer`], [`Task::scheduler`], [`Task::max_grad_norm`]), the loader's
+//! mini-batches, a progress bar, one line per epoch, the final figures, the curves and the
+//! weights file, and (`--checkpoint DIR`) a checkpoint after every epoch that `--resume DIR`
+//! continues from bit for bit ([`checkpoint`]).
 //!
 //! The tasks: [`digits`] (the default; a conv net on the UCI digits) and [`ocr`] (a CRNN
-//! reading strings of digits), both on the images of [`images`]; neither imports the other.
+//! reading strings of digits), both on the images of [`images`], and [`add`] (a
+//! decoder-only transformer learning sums, on generated data); no task imports another.
 //!
 //! Every step goes through [`DataParallel`]: `--shards S` cuts each mini-batch into `S`
 //! shards whose gradients are summed in shard order (with `S = 1`, the default, the step is
 //! the plain one bit for bit), on one process or (`--dist mpi`, feature `mpi`) over the
 //! processes of `mpirun`, where rank 0 alone prints, plots, saves and writes checkpoints.
 
+mod add;
 mod checkpoint;
 mod digits;
 mod images;
@@ -20,6 +24,7 @@ mod ocr;
 
 use crate::args::{at_least, check_writable, parse_count, remove_created, threads_parser, Failure, ModeArg, Outcome};
 use crate::plot::{self, Curves};
+use add::AddTask;
 use clap::{Args, ValueEnum};
 use digits::DigitsTask;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -28,7 +33,7 @@ use onemodel::core::{rng::Rng, ActivationScope};
 use onemodel::data::{Collate, DataLoader, Dataset};
 use onemodel::dist::{Communicator, DataParallel};
 use onemodel::ops::nn::{self, Module};
-use onemodel::ops::optim::{Adam, Optimizer};
+use onemodel::ops::optim::{clip_grad_norm, Adam, LrScheduler, Optimizer};
 use onemodel::{Compute, Error, Mode, Result, Tensor};
 use std::io::Write;
 use std::path::PathBuf;
@@ -41,6 +46,8 @@ pub enum TaskName {
     Digits,
     /// A CRNN with CTC reading strings of 4-8 digits
     Ocr,
+    /// A decoder-only transformer learning 3-digit sums written as characters
+    Add,
 }
 
 impl TaskName {
@@ -48,6 +55,7 @@ impl TaskName {
         match self {
             TaskName::Digits => DigitsTask::DEFAULTS,
             TaskName::Ocr => OcrTask::DEFAULTS,
+            TaskName::Add => AddTask::DEFAULTS,
         }
     }
 }
@@ -58,7 +66,7 @@ pub struct TrainArgs {
     /// What to train
     #[arg(long, value_enum, default_value_t = TaskName::Digits)]
     task: TaskName,
-    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr]
+    /// Passes over the training data, at least 1 [default: 12 for digits, 4 for ocr, 6 for add]
     #[arg(long, value_parser = parse_count)]
     epochs: Option<usize>,
     /// Seed of the initial weights and of the batches' order
@@ -73,13 +81,13 @@ pub struct TrainArgs {
     /// Examples per mini-batch, at least 2
     #[arg(long, default_value_t = 32, value_parser = |v: &str| at_least(v, 2))]
     batch: usize,
-    /// Adam's initial learning rate, above 0 [default: 0.01 for digits, 0.005 for ocr]
+    /// The optimizer's initial (peak) learning rate, above 0 [default: 0.01 for digits, 0.005 for ocr, 0.003 for add]
     #[arg(long, value_parser = parse_lr)]
     lr: Option<f32>,
-    /// Directory of the curves (train.png or train_ocr.png) and of `--save` without a file
+    /// Directory of the curves (train.png, train_ocr.png or train_add.png) and of `--save` without a file
     #[arg(long, value_name = "DIR", default_value = "target/om")]
     out: PathBuf,
-    /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors or DIR/ocr.safetensors, DIR from --out]
+    /// Save the trained weights as safetensors to FILE [default FILE: DIR/digits.safetensors, DIR/ocr.safetensors or DIR/add.safetensors, DIR from --out]
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     save: Option<Option<PathBuf>>,
     /// Shards of each mini-batch, at least 1 (gradients summed in shard order: the same bits on any number of processes in exact mode; batch norm uses per-shard statistics)
@@ -218,6 +226,7 @@ fn train_task<C: Communicator>(task: TaskName, o: &Options, comm: C) -> Result<(
     match task {
         TaskName::Digits => train(&mut DigitsTask::new(o)?, o, comm),
         TaskName::Ocr => train(&mut OcrTask::new(o)?, o, comm),
+        TaskName::Add => train(&mut AddTask::new(o)?, o, comm),
     }
 }
 
@@ -278,6 +287,23 @@ pub(crate) trait Task: Sized {
     fn buffers(&self) -> Vec<Tensor> {
         self.model().buffers().into_iter().map(|(_, t)| t).collect()
     }
+    /// The optimizer at learning rate `lr` and its words in the first printed line
+    /// (default: Adam).
+    fn optimizer(&self, lr: f32) -> Result<(Adam, String)> {
+        Ok((Adam::new(self.parameters(), lr)?, format!("Adam lr {lr}")))
+    }
+    /// A per-step learning-rate schedule over the run's `total_steps` optimizer steps,
+    /// built when `opt` is at the base rate and stepped after each step; `None` (the
+    /// default) keeps the per-epoch cosine decay. A resumed run rebuilds it and steps it
+    /// past the steps already done, so it must be a function of the steps alone.
+    fn scheduler(&self, _opt: &mut Adam, _total_steps: usize) -> Result<Option<Box<dyn LrScheduler>>> {
+        Ok(None)
+    }
+    /// The largest joint 2-norm of the gradients: clipped to it before each optimizer step
+    /// (`clip_grad_norm`); `None` (the default) does not clip.
+    fn max_grad_norm(&self) -> Option<f32> {
+        None
+    }
     /// The loader of the training examples (its batch size `o.batch`; shuffled or not).
     fn loader(&self, o: &Options) -> Result<DataLoader<Self::Data>>;
     /// Prepares the next epoch's examples before its batches are drawn: a task with fresh
@@ -309,12 +335,30 @@ pub(crate) struct History {
     pub(crate) last_loss: f32,
 }
 
-/// Trains `task` with Adam (cosine-decayed learning rate) over the loader's mini-batches
+/// The task's per-step schedule ([`Task::scheduler`]) of a run of `total` steps of which
+/// `done` are taken: built from the base rate `lr` (a resumed optimizer holds the last
+/// step's rate) and stepped past the `done` steps, so `opt` ends at the rate an
+/// uninterrupted run has there, bit for bit.
+pub(crate) fn schedule<T: Task>(task: &T, opt: &mut Adam, lr: f32, total: usize, done: usize) -> Result<Option<Box<dyn LrScheduler>>> {
+    opt.set_lr(lr);
+    let mut scheduler = task.scheduler(opt, total)?;
+    if let Some(s) = scheduler.as_mut() {
+        for _ in 0..done {
+            s.step(opt)?;
+        }
+    }
+    Ok(scheduler)
+}
+
+/// Trains `task` with its optimizer (Adam with a cosine-decayed learning rate unless the
+/// task brings its own, with its per-step schedule and clipping) over the loader's mini-batches
 /// cut into `o.shards` shards dealt to the ranks of `comm`; rank 0 prints one line per
 /// epoch, the final figures, the curves and the weights file, and writes the checkpoints.
 /// Every rank checks at the end that its parameters are rank 0's bit for bit.
 pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C) -> Result<()> {
-    let mut opt = Adam::new(task.parameters(), o.lr)?;
+    let (mut opt, optimizer) = task.optimizer(o.lr)?;
+    let (params, clip) = (task.parameters(), task.max_grad_norm());
+    let mut scheduler: Option<Box<dyn LrScheduler>> = None;
     let mut rng = Rng::new(o.seed);
     let mut loader = task.loader(o)?;
     let mut history = History { last_loss: f32::NAN, ..History::default() };
@@ -339,11 +383,10 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
     };
     if lead {
         outln!(
-            "{}, {} epochs, batch {}{sharding}, Adam lr {}, mode {}, {} thread(s)",
+            "{}, {} epochs, batch {}{sharding}, {optimizer}, mode {}, {} thread(s)",
             task.describe(),
             o.epochs,
             o.batch,
-            o.lr,
             o.mode,
             o.threads
         );
@@ -357,11 +400,17 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
     let mut last_eval = None;
     let start = Instant::now();
     for epoch in done + 1..=o.epochs {
-        // cosine decay of the learning rate over the epochs, in f32 (optim::CosineAnnealingLR
-        // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
-        opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
         task.next_epoch(&mut loader, &mut rng)?;
         let batches: Vec<Vec<usize>> = loader.next_batches().into_iter().filter(|b| b.len() > 1 && b.len() >= o.shards).collect();
+        if epoch == done + 1 {
+            // every epoch has as many batches
+            scheduler = schedule(task, &mut opt, o.lr, batches.len() * o.epochs, batches.len() * done)?;
+        }
+        if scheduler.is_none() {
+            // cosine decay of the learning rate over the epochs, in f32 (optim::CosineAnnealingLR
+            // gives rates a few ulps apart, so other exact-mode bits: see docs/optim.md)
+            opt.set_lr(o.lr * 0.5 * (1.0 + (std::f32::consts::PI * (epoch - 1) as f32 / o.epochs as f32).cos()));
+        }
         let target = if lead { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let pb = ProgressBar::with_draw_target(Some(batches.len() as u64), target).with_style(style.clone());
         pb.set_prefix(epoch.to_string());
@@ -370,7 +419,13 @@ pub(crate) fn train<T: Task, C: Communicator>(task: &mut T, o: &Options, comm: C
         for (i, rows) in batches.iter().enumerate() {
             let _step = ActivationScope::new();
             history.last_loss = dp.step(rows, |shard| task.loss(loader.collate(shard)?))?;
+            if let Some(max_norm) = clip {
+                clip_grad_norm(&params, max_norm, 2.0, true)?;
+            }
             opt.step()?;
+            if let Some(s) = scheduler.as_mut() {
+                s.step(&mut opt)?;
+            }
             let loss = history.last_loss as f64;
             history.batch_losses.push(((epoch - 1) as f64 + (i + 1) as f64 / batches.len() as f64, loss));
             sum += loss * rows.len() as f64;
