@@ -168,7 +168,7 @@ pub mod gru {
         run_stack(xt, weights, config, |inp, w, k, reverse| {
             let h = state(h0, k)?;
             Ok((crate::gru_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), reverse)?, None))
-        })
+        }, None)
     }
 
     fn cases() -> Vec<Case> {
