@@ -226,7 +226,9 @@ pub mod lstm_layer {
 /// the final hidden states `h_n` and the final cell states `c_n` (`Some`), each with its
 /// gradient: a long sequence can be run in chunks, each chunk starting from the previous
 /// chunk's `h_n`, `c_n`, with the same values as one run over the whole sequence.
-/// Backward: through `lstm_layer` (and the concatenation of directions).
+/// A bidirectional layer runs as one [`lstm_pair_layer`](crate::lstm_pair_layer) (its two
+/// directions at the same time on the thread team, with the bits of two `lstm_layer`s).
+/// Backward: through `lstm_layer` (one direction) or `lstm_pair_layer` (both).
 #[op(composition)]
 pub mod lstm {
     use super::*;
