@@ -84,7 +84,12 @@ fn backward_loop(settings: Settings, dm: Dims, d: DirBackward, dg: &mut [f32], d
             dh_next,
         };
         gates::lstm_backward(settings, h, inp, dc_next, &mut dg[t * b * gh..(t + 1) * b * gh]);
-        gemm(settings, MatRef::with_stride(&dg[t * b * gh..], b, gh, gh), MatRef::with_stride(d.whh, gh, h, h), MatMut::with_stride(dh_next, b, h, h));
+        gemm(
+            settings,
+            MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
+            MatRef::with_stride(d.whh, gh, h, h),
+            MatMut::with_stride(dh_next, b, h, h),
+        );
     }
 }
 
@@ -184,9 +189,16 @@ pub mod lstm_pair_layer {
                 let (y2, hp2) = (y2.get_mut(), hp2.get_mut());
                 Tensor::build_many_f32([&[2, t_len, b, gh], &[2, t_len, b, h], &[2, t_len, b, h]], |[g2, c2, tc2]| {
                     let widths = [t_len * b * gh, t_len * bh, t_len * bh, t_len * bh, b * gh];
-                    for_each_row_chunk(settings.threads, [g2, c2, tc2, &mut y2[..], &mut hp2[..]], widths, 2, 1, |dir, _, [gates, c, tanh_c, y, hp]| {
-                        forward_loop(one, dm, dirs[dir], ForwardBufs { gates, c, tanh_c, y, hp });
-                    });
+                    for_each_row_chunk(
+                        settings.threads,
+                        [g2, c2, tc2, &mut y2[..], &mut hp2[..]],
+                        widths,
+                        2,
+                        1,
+                        |dir, _, [gates, c, tanh_c, y, hp]| {
+                            forward_loop(one, dm, dirs[dir], ForwardBufs { gates, c, tanh_c, y, hp });
+                        },
+                    );
                     Ok(())
                 })
             })
@@ -246,18 +258,26 @@ pub mod lstm_pair_layer {
                         r.w_hh_r().try_with_f32(|whr| {
                             let (n_g, n_h) = (t_len * b * gh, t_len * bh);
                             let gy2 = gy2.get();
-                            let dirs = [(0, c0f.as_ref().map(Scratch::get), whf), (1, c0r.as_ref().map(Scratch::get), whr)].map(|(k, c0, whh)| DirBackward {
-                                gates: &gates[k * n_g..(k + 1) * n_g],
-                                c: &c_all[k * n_h..(k + 1) * n_h],
-                                tanh_c: &tc_all[k * n_h..(k + 1) * n_h],
-                                gy: &gy2[k * n_h..(k + 1) * n_h],
-                                c0,
-                                whh,
-                                reverse: k == 1,
-                            });
-                            for_each_row_chunk(settings.threads, [dg2.get_mut(), dh2.get_mut(), dc2.get_mut()], [n_g, bh, bh], 2, 1, |k, _, [dg, dh, dc]| {
-                                backward_loop(one, dm, dirs[k], dg, dh, dc)
-                            });
+                            let dirs =
+                                [(0, c0f.as_ref().map(Scratch::get), whf), (1, c0r.as_ref().map(Scratch::get), whr)].map(|(k, c0, whh)| {
+                                    DirBackward {
+                                        gates: &gates[k * n_g..(k + 1) * n_g],
+                                        c: &c_all[k * n_h..(k + 1) * n_h],
+                                        tanh_c: &tc_all[k * n_h..(k + 1) * n_h],
+                                        gy: &gy2[k * n_h..(k + 1) * n_h],
+                                        c0,
+                                        whh,
+                                        reverse: k == 1,
+                                    }
+                                });
+                            for_each_row_chunk(
+                                settings.threads,
+                                [dg2.get_mut(), dh2.get_mut(), dc2.get_mut()],
+                                [n_g, bh, bh],
+                                2,
+                                1,
+                                |k, _, [dg, dh, dc]| backward_loop(one, dm, dirs[k], dg, dh, dc),
+                            );
                         })
                     })
                 })
@@ -363,8 +383,30 @@ pub mod lstm_pair_layer {
             // Batch-first storage read as [T, B, I]; no biases, no states.
             Case::new(
                 "transposed_plain",
-                vec![inp(&[2, 4, 3], -1.0, 1.0, 14), inp(&[12, 3], -0.6, 0.6, 15), inp(&[12, 3], -0.6, 0.6, 16), inp(&[12, 3], -0.6, 0.6, 17), inp(&[12, 3], -0.6, 0.6, 18)],
-                |t| super::lstm_pair_layer(&crate::transpose(&t[0], 0, 1)?, &t[1], &t[2], None, None, None, None, &t[3], &t[4], None, None, None, None),
+                vec![
+                    inp(&[2, 4, 3], -1.0, 1.0, 14),
+                    inp(&[12, 3], -0.6, 0.6, 15),
+                    inp(&[12, 3], -0.6, 0.6, 16),
+                    inp(&[12, 3], -0.6, 0.6, 17),
+                    inp(&[12, 3], -0.6, 0.6, 18),
+                ],
+                |t| {
+                    super::lstm_pair_layer(
+                        &crate::transpose(&t[0], 0, 1)?,
+                        &t[1],
+                        &t[2],
+                        None,
+                        None,
+                        None,
+                        None,
+                        &t[3],
+                        &t[4],
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
+                },
             ),
         ]
     }
