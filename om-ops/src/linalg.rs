@@ -224,7 +224,7 @@ pub mod matmul {
 }
 
 /// `x2·Wᵀ + bias` as one GEMM reading W transposed in place, the bias added in its
-/// epilogue: the bits of `add(matmul(x2, transpose(w)), bias)`, without recording.
+/// epilogue: the bits of `add(matmul(x2, transpose(w)), bias)`.
 fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let (rows, out_f) = (x2.shape()[0], w.shape()[0]);
     let (x2, w) = (gemm_readable(x2)?, gemm_readable(w)?);
@@ -246,11 +246,55 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
     })?
 }
 
+/// `a·b` for two 2-d operands read in place (transposed views too), as a new
+/// `[rows of a, cols of b]` tensor: the GEMM `matmul` runs for the same operands, so the
+/// same bits.
+fn product_2d(a: MatRef, b: MatRef) -> Result<Tensor> {
+    let (m, n) = (a.rows(), b.cols());
+    let settings = Compute::settings();
+    Tensor::build_f32(&[m, n], |c| {
+        if !c.is_empty() {
+            gemm(settings, a, b, MatMut::row_major(c, m, n));
+        }
+        Ok(())
+    })
+}
+
+/// Columns of the bias gradient per chunk of the thread team (a constant: the chunks,
+/// and so the bits, never depend on the thread count).
+const BIAS_COLS_PER_CHUNK: usize = 64;
+
+/// The column sums of the `[rows, cols]` row-major `g` as a `[cols]` tensor: each column
+/// accumulated in f64 over the rows in increasing order from +0 and rounded once, which
+/// is what the engine's sum-to does for a bias broadcast over the rows (the bits of the
+/// composition's `add` backward). Columns are independent, so they are shared among
+/// the thread team in chunks.
+fn column_sums(g: &[f32], rows: usize, cols: usize) -> Result<Tensor> {
+    let settings = Compute::settings();
+    Tensor::build_f32(&[cols], |out| {
+        for_each_chunk_mut(settings.threads, out, BIAS_COLS_PER_CHUNK, |i, o| {
+            let c0 = i * BIAS_COLS_PER_CHUNK;
+            let mut acc = [0.0f64; BIAS_COLS_PER_CHUNK];
+            let acc = &mut acc[..o.len()];
+            for r in 0..rows {
+                let row = &g[r * cols + c0..r * cols + c0 + o.len()];
+                acc.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64);
+            }
+            o.iter_mut().zip(acc.iter()).for_each(|(o, &a)| *o = a as f32);
+        });
+        Ok(())
+    })
+}
+
 /// Affine map `x·Wᵀ + b` over the last axis of `x` (`[..., in]` → `[..., out]`, with
-/// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions.
-/// When nothing is recorded (grad mode off, or no input needs a gradient) it runs as one
-/// GEMM with the bias fused into its epilogue, which gives the composition's bits.
-/// Backward: through `matmul`, `transpose`, `reshape` and `add`.
+/// `w: [out, in]` and an optional `bias: [out]`), any number of leading dimensions. One
+/// GEMM reading W transposed in place with the bias fused into its epilogue, recorded or
+/// not; its values and gradients have the bits of the composition
+/// `reshape(add(matmul(reshape(x, [rows, in]), transpose(w)), bias))` (the spec's
+/// definition), without the composition's separate bias pass, transposed weight-gradient
+/// copy and intermediate records.
+/// Backward: `dx = g·W`, `dW = gᵀ·x` (both GEMMs reading their transposed operand in
+/// place), `dbias = Σ g` over the rows, in f64 in increasing row order.
 ///
 /// # Examples
 ///
@@ -263,11 +307,18 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
 /// assert_eq!(linear(&x, &w, Some(&b))?.to_vec(), vec![3.5, 2.5, 1.5]);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[op(composition)]
+#[op(saved = [x if w, w if x])]
 pub mod linear {
     use super::*;
 
     pub fn forward(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        for (arg, t) in [("x", Some(x)), ("w", Some(w)), ("bias", bias)] {
+            if let Some(t) = t {
+                if t.dtype() != DType::F32 {
+                    return Err(Error::DType { op: NAME, arg, expected: DType::F32, got: t.dtype() });
+                }
+            }
+        }
         if w.rank() != 2 {
             return Err(Error::shape(NAME, &[x.shape(), w.shape()], "weight must be [out_features, in_features]"));
         }
@@ -283,20 +334,39 @@ pub mod linear {
         let lead = &x.shape()[..x.rank() - 1];
         let rows: usize = lead.iter().product(); // not -1: it is ambiguous for zero features
         let x2 = crate::reshape(x, [rows as isize, in_f as isize])?;
-        let records = om_core::is_grad_enabled() && [Some(x), Some(w), bias].into_iter().flatten().any(Tensor::needs_grad);
-        let all_f32 = [Some(x), Some(w), bias].into_iter().flatten().all(|t| t.dtype() == DType::F32);
-        let y = if !records && all_f32 {
-            linear_fused(&x2, w, bias)?
-        } else {
-            let y = crate::matmul(&x2, &crate::transpose(w, 0, 1)?)?;
-            match bias {
-                Some(b) => crate::add(&y, b)?,
-                None => y,
-            }
-        };
+        let y = linear_fused(&x2, w, bias).map_err(|e| e.with_op(NAME))?;
         let mut shape: SignedDims = lead.iter().map(|&d| d as isize).collect();
         shape.push(out_f as isize);
         crate::reshape(&y, &shape)
+    }
+
+    fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
+        let (out_f, in_f) = (r.input_shapes[1][0], r.input_shapes[1][1]);
+        let rows = r.input_shapes[0][..r.input_shapes[0].len() - 1].iter().product::<usize>();
+        // `g` as `[rows, out]`: a view of a contiguous gradient, else the copy the
+        // composition's `reshape` backward makes.
+        let g2 = crate::reshape(g, [rows as isize, out_f as isize])?.try_to_contiguous()?;
+        g2.with_storage_f32(|gs| -> Result<()> {
+            let gs = &gs[g2.offset()..g2.offset() + rows * out_f];
+            let gm = MatRef::row_major(gs, rows, out_f);
+            if d.needs_x() {
+                // dx = g·W (the composition: g·transpose(Wᵀ)).
+                let w = gemm_readable(r.w()?)?;
+                let dx = w.with_storage_f32(|ws| product_2d(gm, mat(ws, &w, w.offset(), out_f)))?;
+                let shape: SignedDims = r.input_shapes[0].iter().map(|&v| v as isize).collect();
+                d.x(crate::reshape(&dx, &shape)?);
+            }
+            if d.needs_w() {
+                // dW = gᵀ·x2: each element the sum over the rows in increasing order, as
+                // in the composition's (x2ᵀ·g)ᵀ, without its transposed copy.
+                let x2 = gemm_readable(&crate::reshape(r.x()?, [rows as isize, in_f as isize])?)?;
+                d.w(x2.with_storage_f32(|xs| product_2d(gm.t(), mat(xs, &x2, x2.offset(), rows)))?);
+            }
+            if d.needs_bias() {
+                d.bias(column_sums(gs, rows, out_f)?);
+            }
+            Ok(())
+        })
     }
 
     fn cases() -> Vec<Case> {
@@ -371,6 +441,55 @@ mod tests {
                     assert_eq!(bits(&fused), bits(&recorded), "x {:?} bias {}", x.shape(), bias.is_some());
                 }
             }
+        });
+    }
+
+    #[test]
+    fn recorded_linear_has_the_bits_of_the_composition_in_values_and_gradients() {
+        use om_core::compute::Compute;
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        // Run `f(x, w, b)`, back-propagate `Σ y·c` and return the bits of y and of every gradient.
+        let run = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, f: &dyn Fn(&Tensor, &Tensor, Option<&Tensor>) -> Tensor| {
+            let (x, w) = (x.detach().requires_grad().unwrap(), w.detach().requires_grad().unwrap());
+            let b = b.map(|b| b.detach().requires_grad().unwrap());
+            let y = f(&x, &w, b.as_ref());
+            let c = Tensor::rand_uniform(y.shape(), -1.0, 1.0, 9).unwrap();
+            crate::sum(&crate::mul(&y, &c).unwrap(), None, false).unwrap().backward().unwrap();
+            let mut out = vec![bits(&y), bits(&x.grad().unwrap()), bits(&w.grad().unwrap())];
+            out.extend(b.map(|b| bits(&b.grad().unwrap())));
+            out
+        };
+        let composition = |x: &Tensor, w: &Tensor, b: Option<&Tensor>| {
+            let (in_f, out_f) = (w.shape()[1] as isize, w.shape()[0] as isize);
+            let y = crate::matmul(&crate::reshape(x, [-1, in_f]).unwrap(), &crate::transpose(w, 0, 1).unwrap()).unwrap();
+            let y = match b {
+                Some(b) => crate::add(&y, b).unwrap(),
+                None => y,
+            };
+            let mut shape: Vec<isize> = x.shape()[..x.rank() - 1].iter().map(|&d| d as isize).collect();
+            shape.push(out_f);
+            crate::reshape(&y, &shape[..]).unwrap()
+        };
+        let fused = |x: &Tensor, w: &Tensor, b: Option<&Tensor>| crate::linear(x, w, b).unwrap();
+        both_modes(|| {
+            // Large enough for the GEMM to split its work and for several bias chunks.
+            let x = Tensor::rand_uniform(&[3, 70, 129], -1.0, 1.0, 1).unwrap();
+            let xt = crate::transpose(&Tensor::rand_uniform(&[129, 37], -1.0, 1.0, 2).unwrap(), 0, 1).unwrap();
+            let w = Tensor::rand_uniform(&[150, 129], -1.0, 1.0, 3).unwrap();
+            let wt = crate::transpose(&Tensor::rand_uniform(&[129, 150], -1.0, 1.0, 4).unwrap(), 0, 1).unwrap();
+            let b = Tensor::rand_uniform(&[150], -1.0, 1.0, 5).unwrap();
+            for (x, w) in [(&x, &w), (&xt, &w), (&x, &wt)] {
+                for bias in [Some(&b), None] {
+                    Compute::set_threads(1).unwrap();
+                    let want = run(x, w, bias, &composition);
+                    for threads in [1, 2, 3] {
+                        Compute::set_threads(threads).unwrap();
+                        let got = run(x, w, bias, &fused);
+                        assert!(got == want, "x {:?} w {:?} bias {} threads {threads}", x.strides(), w.strides(), bias.is_some());
+                    }
+                }
+            }
+            Compute::set_threads(1).unwrap();
         });
     }
 

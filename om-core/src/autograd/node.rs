@@ -11,8 +11,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// The edges a node keeps inline (more inputs spill to the heap).
-pub(crate) const INLINE_EDGES: usize = 8;
+/// The edges a node keeps inline (more inputs spill to the heap): 16 covers every
+/// operator, up to `lstm_pair_layer`'s 13 inputs, so a warm step allocates no heap for them.
+pub(crate) const INLINE_EDGES: usize = 16;
 
 /// A node's input edges: one per tensor input, `None` where no gradient flows.
 pub(crate) type Edges = InlineVec<Option<Edge>, INLINE_EDGES>;

@@ -204,10 +204,16 @@ pub mod gru {
 
     pub fn forward(x: &Tensor, h0: Option<&Tensor>, weights: &[RnnWeights], config: RnnConfig) -> Result<RnnOutput> {
         let (xt, _) = check_stack(NAME, 3, x, weights, &[("h0", h0)], config)?;
-        run_stack(xt, weights, config, |inp, w, k, reverse| {
-            let h = state(h0, k)?;
-            Ok((crate::gru_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), reverse)?, None))
-        })
+        run_stack(
+            xt,
+            weights,
+            config,
+            |inp, w, k, reverse| {
+                let h = state(h0, k)?;
+                Ok((crate::gru_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), reverse)?, None))
+            },
+            None,
+        )
     }
 
     fn cases() -> Vec<Case> {

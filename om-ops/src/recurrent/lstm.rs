@@ -245,7 +245,9 @@ pub mod lstm_layer {
 /// the final hidden states `h_n` and the final cell states `c_n` (`Some`), each with its
 /// gradient: a long sequence can be run in chunks, each chunk starting from the previous
 /// chunk's `h_n`, `c_n`, with the same values as one run over the whole sequence.
-/// Backward: through `lstm_layer` (and the concatenation of directions).
+/// A bidirectional layer runs as one [`lstm_pair_layer`](crate::lstm_pair_layer) (its two
+/// directions at the same time on the thread team, with the bits of two `lstm_layer`s).
+/// Backward: through `lstm_layer` (one direction) or `lstm_pair_layer` (both).
 ///
 /// # Examples
 ///
@@ -274,13 +276,35 @@ pub mod lstm {
 
     pub fn forward(x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>, weights: &[RnnWeights], config: RnnConfig) -> Result<RnnOutput> {
         let (xt, _) = check_stack(NAME, 4, x, weights, &[("h0", h0), ("c0", c0)], config)?;
-        run_stack(xt, weights, config, |inp, w, k, reverse| {
+        let layer = |inp: &Tensor, w: &RnnWeights, k: usize, reverse: bool| {
             let (h, c) = (state(h0, k)?, state(c0, k)?);
             let out = crate::lstm_layer(inp, &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), h.as_ref(), c.as_ref(), reverse, true)?;
             // Rows 0..T are the states; row T is the final cell state.
             let t_len = inp.shape()[0];
             Ok((crate::slice(&out, 0, 0, t_len as isize, 1)?, Some(crate::select(&out, 0, t_len as isize)?)))
-        })
+        };
+        // Both directions of a bidirectional layer at once (their time loops in parallel).
+        let pair = |inp: &Tensor, f: &RnnWeights, r: &RnnWeights, k: usize| -> Result<(Tensor, Tensor)> {
+            let (hf, cf, hr, cr) = (state(h0, k)?, state(c0, k)?, state(h0, k + 1)?, state(c0, k + 1)?);
+            let out = crate::lstm_pair_layer(
+                inp,
+                &f.w_ih,
+                &f.w_hh,
+                f.b_ih.as_ref(),
+                f.b_hh.as_ref(),
+                hf.as_ref(),
+                cf.as_ref(),
+                &r.w_ih,
+                &r.w_hh,
+                r.b_ih.as_ref(),
+                r.b_hh.as_ref(),
+                hr.as_ref(),
+                cr.as_ref(),
+            )?;
+            let t_len = inp.shape()[0];
+            Ok((crate::slice(&out, 0, 0, t_len as isize, 1)?, crate::select(&out, 0, t_len as isize)?))
+        };
+        run_stack(xt, weights, config, layer, Some(&pair))
     }
 
     fn cases() -> Vec<Case> {

@@ -27,12 +27,14 @@ use om_macros::op;
 
 // The files are `lstm.rs` and `gru.rs`; the modules have other names because the
 // operators `lstm` and `gru` (their generated modules) are re-exported from here.
+pub(crate) mod bilstm;
 #[path = "gru.rs"]
 pub(crate) mod gru_cell;
 #[path = "lstm.rs"]
 pub(crate) mod lstm_cell;
 pub(crate) mod stack;
 
+pub use bilstm::*;
 pub use gru_cell::*;
 pub use lstm_cell::*;
 pub use stack::*;

@@ -182,13 +182,21 @@ pub(super) fn check_stack(
     Ok((xt, h))
 }
 
+/// Both directions of one bidirectional layer at once: `pair(input, forward weights,
+/// reverse weights, k)` (`k` the forward direction's weight set) returns the states of both
+/// directions side by side `[T, B, 2H]` and their final cell states `[B, 2H]`.
+pub(super) type PairLayer<'a> = &'a dyn Fn(&Tensor, &RnnWeights, &RnnWeights, usize) -> Result<(Tensor, Tensor)>;
+
 /// Runs a stack of layers: `layer(input, weights, k, reverse)` runs weight set `k` and
-/// returns its states `[T, B, H]` and, for an LSTM, its final cell state `[B, H]`.
+/// returns its states `[T, B, H]` and, for an LSTM, its final cell state `[B, H]`; a
+/// bidirectional layer runs on `pair` when given (both directions at once), else as two
+/// `layer` calls and a concatenation.
 pub(super) fn run_stack(
     xt: Tensor,
     weights: &[RnnWeights],
     config: RnnConfig,
     layer: impl Fn(&Tensor, &RnnWeights, usize, bool) -> Result<(Tensor, Option<Tensor>)>,
+    pair: Option<PairLayer>,
 ) -> Result<RnnOutput> {
     let dirs = config.dirs();
     let t_len = xt.shape()[0];
@@ -196,6 +204,18 @@ pub(super) fn run_stack(
     with_tensor_list(|finals| {
         with_tensor_list(|cells| {
             for l in 0..config.layers {
+                if let (2, Some(pair)) = (dirs, pair) {
+                    let k = l * dirs;
+                    let (y, cell) = pair(&input, &weights[k], &weights[k + 1], k)?;
+                    let h = y.shape()[2] / 2;
+                    let half = |t: &Tensor, axis: isize, dir: usize| crate::slice(t, axis, (dir * h) as isize, ((dir + 1) * h) as isize, 1);
+                    for (dir, last) in [(0, t_len as isize - 1), (1, 0)] {
+                        finals.push(crate::unsqueeze(&crate::select(&half(&y, 2, dir)?, 0, last)?, 0)?);
+                        cells.push(crate::unsqueeze(&half(&cell, 1, dir)?, 0)?);
+                    }
+                    input = y;
+                    continue;
+                }
                 let mut run = |dir: usize| -> Result<Tensor> {
                     let k = l * dirs + dir;
                     let reverse = dir == 1;

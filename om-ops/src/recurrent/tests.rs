@@ -197,3 +197,50 @@ fn final_state_of_a_reverse_layer_is_step_zero() {
     let fwd = crate::gru_layer(&x, &w.w_ih, &w.w_hh, None, None, None, false).unwrap();
     assert_eq!(crate::select(&out.h_n, 0, 0).unwrap().to_vec(), crate::select(&fwd, 0, 2).unwrap().to_vec());
 }
+
+#[test]
+fn lstm_pair_layer_has_the_bits_of_two_lstm_layers_at_any_thread_count() {
+    use om_core::compute::{Compute, Mode};
+    let (t, b, i, h) = (5, 3, 4, 6);
+    let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let ins: Vec<Tensor> = (0..13)
+        .map(|k| {
+            let shape: &[usize] = match k {
+                0 => &[t, b, i],
+                1 | 7 => &[4 * h, i],
+                2 | 8 => &[4 * h, h],
+                3 | 4 | 9 | 10 => &[4 * h],
+                _ => &[b, h],
+            };
+            leaf(shape, 50 + k as u64, 0.4).detach()
+        })
+        .collect();
+    // Values and the gradients of every input of `Σ out·c`.
+    let run = |pair: bool| {
+        let x: Vec<Tensor> = ins.iter().map(|v| v.detach().requires_grad().unwrap()).collect();
+        let s = |k: usize| Some(&x[k]);
+        let out = if pair {
+            crate::lstm_pair_layer(&x[0], &x[1], &x[2], s(3), s(4), s(5), s(6), &x[7], &x[8], s(9), s(10), s(11), s(12)).unwrap()
+        } else {
+            let f = crate::lstm_layer(&x[0], &x[1], &x[2], s(3), s(4), s(5), s(6), false, true).unwrap();
+            let r = crate::lstm_layer(&x[0], &x[7], &x[8], s(9), s(10), s(11), s(12), true, true).unwrap();
+            crate::concat(&[f, r], 2).unwrap()
+        };
+        let c = Tensor::rand_uniform(out.shape(), -1.0, 1.0, 7).unwrap();
+        crate::sum(&crate::mul(&out, &c).unwrap(), None, false).unwrap().backward().unwrap();
+        let mut all = vec![bits(&out)];
+        all.extend(x.iter().map(|v| bits(&v.grad().unwrap())));
+        all
+    };
+    for mode in [Mode::Fast, Mode::Exact] {
+        Compute::set_mode(mode);
+        Compute::set_threads(1).unwrap();
+        let want = run(false);
+        for threads in [1, 2, 3] {
+            Compute::set_threads(threads).unwrap();
+            assert!(run(true) == want, "{mode:?} at {threads} threads");
+        }
+    }
+    Compute::set_mode(Mode::Fast);
+    Compute::set_threads(1).unwrap();
+}
