@@ -111,7 +111,7 @@ fn gradcheck_runs_every_operator_in_the_modes_asked() {
 
 #[test]
 fn every_benchmark_has_help() {
-    for bench in ["gemm", "step", "conv", "norm-pool", "lstm", "attention", "memory"] {
+    for bench in ["gemm", "step", "conv", "norm-pool", "lstm", "attention", "memory", "sweep"] {
         let out = om(&["bench", bench, "--help"]);
         let help = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "om bench {bench} --help");
@@ -146,6 +146,9 @@ fn invalid_values_say_what_is_accepted() {
     assert_usage_error(&["bench", "conv", "--layer", "4"], "--layer");
     assert_usage_error(&["bench", "norm-pool", "--case", "nope"], "possible values: bn_32x32x32x32");
     assert_usage_error(&["bench", "memory", "--model", "convnet", "--cache-limit", "lots"], "auto, unlimited or a number of bytes");
+    assert_usage_error(&["bench", "sweep", "--sizes", "64by512"], "expected BATCHxWIDTH");
+    assert_usage_error(&["bench", "sweep", "--sizes", "0x32"], "batch and width must be at least 1");
+    assert_usage_error(&["bench", "sweep", "--sizes", "1x99999"], "must be at most 16777216");
 }
 
 #[test]

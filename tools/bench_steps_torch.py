@@ -1,11 +1,20 @@
 """The three benchmark training steps of shared/BENCHMARKS.md in PyTorch (CPU, float32).
 
 Prints one line in the format of `om bench step`:
-    MODEL threads=T mode=torch median_ms=X min_ms=Y
+    MODEL threads=T mode=torch median_ms=X min_ms=Y params=N loss0=L loss_after=L2
+
+(`loss0`: the first step's loss; `loss_after`: the loss after `--check-steps` SGD steps,
+lr 0.05, taken after the timed steps, to show the step trains.)
 
 A step is: clear the parameter gradients (set to None), forward, loss, backward.
 
-    /tmp/torch/bin/python tools/bench_steps_torch.py --model convnet --threads 1
+`--compile`: the forward and loss compiled with `torch.compile` (inductor, default mode;
+the backward is the compiled graph's, through AOTAutograd), printed as `mode=compiled` with
+`compile_ms=C`: the wall time of the first step (tracing, compilation of forward and
+backward, and the step itself). The warm-up steps come after it, so compilation never enters
+the step median.
+
+    /tmp/torch/bin/python tools/bench_steps_torch.py --model convnet --threads 1 [--compile]
 """
 
 import argparse
@@ -115,17 +124,27 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--check-steps", type=int, default=3, help="SGD steps for loss_after (0: skip)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the forward and loss (inductor, default mode)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     net, loss_fn = make_step(args.model, gen)
     net.train()
+    n_params = sum(p.numel() for p in net.parameters())
+    if args.compile:
+        loss_fn = torch.compile(loss_fn)
 
     def step():
         net.zero_grad(set_to_none=True)
-        loss_fn().backward()
+        loss = loss_fn()
+        loss.backward()
+        return loss
 
+    start = time.perf_counter()
+    loss0 = step().item()
+    first_ms = (time.perf_counter() - start) * 1e3
     for _ in range(args.warmup):
         step()
     times = []
@@ -134,7 +153,18 @@ def main():
         step()
         times.append((time.perf_counter() - start) * 1e3)
     times.sort()
-    print(f"{args.model} threads={args.threads} mode=torch median_ms={times[len(times) // 2]:.2f} min_ms={times[0]:.2f}")
+    loss_after = float("nan")
+    if args.check_steps > 0:
+        opt = torch.optim.SGD(net.parameters(), lr=0.05)
+        for _ in range(args.check_steps):
+            step()
+            opt.step()
+        loss_after = step().item()  # with gradients, so a compiled step is not recompiled
+    mode, extra = ("compiled", f" compile_ms={first_ms:.0f}") if args.compile else ("torch", "")
+    print(
+        f"{args.model} threads={args.threads} mode={mode} median_ms={times[len(times) // 2]:.2f} min_ms={times[0]:.2f}"
+        f"{extra} params={n_params} loss0={loss0:.4f} loss_after={loss_after:.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
 //! - `om bench norm-pool` ([`norm_pool`]): pooling and normalisation on the benchmark shapes.
 //! - `om bench lstm|attention` ([`layers`]): crnn_ctc's LSTM stack and the encoder's
 //!   attention (`tools/bench_layers_torch.py`).
+//! - `om bench sweep` ([`sweep`]): an MLP training step from 1 × 32 to 1024 × 2048 and a
+//!   chain of 64 element-wise operators (`tools/compare_sweep.sh`).
 //! - `om bench memory` ([`memory`]): pool, heap and RSS figures of a warm benchmark step
 //!   inside an activation scope (`docs/memory.md`).
 //!
@@ -27,6 +29,7 @@ mod layers;
 mod memory;
 mod norm_pool;
 mod step;
+mod sweep;
 
 /// The benchmarks of `om bench`.
 #[derive(Subcommand, Debug)]
@@ -45,6 +48,8 @@ pub enum Bench {
     Attention(layers::LayerArgs),
     /// Pool, heap and RSS figures of a warm benchmark step (docs/memory.md)
     Memory(memory::MemoryArgs),
+    /// An MLP step from 1 × 32 to 1024 × 2048 and a 64-op element-wise chain (tools/compare_sweep.sh)
+    Sweep(sweep::SweepArgs),
 }
 
 impl Bench {
@@ -58,6 +63,7 @@ impl Bench {
             Bench::Lstm(_) => "bench lstm",
             Bench::Attention(_) => "bench attention",
             Bench::Memory(_) => "bench memory",
+            Bench::Sweep(_) => "bench sweep",
         }
     }
 }
@@ -72,6 +78,7 @@ pub fn run(bench: &Bench) -> Outcome {
         Bench::Lstm(a) => layers::run(layers::Layer::Lstm, a),
         Bench::Attention(a) => layers::run(layers::Layer::Attention, a),
         Bench::Memory(a) => memory::run(a),
+        Bench::Sweep(a) => sweep::run(a),
     }
 }
 

@@ -1,7 +1,9 @@
 //! `om bench step --model convnet|encoder|crnn_ctc [--threads T] [--mode fast|exact]
 //! [--steps N] [--warmup W]`: the training steps of `shared/BENCHMARKS.md` (clear grads,
 //! forward, loss, backward; `om_models::benchmarks`), N = 20 timed steps after W = 5
-//! warm-up steps. Prints `MODEL threads=T mode=M median_ms=X min_ms=Y`.
+//! warm-up steps. Prints `MODEL threads=T mode=M median_ms=X min_ms=Y params=N loss0=L`
+//! (N: the parameter count; L: the loss of the first warm-up step, for the anchors'
+//! sanity check in `tools/compare_steps.sh`).
 
 use super::{time_ms, ModelArg};
 use crate::args::{parse_count, KernelArgs, Outcome};
@@ -30,9 +32,12 @@ pub fn run(o: &StepArgs) -> Outcome {
     let (model, steps, warmup) = (BenchModel::from(o.model), o.steps, o.warmup);
     let settings = o.kernel.apply()?;
     let step = BenchStep::new(model, 0)?;
-    let times = time_ms(warmup, steps, 1, || step.step().map(drop))?;
+    let params: usize = step.parameters().iter().map(|p| p.numel()).sum();
+    // the first warm-up step (if any) gives the starting loss
+    let loss0 = if warmup > 0 { step.step()? } else { f32::NAN };
+    let times = time_ms(warmup.saturating_sub(1), steps, 1, || step.step().map(drop))?;
     outln!(
-        "{} threads={} mode={} median_ms={:.2} min_ms={:.2}",
+        "{} threads={} mode={} median_ms={:.2} min_ms={:.2} params={params} loss0={loss0:.4}",
         model.name(),
         settings.threads,
         settings.mode,
