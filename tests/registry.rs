@@ -143,7 +143,7 @@ const ROWS: &[(&str, &str, &[Ours], &str)] = &[
     ("0 = output y", "", &[Primitive("sigmoid", &["out"], &[])], ""),
     ("0 = output y", "", &[Primitive("tanh", &["out"], &[])], ""),
     ("as Mul", "", &[Primitive("matmul", &["a if b", "b if a"], &[])], ""),
-    ("(composition of Reshape, MatMul with `Wᵀ`, Add, Reshape)", "", &[Composition("linear")], ""),
+    ("(composition of Reshape, MatMul with `Wᵀ`, Add, Reshape)", "", &[Primitive("linear", &["x if w", "w if x"], &[])], "recorded as one operator with the composition's bits (the bias added inside the GEMM, `dW = gᵀ·x` without a transposed copy; docs/ops.md's `linear` row)"),
     ("none", "[axis or −1, keepDim]", &[Primitive("sum", &[], &["axes", "keep_dim"]), Primitive("mean", &[], &["axes", "keep_dim"])], "any set of axes, not one or all"),
     ("0 = output y", "", &[Primitive("softmax", &["out"], &["axis"])], "any axis, not only the last"),
     ("0 = output y", "", &[Primitive("log_softmax", &["out"], &["axis"])], "any axis, not only the last"),
