@@ -55,10 +55,12 @@ const EXPECTED_ERRORS: &[(&str, &str, &str)] = &[
     ("gru", "sequence is empty", "raises: Expected sequence length to be larger than 0 in RNN"),
     ("lstm_layer", "sequence is empty", "raises: Expected sequence length to be larger than 0 in RNN"),
     ("gru_layer", "sequence is empty", "raises: Expected sequence length to be larger than 0 in RNN"),
+    ("lstm_pair_layer", "sequence is empty", "raises: Expected sequence length to be larger than 0 in RNN (a bidirectional nn.LSTM layer)"),
     ("lstm", "input size must be at least 1", "raises: input_size must be greater than zero"),
     ("gru", "input size must be at least 1", "raises: input_size must be greater than zero"),
     ("lstm_layer", "input size must be at least 1", "raises: input_size must be greater than zero"),
     ("gru_layer", "input size must be at least 1", "raises: input_size must be greater than zero"),
+    ("lstm_pair_layer", "input size must be at least 1", "raises: input_size must be greater than zero"),
 ];
 
 /// Which dims of which inputs one resizing changes: `(input, axis)` pairs.
