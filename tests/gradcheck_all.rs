@@ -7,6 +7,8 @@
 //! the table of worst errors per operator and mode (`gradcheck::log_table`) is written to
 //! that file after the trials ran (spec section 6).
 
+mod declared;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -20,7 +22,7 @@ const MODES: [Mode; 2] = [Mode::Fast, Mode::Exact];
 
 fn main() {
     let args = Arguments::from_args();
-    let declared = declared_in_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../om-ops/src"));
+    let declared: Vec<String> = declared::declared_in_sources(&declared::ops_sources()).into_iter().map(|(name, _)| name).collect();
     let entries = match om_ops::registered_ops() {
         Ok(e) => e,
         Err(dups) => {
@@ -81,31 +83,4 @@ fn main() {
         }
     }
     conclusion.exit();
-}
-
-/// The operators declared in `dir` (recursively): each `#[op]` or `#[op(..)]` attribute
-/// line followed (after its arguments, doc lines and attributes) by `pub mod NAME {`.
-fn declared_in_sources(dir: &Path) -> Vec<String> {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            names.extend(declared_in_sources(&path));
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mut after_op = false;
-        for line in text.lines().map(str::trim) {
-            if line == "#[op]" || line.starts_with("#[op(") {
-                after_op = true;
-            } else if let Some(name) = line.strip_prefix("pub mod ").and_then(|r| r.strip_suffix(" {")).filter(|_| after_op) {
-                names.push(name.to_string());
-                after_op = false;
-            }
-        }
-    }
-    names
 }

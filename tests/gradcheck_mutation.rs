@@ -20,6 +20,8 @@
 //! per operator family is printed at the end (and with `ONEMODEL_MUTATION_LOG=<file>`
 //! written there).
 
+mod declared;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -55,7 +57,7 @@ struct Count {
 
 fn main() {
     let args = Arguments::from_args();
-    let families = families(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../om-ops/src"));
+    let families = families();
     let entries = match om_ops::registered_ops() {
         Ok(e) => e,
         Err(dups) => {
@@ -186,30 +188,8 @@ fn inert_without_a_mutant() -> Result<(), libtest_mimic::Failed> {
 }
 
 /// The family of each operator: the `om-ops` source file declaring it.
-fn families(dir: &Path) -> BTreeMap<String, &'static str> {
-    let mut map = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            map.extend(families(&path));
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        let family = family_of(&path);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mut after_op = false;
-        for line in text.lines().map(str::trim) {
-            if line == "#[op]" || line.starts_with("#[op(") {
-                after_op = true;
-            } else if let Some(name) = line.strip_prefix("pub mod ").and_then(|r| r.strip_suffix(" {")).filter(|_| after_op) {
-                map.insert(name.to_string(), family);
-                after_op = false;
-            }
-        }
-    }
-    map
+fn families() -> BTreeMap<String, &'static str> {
+    declared::declared_in_sources(&declared::ops_sources()).into_iter().map(|(name, path)| (name, family_of(&path))).collect()
 }
 
 /// The family named after a source file of `om-ops`.
