@@ -6,92 +6,9 @@
 //! gradients have the bits of the composition it replaces in [`lstm()`](super::lstm): two
 //! `lstm_layer`s and the concatenation of their states.
 
+use super::lstm_cell::{backward_loop, forward_loop, DirBackward, DirForward, ForwardBufs};
 use super::*;
 use om_core::kernels::chunks::for_each_row_chunk;
-
-/// The read-only inputs of one direction's forward time loop.
-#[derive(Clone, Copy)]
-struct DirForward<'a> {
-    /// `x·W_ihᵀ` of every step, `[T·B, 4H]`.
-    xp: &'a [f32],
-    b_ih: Option<&'a [f32]>,
-    b_hh: Option<&'a [f32]>,
-    /// The initial hidden state `[B, H]` (zeros when absent).
-    h0: &'a [f32],
-    c0: Option<&'a [f32]>,
-    /// `W_hh` `[4H, H]`.
-    whh: &'a [f32],
-    reverse: bool,
-}
-
-/// The outputs of one direction's forward time loop (all `[T, B, ·]`) and its step buffer.
-struct ForwardBufs<'o> {
-    gates: &'o mut [f32],
-    c: &'o mut [f32],
-    tanh_c: &'o mut [f32],
-    y: &'o mut [f32],
-    /// One step's `h·W_hhᵀ`, `[B, 4H]`.
-    hp: &'o mut [f32],
-}
-
-/// One direction's forward time loop: `lstm_layer`'s loop, step for step.
-fn forward_loop(settings: Settings, dm: Dims, d: DirForward, o: ForwardBufs) {
-    let Dims { t: t_len, b, h, .. } = dm;
-    let (gh, bh) = (4 * h, b * h);
-    let whh_t = MatRef::row_major(d.whh, gh, h).t();
-    for s in 0..t_len {
-        let t = time_of(s, t_len, d.reverse);
-        let prev = prev_time(t, t_len, d.reverse);
-        let (y_t, y_prev) = step_and_prev(o.y, t, prev, bh);
-        let (c_t, c_prev) = step_and_prev(o.c, t, prev, bh);
-        let h_prev = MatRef::row_major(y_prev.unwrap_or(d.h0), b, h);
-        gemm(settings, h_prev, whh_t, MatMut::row_major(o.hp, b, gh));
-        let inp = CellInputs { xp: &d.xp[t * b * gh..(t + 1) * b * gh], hp: o.hp, b_ih: d.b_ih, b_hh: d.b_hh, prev: c_prev.or(d.c0) };
-        gates::lstm_forward(settings, h, inp, &mut o.gates[t * b * gh..(t + 1) * b * gh], c_t, &mut o.tanh_c[t * bh..(t + 1) * bh], y_t);
-    }
-}
-
-/// The read-only inputs of one direction's backward time loop.
-#[derive(Clone, Copy)]
-struct DirBackward<'a> {
-    gates: &'a [f32],
-    c: &'a [f32],
-    tanh_c: &'a [f32],
-    /// The gradient of the direction's states `[T, B, H]`.
-    gy: &'a [f32],
-    c0: Option<&'a [f32]>,
-    whh: &'a [f32],
-    reverse: bool,
-}
-
-/// One direction's backward time loop: `lstm_layer`'s loop, step for step. `dc_next`
-/// holds the gradient of the final cell state on entry; `dg` receives every step's
-/// pre-activation gradients `[T, B, 4H]`, `dh_next` and `dc_next` those of `h0`, `c0`.
-fn backward_loop(settings: Settings, dm: Dims, d: DirBackward, dg: &mut [f32], dh_next: &mut [f32], dc_next: &mut [f32]) {
-    let Dims { t: t_len, b, h, .. } = dm;
-    let (gh, bh) = (4 * h, b * h);
-    for s in (0..t_len).rev() {
-        let t = time_of(s, t_len, d.reverse);
-        let c_prev = match prev_time(t, t_len, d.reverse) {
-            Some(p) => Some(&d.c[p * bh..(p + 1) * bh]),
-            None => d.c0,
-        };
-        let inp = LstmGrads {
-            gates: &d.gates[t * b * gh..(t + 1) * b * gh],
-            tanh_c: &d.tanh_c[t * bh..(t + 1) * bh],
-            c_prev,
-            gy: &d.gy[t * bh..(t + 1) * bh],
-            dh_next,
-        };
-        gates::lstm_backward(settings, h, inp, dc_next, &mut dg[t * b * gh..(t + 1) * b * gh]);
-        gemm(
-            settings,
-            MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
-            MatRef::with_stride(d.whh, gh, h, h),
-            MatMut::with_stride(dh_next, b, h, h),
-        );
-    }
-}
 
 /// Direction `dir`'s states `[T, B, H]` from the `[T(+1), B, 2H]` output values `out`.
 fn direction_states(out: &[f32], dm: Dims, dir: usize) -> Result<Scratch> {

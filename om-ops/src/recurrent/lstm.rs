@@ -3,6 +3,92 @@
 use super::stack::{check_stack, run_stack, stack_cases, state};
 use super::*;
 
+/// The read-only inputs of one direction's forward time loop.
+#[derive(Clone, Copy)]
+pub(super) struct DirForward<'a> {
+    /// `x·W_ihᵀ` of every step, `[T·B, 4H]`.
+    pub(super) xp: &'a [f32],
+    pub(super) b_ih: Option<&'a [f32]>,
+    pub(super) b_hh: Option<&'a [f32]>,
+    /// The initial hidden state `[B, H]` (zeros when absent).
+    pub(super) h0: &'a [f32],
+    pub(super) c0: Option<&'a [f32]>,
+    /// `W_hh` `[4H, H]`.
+    pub(super) whh: &'a [f32],
+    pub(super) reverse: bool,
+}
+
+/// The outputs of one direction's forward time loop (all `[T, B, ·]`) and its step buffer.
+pub(super) struct ForwardBufs<'o> {
+    pub(super) gates: &'o mut [f32],
+    pub(super) c: &'o mut [f32],
+    pub(super) tanh_c: &'o mut [f32],
+    pub(super) y: &'o mut [f32],
+    /// One step's `h·W_hhᵀ`, `[B, 4H]`.
+    pub(super) hp: &'o mut [f32],
+}
+
+/// One direction's forward time loop, `lstm_layer`'s and each direction's of
+/// `lstm_pair_layer` (one loop, so the two operators' bits agree by construction).
+pub(super) fn forward_loop(settings: Settings, dm: Dims, d: DirForward, o: ForwardBufs) {
+    let Dims { t: t_len, b, h, .. } = dm;
+    let (gh, bh) = (4 * h, b * h);
+    let whh_t = MatRef::row_major(d.whh, gh, h).t();
+    for s in 0..t_len {
+        let t = time_of(s, t_len, d.reverse);
+        let prev = prev_time(t, t_len, d.reverse);
+        let (y_t, y_prev) = step_and_prev(o.y, t, prev, bh);
+        let (c_t, c_prev) = step_and_prev(o.c, t, prev, bh);
+        let h_prev = MatRef::row_major(y_prev.unwrap_or(d.h0), b, h);
+        gemm(settings, h_prev, whh_t, MatMut::row_major(o.hp, b, gh));
+        let inp = CellInputs { xp: &d.xp[t * b * gh..(t + 1) * b * gh], hp: o.hp, b_ih: d.b_ih, b_hh: d.b_hh, prev: c_prev.or(d.c0) };
+        gates::lstm_forward(settings, h, inp, &mut o.gates[t * b * gh..(t + 1) * b * gh], c_t, &mut o.tanh_c[t * bh..(t + 1) * bh], y_t);
+    }
+}
+
+/// The read-only inputs of one direction's backward time loop.
+#[derive(Clone, Copy)]
+pub(super) struct DirBackward<'a> {
+    pub(super) gates: &'a [f32],
+    pub(super) c: &'a [f32],
+    pub(super) tanh_c: &'a [f32],
+    /// The gradient of the direction's states `[T, B, H]`.
+    pub(super) gy: &'a [f32],
+    pub(super) c0: Option<&'a [f32]>,
+    pub(super) whh: &'a [f32],
+    pub(super) reverse: bool,
+}
+
+/// One direction's backward time loop, `lstm_layer`'s and each direction's of
+/// `lstm_pair_layer`. `dc_next`
+/// holds the gradient of the final cell state on entry; `dg` receives every step's
+/// pre-activation gradients `[T, B, 4H]`, `dh_next` and `dc_next` those of `h0`, `c0`.
+pub(super) fn backward_loop(settings: Settings, dm: Dims, d: DirBackward, dg: &mut [f32], dh_next: &mut [f32], dc_next: &mut [f32]) {
+    let Dims { t: t_len, b, h, .. } = dm;
+    let (gh, bh) = (4 * h, b * h);
+    for s in (0..t_len).rev() {
+        let t = time_of(s, t_len, d.reverse);
+        let c_prev = match prev_time(t, t_len, d.reverse) {
+            Some(p) => Some(&d.c[p * bh..(p + 1) * bh]),
+            None => d.c0,
+        };
+        let inp = LstmGrads {
+            gates: &d.gates[t * b * gh..(t + 1) * b * gh],
+            tanh_c: &d.tanh_c[t * bh..(t + 1) * bh],
+            c_prev,
+            gy: &d.gy[t * bh..(t + 1) * bh],
+            dh_next,
+        };
+        gates::lstm_backward(settings, h, inp, dc_next, &mut dg[t * b * gh..(t + 1) * b * gh]);
+        gemm(
+            settings,
+            MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
+            MatRef::with_stride(d.whh, gh, h, h),
+            MatMut::with_stride(dh_next, b, h, h),
+        );
+    }
+}
+
 /// One direction of one LSTM layer (PyTorch gate order `i,f,g,o`): `x` `[T, B, I]`,
 /// `w_ih` `[4H, I]`, `w_hh` `[4H, H]`, optional biases `[4H]` and initial states `h0`, `c0`
 /// `[B, H]` (zeros if absent). Returns every step's hidden state `y` `[T, B, H]`; a reverse
@@ -57,28 +143,20 @@ pub mod lstm_layer {
         let mut owned = None;
         let y = w_hh.try_with_f32(|whh| {
             Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
-                // W_hhᵀ is read transposed in place by every step's product.
-                let whh_t = MatRef::row_major(whh, gh, h).t();
+                // The time loop `lstm_pair_layer` runs for each of its directions.
+                let dir = DirForward {
+                    xp: p.xp.get(),
+                    b_ih: p.b_ih.as_ref().map(Scratch::get),
+                    b_hh: p.b_hh.as_ref().map(Scratch::get),
+                    h0: p.h0.get(),
+                    c0: c0.as_ref().map(Scratch::get),
+                    whh,
+                    reverse,
+                };
                 let [gates, c, tanh_c] =
                     Tensor::build_many_f32([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |[gates, c_all, tc_all]| {
-                        for s in 0..t_len {
-                            let t = time_of(s, t_len, reverse);
-                            let prev = prev_time(t, t_len, reverse);
-                            let (y_t, y_prev) = step_and_prev(y, t, prev, bh);
-                            let (c_t, c_prev) = step_and_prev(c_all, t, prev, bh);
-                            let h_prev = MatRef::row_major(y_prev.unwrap_or(p.h0.get()), b, h);
-                            gemm(settings, h_prev, whh_t, MatMut::row_major(p.hp.get_mut(), b, gh));
-                            let inp = p.cell_inputs(t, gh, c_prev.or(c0.as_ref().map(Scratch::get)));
-                            gates::lstm_forward(
-                                settings,
-                                h,
-                                inp,
-                                &mut gates[t * b * gh..(t + 1) * b * gh],
-                                c_t,
-                                &mut tc_all[t * bh..(t + 1) * bh],
-                                y_t,
-                            );
-                        }
+                        let bufs = ForwardBufs { gates, c: c_all, tanh_c: tc_all, y: &mut y[..t_len * bh], hp: p.hp.get_mut() };
+                        forward_loop(settings, p.dm, dir, bufs);
                         if final_cell {
                             let last = time_of(t_len - 1, t_len, reverse);
                             y[t_len * bh..].copy_from_slice(&c_all[last * bh..(last + 1) * bh]);
@@ -115,28 +193,16 @@ pub mod lstm_layer {
                 r.tanh_c().try_with_f32(|tc_all| {
                     g.try_with_f32(|gy| {
                         r.w_hh().try_with_f32(|whh| {
-                            let dg = dg.get_mut();
-                            for s in (0..t_len).rev() {
-                                let t = time_of(s, t_len, r.reverse);
-                                let c_prev = match prev_time(t, t_len, r.reverse) {
-                                    Some(p) => Some(&c_all[p * bh..(p + 1) * bh]),
-                                    None => c0.as_ref().map(Scratch::get),
-                                };
-                                let inp = LstmGrads {
-                                    gates: &gates[t * b * gh..(t + 1) * b * gh],
-                                    tanh_c: &tc_all[t * bh..(t + 1) * bh],
-                                    c_prev,
-                                    gy: &gy[t * bh..(t + 1) * bh],
-                                    dh_next: dh_next.get(),
-                                };
-                                gates::lstm_backward(settings, h, inp, dc_next.get_mut(), &mut dg[t * b * gh..(t + 1) * b * gh]);
-                                gemm(
-                                    settings,
-                                    MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
-                                    MatRef::with_stride(whh, gh, h, h),
-                                    MatMut::with_stride(dh_next.get_mut(), b, h, h),
-                                );
-                            }
+                            let dir = DirBackward {
+                                gates,
+                                c: c_all,
+                                tanh_c: tc_all,
+                                gy,
+                                c0: c0.as_ref().map(Scratch::get),
+                                whh,
+                                reverse: r.reverse,
+                            };
+                            backward_loop(settings, dm, dir, dg.get_mut(), dh_next.get_mut(), dc_next.get_mut());
                         })
                     })
                 })
