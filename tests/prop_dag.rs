@@ -16,8 +16,11 @@
 //! checked for the exact-mode bits only.
 //!
 //! `CASES` small and `LARGE_CASES` large graphs per run (a few seconds in release); the
-//! `#[ignore]`d long run checks `LONG_CASES` and `LONG_LARGE_CASES`:
+//! `#[ignore]`d long run checks `LONG_CASES` and `LONG_LARGE_CASES` from a random seed
+//! (the default run's seed is fixed: `seeded/mod.rs`):
 //! `cargo test --release -p om-tests --test prop_dag -- --ignored`.
+
+mod seeded;
 
 use om_core::compute::{Compute, KernelPath, Mode, Settings};
 use om_core::registry::Case;
@@ -407,16 +410,17 @@ fn check_large_graph(seed: u64) -> std::result::Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run_large(cases: u32) {
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+fn run_large(config: Config) {
+    let mut runner = TestRunner::new(Config { failure_persistence: None, ..config });
     if let Err(e) = runner.run(&proptest::num::u64::ANY, check_large_graph) {
         panic!("{e}");
     }
 }
 
-fn run(cases: u32) {
+fn run(config: Config) {
     FEATURES.iter().for_each(|c| c.store(0, Ordering::Relaxed));
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let cases = config.cases;
+    let mut runner = TestRunner::new(Config { failure_persistence: None, ..config });
     if let Err(e) = runner.run(&proptest::num::u64::ANY, check_graph) {
         panic!("{e}");
     }
@@ -429,17 +433,33 @@ fn run(cases: u32) {
 
 #[test]
 fn random_graphs_match_finite_differences_and_exact_bits_across_threads() {
-    run(CASES);
+    run(seeded::fixed(CASES));
 }
 
 #[test]
 fn large_random_graphs_give_identical_exact_bits_across_threads() {
-    run_large(LARGE_CASES);
+    run_large(seeded::fixed(LARGE_CASES));
 }
 
 #[test]
 #[ignore = "long run: cargo test --release -p om-tests --test prop_dag -- --ignored"]
 fn long_run_random_graphs() {
-    run(LONG_CASES);
-    run_large(LONG_LARGE_CASES);
+    run(seeded::exploring(LONG_CASES));
+    run_large(seeded::exploring(LONG_LARGE_CASES));
+}
+
+/// Seeds that once failed, kept so that a fix stays fixed.
+const REGRESSION_SEEDS: [u64; 1] = [
+    // A gradient of 4e-5 at a point where the third derivative is not small: the central
+    // difference's truncation error (1e-5) dominated the reference (CI, 2026-12-02).
+    0x7319_696d_84dc_3aa,
+];
+
+#[test]
+fn graphs_that_once_failed() {
+    for seed in REGRESSION_SEEDS {
+        if let Err(e) = check_graph(seed) {
+            panic!("{e}");
+        }
+    }
 }

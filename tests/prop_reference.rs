@@ -16,6 +16,8 @@
 //! `long_run_*` tests run `LONG_CASES` each: `cargo test --release -p om-tests --test
 //! prop_reference -- --ignored`.
 
+mod seeded;
+
 use om_core::compute::{Compute, KernelPath, Mode, Settings};
 use om_core::{Result, Tensor};
 use om_ops as ops;
@@ -744,7 +746,7 @@ fn view_case(shape: Vec<usize>, kind: u8, seed: u64, steps: usize) -> TestResult
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..seeded::fixed(CASES) })]
 
     #[test]
     fn unary_ops_match_the_reference(shape in prop::collection::vec(0usize..=5, 0..=4), kind in 0u8..4, seed: u64, which in 0usize..64) {
@@ -780,7 +782,7 @@ fn large_shape() -> impl Strategy<Value = Vec<usize>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: LARGE_CASES, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..seeded::fixed(LARGE_CASES) })]
 
     #[test]
     fn large_operands_match_the_reference_at_every_thread_count(shape in large_shape(), kinds in (0u8..4, 0u8..4), seed: u64,
@@ -795,7 +797,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: LONG_CASES, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..seeded::exploring(LONG_CASES) })]
 
     #[test]
     #[ignore = "long run: cargo test --release -p om-tests --test prop_reference -- --ignored"]

@@ -4,6 +4,8 @@
 //! every geometry attribute near 0, 1 and `usize::MAX` / `isize::MAX` under `catch_unwind`
 //! with a time limit.
 
+mod seeded;
+
 use om_core::module::Module;
 use om_core::{Error, Tensor};
 use om_ops::optim::{self, Adam, Optimizer, Sgd};
@@ -234,7 +236,7 @@ fn named(op: &str, r: om_core::Result<Tensor>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(seeded::fixed(256))]
 
     #[test]
     fn conv_geometry_is_checked(k in 1usize..4, s in attribute(), p in attribute(), d in attribute()) {
