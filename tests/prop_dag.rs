@@ -44,6 +44,10 @@ const LARGE_DIMS: (usize, usize) = (24, 48);
 const LARGE_CASES: u32 = 48;
 const LONG_LARGE_CASES: u32 = 500;
 
+/// `atol` and `rtol` of the graphs' gradient check (`gradcheck::allowed_error`): 1% of an
+/// input's largest gradient plus 1% of the element, where the registry's cases use 0.2%.
+const DAG_TOLERANCE: f64 = 1e-2;
+
 /// Values past this bound are squashed by `tanh` before the next op.
 const BOUND: f64 = 4.0;
 
@@ -383,7 +387,15 @@ fn check_graph(seed: u64) -> std::result::Result<(), TestCaseError> {
     let ops = format!("{:?}", plan.nodes.iter().map(|n| &n.op).collect::<Vec<_>>());
     let plan = std::sync::Arc::new(plan);
     let p = plan.clone();
-    let case = Case::new(format!("dag {seed:#x}"), leaves(&plan, seed), move |x| p.eval(x));
+    let case = Case::new(format!("dag {seed:#x}"), leaves(&plan, seed), move |x| p.eval(x)).with_tolerance(
+        Case::EPS,
+        DAG_TOLERANCE,
+        DAG_TOLERANCE,
+        "a chain of up to ~25 float32 ops rounds its output by many ulps, which moves a central difference by up to \
+         ~0.5% of an input's largest gradient (seed 0x30e81e6c51e1cd35: the error falls from 2.4e-6 at step 1e-2 to \
+         7.6e-7 at 4e-2, so it is the reference's noise); an engine fault (a lost or doubled accumulation, a wrong \
+         view) is an error of 10% or more",
+    );
     let report = om_core::gradcheck::run(&case).map_err(|e| TestCaseError::fail(format!("seed {seed:#x}: {e}\n{ops}")))?;
     if !report.passed() {
         return Err(TestCaseError::fail(format!("seed {seed:#x}: gradients differ from finite differences: {:?}\n{ops}", report.inputs)));
@@ -449,10 +461,19 @@ fn long_run_random_graphs() {
 }
 
 /// Seeds that once failed, kept so that a fix stays fixed.
-const REGRESSION_SEEDS: [u64; 1] = [
+const REGRESSION_SEEDS: [u64; 4] = [
     // A gradient of 4e-5 at a point where the third derivative is not small: the central
     // difference's truncation error (1e-5) dominated the reference (CI, 2026-12-02).
     0x7319_696d_84dc_3aa,
+    // Every path from input 0 cancels (`mean(x) − mean(x)` in effect): the numeric gradient
+    // is exactly 0 and the backward leaves 2^-27 of rounding (long run, 2026-12-02).
+    0x839a_752e_4dad_4c65,
+    // A gradient of 8e-5 through `tanh` of a sum near 4.5 (outputs near 1): the rounding of
+    // the outputs moves `D(h)` by 1.5e-5 (long run, 2026-12-02).
+    0x4d89_3fd7_7204_4994,
+    // Gradients of 6e-4 beside one of 0.14: central differences are off by 0.4% of the
+    // small input's largest gradient, from rounding (see `DAG_TOLERANCE`; long run, 2026-12-02).
+    0x30e8_1e6c_51e1_cd35,
 ];
 
 #[test]
