@@ -8,7 +8,7 @@
 
 use crate::fallible::with_f32_opt;
 use om_core::compute::Compute;
-use om_core::kernels::norm::{self as kernel, Affine, BatchShape};
+use om_core::kernels::norm::{self as kernel, Affine, BatchShape, NormGrad, NormOut, ParamSums, Stats};
 use om_core::pool::F64Scratch;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -72,7 +72,7 @@ pub mod layer_norm {
             with_f32_opt(gamma, |gamma| {
                 with_f32_opt(beta, |beta| {
                     Tensor::build_many_f32([x.shape(), lead, lead], |[y, mean, rstd]| {
-                        kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, y, mean, rstd);
+                        kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, NormOut { y, mean, rstd });
                         Ok(())
                     })
                 })
@@ -99,13 +99,14 @@ pub mod layer_norm {
                 r.mean().try_with_f32(|m| {
                     r.rstd().try_with_f32(|s| {
                         with_f32_opt(r.gamma().ok(), |gamma| {
-                            let sums = (need_g || need_b).then(|| (dgamma.values(), dbeta.values()));
+                            let sums = (need_g || need_b).then(|| ParamSums { dgamma: dgamma.values(), dbeta: dbeta.values() });
+                            let grad = NormGrad { x: xs, g: gs, stats: Stats { mean: m, rstd: s }, gamma };
                             if !need_x {
-                                kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, None, sums);
+                                kernel::layer_norm_backward(settings, n, grad, None, sums);
                                 return Ok(None);
                             }
                             Tensor::build_f32(shape, |dx| {
-                                kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, Some(dx), sums);
+                                kernel::layer_norm_backward(settings, n, grad, Some(dx), sums);
                                 Ok(())
                             })
                             .map(Some)
@@ -246,7 +247,7 @@ pub mod batch_norm2d {
                     let affine = Affine { gamma, beta };
                     Tensor::build_many_f32([x.shape(), &[c], &[c]], |[y, mean, rstd]| {
                         if training {
-                            kernel::batch_norm(settings, shape, xs, affine, eps, y, mean, sq.values(), rstd);
+                            kernel::batch_norm(settings, shape, xs, affine, eps, NormOut { y, mean, rstd }, sq.values());
                             return Ok(());
                         }
                         let (Some(rm), Some(rv)) = (running_mean, running_var) else {
@@ -255,7 +256,7 @@ pub mod batch_norm2d {
                         // Contiguous (checked above): read in place, nothing to allocate.
                         rm.try_with_f32(|v| mean.copy_from_slice(v))?;
                         rv.try_with_f32(|v| rstd.iter_mut().zip(v).for_each(|(s, &v)| *s = 1.0 / (v + eps).sqrt()))?;
-                        kernel::batch_norm_apply(settings, shape, xs, mean, rstd, affine, y);
+                        kernel::batch_norm_apply(settings, shape, xs, Stats { mean, rstd }, affine, y);
                         Ok(())
                     })
                 })
@@ -304,13 +305,14 @@ pub mod batch_norm2d {
                 r.mean().try_with_f32(|mean| {
                     r.rstd().try_with_f32(|rstd| {
                         with_f32_opt(r.gamma().ok(), |gamma| {
-                            let (sg, sgx) = (sg.values(), sgx.values());
+                            let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
+                            let grad = NormGrad { x: xs, g: gs, stats: Stats { mean, rstd }, gamma };
                             if !need_x {
-                                kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, None);
+                                kernel::batch_norm_backward(settings, shape4, grad, r.training, sums, None);
                                 return Ok(None);
                             }
                             Tensor::build_f32(shape, |dx| {
-                                kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, Some(dx));
+                                kernel::batch_norm_backward(settings, shape4, grad, r.training, sums, Some(dx));
                                 Ok(())
                             })
                             .map(Some)

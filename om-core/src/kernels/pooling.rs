@@ -136,7 +136,7 @@ pub fn max_pool2d(settings: Settings, geo: &Pool2d, x: &[f32], y: &mut [f32], id
         // SAFETY: chunks cover disjoint ranges of planes, so of outputs.
         let (y, idx) = unsafe { (ys.range(first * ohw, planes * ohw), is.range(first * ohw, planes * ohw)) };
         let x = &x[first * hw..(first + planes) * hw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, x: &'a [f32], y: &'a mut [f32], idx: &'a mut [i32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, x: &'a [f32], y: &'a mut [f32], idx: &'a mut [i32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for ((x, y), idx) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)).zip(idx.chunks_exact_mut(ohw)) {
                 match kind {
@@ -272,7 +272,7 @@ pub fn max_pool2d_backward(settings: Settings, geo: &Pool2d, g: &[f32], idx: &[i
         // SAFETY: chunks cover disjoint ranges of planes.
         let dx = unsafe { dxs.range(first * hw, planes * hw) };
         let (g, idx) = (&g[first * ohw..(first + planes) * ohw], &idx[first * ohw..(first + planes) * ohw]);
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, g: &'a [f32], idx: &'a [i32], dx: &'a mut [f32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, g: &'a [f32], idx: &'a [i32], dx: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for ((dx, g), idx) in dx.chunks_exact_mut(hw).zip(g.chunks_exact(ohw)).zip(idx.chunks_exact(ohw)) {
                 match kind {
@@ -384,7 +384,7 @@ pub fn avg_pool2d(settings: Settings, geo: &Pool2d, divisor: Divisor, x: &[f32],
         // SAFETY: chunks cover disjoint ranges of planes.
         let y = unsafe { ys.range(first * ohw, planes * ohw) };
         let x = &x[first * hw..(first + planes) * hw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, x: &'a [f32], y: &'a mut [f32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, x: &'a [f32], y: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for (x, y) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
                 match kind {
@@ -462,7 +462,7 @@ pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, divisor: Divisor, g
         // SAFETY: chunks cover disjoint ranges of planes.
         let dx = unsafe { dxs.range(first * hw, planes * hw) };
         let g = &g[first * ohw..(first + planes) * ohw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, g: &'a [f32], dx: &'a mut [f32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, g: &'a [f32], dx: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for (dx, g) in dx.chunks_exact_mut(hw).zip(g.chunks_exact(ohw)) {
                 match kind {

@@ -259,11 +259,12 @@ pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) -> Result
 
 /// `out[c] = Σ g[n, c, :]` over `g` (`[N, C, P]`, contiguous), accumulated in f64 with `n`
 /// outer and positions inner (increasing element order per channel), rounded once.
-/// Eight channels are summed in lockstep (eight independent chains in registers instead of
-/// one latency-bound chain); each channel's own order is unchanged. Fails if the `c`
+/// Eight channels are summed side by side (`reduce::sum_side_by_side`: eight independent
+/// chains in registers instead of one latency-bound chain); each channel's own order is
+/// unchanged. Fails if the `c`
 /// doubles of scratch are refused.
 pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) -> Result<()> {
-    const LANES: usize = 8;
+    const LANES: usize = super::reduce::ROWS;
     let mut acc = F64Scratch::try_zeroed(c)?;
     let a = acc.values();
     for img in 0..n {
@@ -271,15 +272,7 @@ pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) ->
         for (rows, sums) in image.chunks(LANES * p.max(1)).zip(a.chunks_mut(LANES)) {
             if let Ok(sums) = <&mut [f64; LANES]>::try_from(&mut *sums) {
                 let r: [&[f32]; LANES] = std::array::from_fn(|j| &rows[j * p..][..p]);
-                let mut s = *sums;
-                // One position of all eight rows per step (the zip form was 20% slower).
-                #[allow(clippy::needless_range_loop)]
-                for i in 0..p {
-                    for j in 0..LANES {
-                        s[j] += r[j][i] as f64;
-                    }
-                }
-                *sums = s;
+                *sums = super::reduce::sum_side_by_side(r, *sums);
             } else {
                 for (row, s) in rows.chunks(p.max(1)).zip(sums.iter_mut()) {
                     *s = row.iter().fold(*s, |t, &v| t + v as f64);
