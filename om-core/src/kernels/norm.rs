@@ -651,12 +651,13 @@ pub fn batch_norm(settings: Settings, shape: BatchShape, x: &[f32], affine: Affi
         on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], eps: f32, affine: Affine<'a>, stats: BnStats<'a>, ys: &'a Shared<'a, f32>) {
             let mut stats = stats;
             in_lockstep!(c0, nc, bn_stats(isa, c0, shape, x, eps, &mut stats));
+            let (mean, rstd) = (&*stats.mean, &*stats.rstd);
             for b in 0..shape.n {
                 for ch in c0..c0 + nc {
                     let p = shape.plane(b, ch);
                     // SAFETY: the plane of a channel of this chunk.
                     let y = unsafe { ys.range(p.start, shape.hw) };
-                    normalise(&x[p], y, stats.mean[ch - c0], stats.rstd[ch - c0], affine, false, ch);
+                    normalise(&x[p], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
                 }
             }
         });
@@ -763,6 +764,7 @@ pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad
             in_lockstep!(c0, nc, bn_grad_sums(isa, c0, shape, grad, &mut sums));
             let Some(dxs) = dxs else { return };
             let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
+            let (sg, sgx) = (&*sums.dbeta, &*sums.dgamma);
             let count = (shape.n * shape.hw) as f64;
             for b in 0..shape.n {
                 for ch in c0..c0 + nc {
@@ -775,7 +777,7 @@ pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad
                     let dx = unsafe { dxs.range(p.start, shape.hw) };
                     let (x, g) = (&x[p.clone()], &g[p]);
                     if training {
-                        let (mg, mgx) = ((sums.dbeta[ch - c0] / count) as f32, (sums.dgamma[ch - c0] / count) as f32);
+                        let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
                         let (m, s) = (mean[ch], rstd[ch]);
                         for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(g) {
                             *dx = k * (g - mg - (x - m) * s * mgx);
@@ -795,15 +797,15 @@ fn bn_grad_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, sha
     let NormGrad { x, g, stats: Stats { mean, rstd }, .. } = grad;
     let m: [f32; K] = std::array::from_fn(|k| mean[ch + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[ch + k]);
-    let mut acc = ([0.0f64; K], [0.0f64; K]);
+    let (mut a, mut b) = ([0.0f64; K], [0.0f64; K]);
     for img in 0..shape.n {
         let xs: [&[f32]; K] = std::array::from_fn(|k| &x[shape.plane(img, ch + k)]);
         let gs: [&[f32]; K] = std::array::from_fn(|k| &g[shape.plane(img, ch + k)]);
-        acc = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: None, m, s }, acc);
+        (a, b) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: None, m, s }, (a, b));
     }
     for k in 0..K {
-        sums.dbeta[ch - c0 + k] = acc.0[k];
-        sums.dgamma[ch - c0 + k] = acc.1[k];
+        sums.dbeta[ch - c0 + k] = a[k];
+        sums.dgamma[ch - c0 + k] = b[k];
     }
 }
 
@@ -892,6 +894,38 @@ mod tests {
             }
         }
         (dx, dga, dba)
+    }
+
+    /// What breaks the rule that an ISA path is reached only with its capability token, in
+    /// the norms' sources: a path picked by lane width, an `unsafe fn` in the AVX-512
+    /// routines (its caller, not a token, would carry the proof) or one of them not taking
+    /// the `Avx512` token first.
+    fn token_audit(kernels: &str, avx512: &str) -> Vec<String> {
+        let (width, unsafe_fn) = (["WIDTH", " =="].concat(), ["unsafe", " fn"].concat());
+        let mut problems = Vec::new();
+        for (i, line) in kernels.lines().enumerate().filter(|(_, l)| l.contains(&width)) {
+            problems.push(format!("kernel line {}: a path picked by lane width: {line}", i + 1));
+        }
+        for (i, line) in avx512.lines().enumerate() {
+            if line.contains(&unsafe_fn) {
+                problems.push(format!("avx512.rs line {}: an unsafe fn: {line}", i + 1));
+            }
+            if line.contains("pub(super)") && line.contains(" fn ") && !line.contains("(isa: Avx512") {
+                problems.push(format!("avx512.rs line {}: a routine without the token: {line}", i + 1));
+            }
+        }
+        problems
+    }
+
+    #[test]
+    fn avx512_sums_take_the_token_and_no_path_is_picked_by_lane_width() {
+        let kernels = [include_str!("norm.rs"), include_str!("pooling.rs")].concat();
+        let problems = token_audit(&kernels, include_str!("norm/avx512.rs"));
+        assert!(problems.is_empty(), "{problems:#?}");
+        // The audit catches the dispatch this replaced.
+        let old_kernel = concat!("fn on_avx512<L: Lanes>() -> bool {\n    cfg!(target_arch = \"x86_64\") && L::WID", "TH == 16\n}\n");
+        let old_avx512 = concat!("pub(super) uns", "afe fn sum(rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {\n");
+        assert_eq!(token_audit(old_kernel, old_avx512).len(), 3);
     }
 
     #[test]

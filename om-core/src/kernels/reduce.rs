@@ -343,6 +343,36 @@ mod tests {
         }
     }
 
+    /// The side-by-side sum continues each row's own sequential f64 sum from its
+    /// accumulator (as the norms and the convolution's channel sums use it): magnitudes
+    /// from 1e-4 to 1e4 make any other order or grouping change the bits.
+    #[test]
+    fn side_by_side_sums_continue_each_rows_own_sequence() {
+        fn check<const K: usize>(len: usize, seed: u64) {
+            let mut st = seed;
+            let mut value = || {
+                let r = next(&mut st);
+                ((r % 2001) as f32 - 1000.0) * 10f32.powi((r >> 32) as i32 % 9 - 4)
+            };
+            let data: Vec<Vec<f32>> = (0..K).map(|_| (0..len).map(|_| value()).collect()).collect();
+            let acc: [f64; K] = std::array::from_fn(|k| value() as f64 / 3.0 + k as f64);
+            let rows: [&[f32]; K] = std::array::from_fn(|k| &data[k][..]);
+            let got = sum_side_by_side(rows, acc);
+            let sq = fold_side_by_side(rows, acc, |s, k, v| s + (v as f64 - k as f64) * (v as f64 - k as f64));
+            for k in 0..K {
+                let want = data[k].iter().fold(acc[k], |s, &v| s + v as f64);
+                assert_eq!(got[k].to_bits(), want.to_bits(), "K {K} len {len} row {k}");
+                let want = data[k].iter().fold(acc[k], |s, &v| s + (v as f64 - k as f64) * (v as f64 - k as f64));
+                assert_eq!(sq[k].to_bits(), want.to_bits(), "K {K} len {len} row {k} (fold)");
+            }
+        }
+        for (len, seed) in [(0, 1), (1, 2), (7, 3), (64, 4), (1000, 5)] {
+            check::<{ ROWS }>(len, seed);
+            check::<1>(len, seed);
+            check::<3>(len, seed);
+        }
+    }
+
     #[test]
     fn row_sums_side_by_side_equal_one_row_at_a_time() {
         for (outer, len) in [(1, 1), (7, 3), (8, 64), (19, 5), (33, 1), (4, 0)] {
