@@ -89,7 +89,7 @@ pub mod tril {
     }
 
     fn cases() -> Vec<Case> {
-        triangle_cases(|x, k| super::tril(x, k))
+        triangle_cases(super::tril)
     }
 }
 
@@ -120,7 +120,7 @@ pub mod triu {
     }
 
     fn cases() -> Vec<Case> {
-        triangle_cases(|x, k| super::triu(x, k))
+        triangle_cases(super::triu)
     }
 }
 
