@@ -9,8 +9,8 @@
 //! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
-use om_core::kernels::chunks::for_each_row_chunk_scratch;
 use om_core::kernels::gemm::{gemm, MatMut, MatRef};
+use om_core::kernels::parallel::{for_each_tile_scratch, Tiled};
 use om_core::kernels::scratch::WorkerScratch;
 use om_core::kernels::softmax::softmax_rows;
 use om_core::kernels::transpose::transpose;
@@ -224,7 +224,9 @@ fn per_block<const N: usize>(
     let inner = Settings { threads: 1, ..settings };
     let mut scratch = WorkerScratch::f32(settings.threads, blocks, floats)?;
     let per = scratch.per_worker();
-    for_each_row_chunk_scratch(settings.threads, outs, widths, blocks, 1, scratch.parts(), per, |b, _, parts, s| f(inner, b, parts, s));
+    let mut widths = widths.into_iter();
+    let outs = outs.map(|o| Tiled::row_bands(o, blocks, widths.next().unwrap_or(0), 1));
+    for_each_tile_scratch(settings.threads, outs, scratch.parts(), per, |b, tiles, s| f(inner, b, tiles.map(|t| t.into_slice()), s));
     Ok(())
 }
 

@@ -23,7 +23,7 @@
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::{for_each_chunk, in_parallel_chunk};
+use crate::kernels::parallel::{for_each_tile, in_parallel_chunk, Grid, TileMut, Tiled};
 use std::cell::Cell;
 
 mod cache;
@@ -156,19 +156,13 @@ fn unaliased(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Opti
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, &b);
     let threads = if m.saturating_mul(n).saturating_mul(k) <= SERIAL_WORK { 1 } else { settings.threads };
+    // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
+    let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
     let ldc = c.row_stride();
-    let out = SharedOut(c.span().as_mut_ptr());
-    let stage = stage.map(|s| {
-        assert!(s.len() >= m * (n + ALIAS_PAD), "gemm: staging scratch too short");
-        (SharedOut(s.as_mut_ptr()), n + ALIAS_PAD)
-    });
-    let job = Job { kernel: &kernel, plan: &plan, m, k, n, a, b, ldc, bias, stage };
-    for_each_chunk(threads, plan.chunks(), |chunk| {
-        // SAFETY: chunks cover disjoint rectangles of C (and of the stage), all inside the
-        // `c` view checked at its construction (and the stage's length checked above), so
-        // no two threads write the same element and every write is in bounds.
-        unsafe { job.run_chunk(chunk, out.ptr()) }
-    });
+    let out = Tiled::new(c.span(), grid(ldc));
+    let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
+    let job = Job { kernel: &kernel, plan: &plan, k, a, b, bias };
+    for_each_tile(threads, (out, stage), |_, (c, stage)| job.run_chunk(ChunkOut { c, stage }));
 }
 
 /// Below this many multiply-adds (`m·n·k`) the call stays on the calling thread: at 64³
@@ -417,126 +411,95 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
     a
 }
 
-/// The output pointer, shared by the threads that write disjoint chunks of it.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-
-// SAFETY: the pointer is only used to write disjoint chunks of C (see `gemm`), and the
-// borrow of C outlives the parallel loop.
-unsafe impl Send for SharedOut {}
-// SAFETY: as above.
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn ptr(self) -> *mut f32 {
-        self.0
-    }
-}
-
-/// Everything one chunk needs besides its index and the output.
+/// Everything one chunk needs besides its tiles.
 struct Job<'a> {
     kernel: &'a Kernel,
     plan: &'a Plan,
-    m: usize,
     k: usize,
-    n: usize,
     a: MatRef<'a>,
     b: MatRef<'a>,
-    ldc: usize,
     bias: Option<Bias<'a>>,
-    /// A staging copy of C for the k-blocks before the last, with its row stride.
-    stage: Option<(SharedOut, usize)>,
 }
 
-/// One rectangle of C: rows `row..row + rows`, columns `col..col + cols`.
-#[derive(Clone, Copy)]
-struct Rect {
+/// One chunk's rectangle of C, and of the staging copy of C (for the k-blocks before the
+/// last) when there is one.
+struct ChunkOut<'c> {
+    c: TileMut<'c, f32>,
+    stage: Option<TileMut<'c, f32>>,
+}
+
+/// One row panel of a chunk for one k-block: `rows` (≤ MR) rows from row `row` of the
+/// chunk, steps `pc..pc + kb`, over the packed A panel `a` and packed B block `b`.
+struct Panel<'p> {
     row: usize,
     rows: usize,
-    col: usize,
-    cols: usize,
+    pc: usize,
+    kb: usize,
+    a: &'p [f32],
+    b: &'p [f32],
 }
 
 impl Job<'_> {
-    /// The rectangle of chunk `chunk` (row-major over the chunk grid).
-    fn rect(&self, chunk: usize) -> Rect {
-        let (p, m, n) = (self.plan, self.m, self.n);
-        let (ri, ci) = (chunk / p.col_chunks, chunk % p.col_chunks);
-        let (row, col) = (ri * p.mc, ci * p.nc);
-        Rect { row, rows: p.mc.min(m - row), col, cols: p.nc.min(n - col) }
-    }
-
-    /// Computes chunk `chunk` of C, all k-blocks, on the calling thread. The chunk's rows
+    /// Computes one chunk of C, all k-blocks, on the calling thread. The chunk's rows
     /// are cut into `ceil(rows / MR)` panels of equal height (±1), so a chunk never ends in
     /// a short, inefficient tile.
-    ///
-    /// # Safety
-    /// `c` must point to the (checked) output of `gemm`, and no other thread may access
-    /// this chunk's rectangle meanwhile.
-    unsafe fn run_chunk(&self, chunk: usize, c: *mut f32) {
-        let rect = self.rect(chunk);
+    fn run_chunk(&self, mut out: ChunkOut) {
+        let ((row0, col0), rows, cols) = (out.c.origin(), out.c.rows(), out.c.cols());
         let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
         let a_len = mr * A_STRIDE;
-        let b_len = rect.cols.div_ceil(nr) * nr * kc;
-        let panels = rect.rows.div_ceil(mr);
+        let b_len = cols.div_ceil(nr) * nr * kc;
+        let panels = rows.div_ceil(mr);
         with_scratch(a_len, b_len, |apack, bpack| {
             for pc in (0..self.k).step_by(kc) {
                 let kb = kc.min(self.k - pc);
-                let first = if self.plan.direct_b { rect.cols / nr } else { 0 };
-                pack::pack_b(&self.b, nr, rect.col, rect.cols, first, pc, kb, bpack);
+                let first = if self.plan.direct_b { cols / nr } else { 0 };
+                pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
                 for q in 0..panels {
-                    let (row, end) = (q * rect.rows / panels, (q + 1) * rect.rows / panels);
-                    pack::pack_a(&self.a, rect.row + row, end - row, pc, kb, apack);
-                    // SAFETY: forwarded from this function's contract.
-                    unsafe { self.run_panel(rect, row, end - row, pc, kb, apack, bpack, c) };
+                    let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
+                    pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
+                    self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a: apack, b: bpack });
                 }
             }
         });
     }
 
-    /// Runs the register tiles of one row panel (`rows` ≤ MR rows from `row` of `rect`)
-    /// for one k-block over the packed operands; after the last k-block, adds the bias
-    /// to each tile while it is still in L1.
-    ///
-    /// # Safety
-    /// As [`Job::run_chunk`].
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn run_panel(&self, rect: Rect, row: usize, rows: usize, pc: usize, kb: usize, apack: &[f32], bpack: &[f32], c: *mut f32) {
+    /// Runs the register tiles of one row panel for one k-block over the packed operands;
+    /// after the last k-block, adds the bias to each tile while it is still in L1.
+    fn run_panel(&self, out: &mut ChunkOut, p: Panel) {
         let nr = self.kernel.nr;
-        let a = apack.as_ptr();
+        let ((row0, col0), chunk_cols) = (out.c.origin(), out.c.cols());
+        let (pc, kb, rows) = (p.pc, p.kb, p.rows);
         let bias = self.bias.filter(|_| pc + kb == self.k);
-        for (jp, col) in (0..rect.cols).step_by(nr).enumerate() {
-            let cols = nr.min(rect.cols - col);
+        for (jp, col) in (0..chunk_cols).step_by(nr).enumerate() {
+            let cols = nr.min(chunk_cols - col);
             let (b, ldb) = if self.plan.direct_b && cols == nr {
                 let ldb = self.b.row_stride();
-                (self.b.data()[pc * ldb + rect.col + col..].as_ptr(), ldb)
+                (self.b.data()[pc * ldb + col0 + col..].as_ptr(), ldb)
             } else {
-                (bpack[jp * nr * kb..].as_ptr(), nr)
+                (p.b[jp * nr * kb..].as_ptr(), nr)
             };
-            let (i, j) = (rect.row + row, rect.col + col);
-            // SAFETY: the tile's top-left element lies inside the checked C slice.
-            let top_left = unsafe { c.add(i * self.ldc + j) };
-            // SAFETY: the stage has an element for every output (checked in `unaliased`).
-            let staged = self.stage.map(|(s, ld)| (unsafe { s.ptr().add(i * ld + j) }, ld));
-            let (out, ldo) = match staged {
+            // The register tile: rows `p.row..p.row + rows`, columns `col..col + cols` of
+            // the chunk (of C, and of the stage).
+            let (top_left, ldc) = (out.c.ptr_at(p.row, col), out.c.row_stride());
+            let staged = out.stage.as_mut().map(|s| (s.ptr_at(p.row, col), s.row_stride()));
+            let (dst, ldd) = match staged {
                 Some(st) if pc + kb < self.k => st,
-                _ => (top_left, self.ldc),
+                _ => (top_left, ldc),
             };
             let (src, lds) = match staged {
                 Some((s, ld)) if pc > 0 => (s as *const f32, ld),
-                _ => (top_left as *const f32, self.ldc),
+                _ => (top_left as *const f32, ldc),
             };
-            let tile = Tile { kc: kb, a, b, ldb, c: out, ldc: ldo, src, lds, cols, accumulate: pc > 0 };
-            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
-            // values; a full tile lies inside C; the kernel was selected for a
+            let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0 };
+            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (B
+            // read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
+            // outputs lie inside this chunk's tiles of C and the stage, whose pointers
+            // `ptr_at` gave for exactly that (`TileMut`); the kernel was selected for a
             // supported path.
             unsafe { run_tile(self.kernel, rows, &tile) };
             if let Some(bias) = &bias {
                 for r in 0..rows {
-                    // SAFETY: row `r` of the tile has `cols` outputs inside C, written by
-                    // this thread only (its chunk).
-                    let out = unsafe { std::slice::from_raw_parts_mut(top_left.add(r * self.ldc), cols) };
-                    bias.add_to_row(rect.row + row + r, rect.col + col, out);
+                    bias.add_to_row(row0 + p.row + r, col0 + col, &mut out.c.row(p.row + r)[col..col + cols]);
                 }
             }
         }
