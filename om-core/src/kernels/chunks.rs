@@ -7,8 +7,8 @@
 //! cell and hidden state; an attention block its `dQ`, `dK` and `dV`), where
 //! `for_each_chunk_mut` would need one slice. The chunk size is the caller's, a function of
 //! the shape only. With a scratch per thread, use
-//! [`for_each_tile_scratch`](crate::kernels::parallel::for_each_tile_scratch) with
-//! [`Tiled::row_bands`] outputs.
+//! [`for_each_tile_scratch`](crate::kernels::parallel::for_each_tile_scratch) with the
+//! outputs of [`row_tiles`].
 
 use crate::kernels::parallel::{for_each_tile, Tiled};
 use std::ops::Range;
@@ -41,18 +41,49 @@ pub fn for_each_row_chunk<const N: usize>(
     rows_per_chunk: usize,
     f: impl Fn(usize, Range<usize>, [&mut [f32]; N]) + Sync + Send,
 ) {
+    let per = rows_per_chunk.max(1);
+    for_each_tile(threads, row_tiles(outs, widths, rows, rows_per_chunk), |c, tiles| {
+        let r = c * per..((c + 1) * per).min(rows);
+        f(c, r, tiles.map(|t| t.into_slice()));
+    });
+}
+
+/// `outs[i]` as `rows` dense rows of `widths[i]` values in chunks of `rows_per_chunk` rows
+/// ([`Tiled::row_bands`]): the outputs of [`for_each_row_chunk`], for
+/// [`for_each_tile_scratch`](crate::kernels::parallel::for_each_tile_scratch) when each
+/// thread also needs a scratch.
+///
+/// Panics if an output holds fewer than `rows · widths[i]` values.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::chunks::row_tiles;
+/// use om_core::kernels::parallel::for_each_tile_scratch;
+///
+/// let (mut a, mut b) = (vec![0.0f32; 4 * 2], vec![0.0f32; 4]);
+/// let mut scratch = vec![0.0f32; 2 * 3]; // two threads' parts of 3
+/// for_each_tile_scratch(2, row_tiles([&mut a, &mut b], [2, 1], 4, 1), &mut scratch, 3, |r, tiles, part| {
+///     let [a, b] = tiles.map(|t| t.into_slice());
+///     part[0] = r as f32; // this thread's own
+///     a.fill(part[0]);
+///     b[0] = 2.0 * part[0];
+/// });
+/// assert_eq!(b, [0.0, 2.0, 4.0, 6.0]);
+/// ```
+pub fn row_tiles<'a, const N: usize>(
+    outs: [&'a mut [f32]; N],
+    widths: [usize; N],
+    rows: usize,
+    rows_per_chunk: usize,
+) -> [Tiled<'a, f32>; N] {
     let mut widths = widths.into_iter();
-    let outs = outs.map(|o| {
+    outs.map(|o| {
         let w = widths.next().unwrap_or(0);
         let len = o.len();
         assert!(len >= rows * w, "for_each_row_chunk: an output holds {len} values, {rows} rows of {w} need more");
         Tiled::row_bands(o, rows, w, rows_per_chunk)
-    });
-    let per = rows_per_chunk.max(1);
-    for_each_tile(threads, outs, |c, tiles| {
-        let r = c * per..((c + 1) * per).min(rows);
-        f(c, r, tiles.map(|t| t.into_slice()));
-    });
+    })
 }
 
 /// The number of chunks of [`for_each_row_chunk`] over `rows` rows: `rows / rows_per_chunk`

@@ -245,9 +245,6 @@ impl Team {
 
     /// A helper thread: polls for a job for [`HELPER_SPIN`], then sleeps until one is posted.
     fn helper(&self) {
-        // Sized once, now: which GEMMs a helper happens to join depends on timing, so a
-        // scratch grown on demand would make a warm step's heap use depend on it too.
-        crate::kernels::gemm::reserve_packing_scratch();
         let mut seen = self.generation.load(Ordering::Acquire);
         loop {
             let start = std::time::Instant::now();
