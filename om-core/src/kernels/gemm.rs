@@ -13,10 +13,14 @@
 //! transposed or strided operand is read in place by the packers (`pack.rs`). The output
 //! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
 //! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
-//! is computed independently by one thread: for each k-block it packs its B columns once
-//! into a thread-local scratch buffer, then for each row panel of up to MR rows packs
-//! those A rows (an L1-sized panel) and runs the path's register-tile kernel across the
-//! packed B; an optional [`Bias`] is added to each tile after its last k-block.
+//! is computed independently by one thread, as a rectangle of C handed out by
+//! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
+//! columns once into its thread's part of the packing scratch, then for each row panel of
+//! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
+//! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
+//! k-block. The packing scratch comes from the pool, taken on the calling thread before
+//! the chunks run, or, inside another kernel's chunk, from the caller
+//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
@@ -100,9 +104,9 @@ pub fn gemm_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: u
 /// As [`gemm`], with the caller's `scratch` (at least [`gemm_scratch_len`] floats) for the
 /// packed operands and the padded copy of C instead of a pooled one, so that a GEMM
 /// inside a chunk of a parallel section needs no pool memory there
-/// (`kernels::parallel`). A scratch too short for the packing is not used (the GEMM then
-/// takes a pooled one, or inside a chunk a heap one); one that covers the packing but not
-/// the padded copy computes C in place. The same bits as [`gemm`] in every case.
+/// (`kernels::parallel`). A shorter scratch still holds the padded copy if it has
+/// [`padded_c_len`] floats; the packing then comes from the pool (inside a chunk, from the
+/// heap). The same bits as [`gemm`] in every case.
 ///
 /// # Panics
 /// As [`gemm`].
@@ -153,28 +157,32 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
     // to C (the arithmetic, and so every bit, is the same).
     let padded_len = padded_c_len(m, n, c.row_stride());
-    // The caller's scratch if it covers the packing, else a pooled one taken here, on the
-    // calling thread, before the section — except inside a chunk of a parallel section,
-    // where no pool memory may be taken (`kernels::parallel`: how many chunks run at once
-    // depends on timing) and a caller sizes its scratch with `gemm_scratch_len`: there, or
-    // if the pool refuses, a heap buffer. The padded copy only saves time: it comes from
-    // the same room if that is long enough, else C is computed in place.
+    // The packing: from the caller's scratch if it covers it, else from a pooled buffer
+    // taken here, on the calling thread, before the section — except inside a chunk of a
+    // parallel section, where no pool memory may be taken (`kernels::parallel`: how many
+    // chunks run at once depends on timing; a caller there sizes its scratch with
+    // `gemm_scratch_len`): there, or if the pool refuses, from a heap buffer. The padded
+    // copy only saves time: it comes from what the caller's scratch has left, else with
+    // the pooled packing, else C is computed in place.
+    let caller = scratch.unwrap_or(&mut []);
     let (mut pooled, mut heap): (Option<Buffer>, Vec<f32>);
-    let room: &mut [f32] = match scratch {
-        Some(s) if s.len() >= packing => s,
-        _ => {
-            let want = packing.saturating_add(padded_len);
-            pooled = (!in_parallel_chunk()).then(|| Buffer::try_new(want.saturating_mul(4)).ok()).flatten();
-            match pooled.as_mut() {
-                Some(buf) => &mut buf.f32_mut()[..want],
-                None => {
-                    heap = vec![0.0; packing];
-                    &mut heap
-                }
+    let (packs, rest): (&mut [f32], &mut [f32]) = if caller.len() >= packing {
+        caller.split_at_mut(packing)
+    } else {
+        let padded_from_caller = caller.len() >= padded_len;
+        let want = packing.saturating_add(if padded_from_caller { 0 } else { padded_len });
+        pooled = (!in_parallel_chunk()).then(|| Buffer::try_new(want.saturating_mul(4)).ok()).flatten();
+        match pooled.as_mut() {
+            Some(buf) => {
+                let (packs, own) = buf.f32_mut()[..want].split_at_mut(packing);
+                (packs, if padded_from_caller { caller } else { own })
+            }
+            None => {
+                heap = vec![0.0; packing];
+                (&mut heap, caller)
             }
         }
     };
-    let (packs, rest) = room.split_at_mut(packing);
     let stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
     let job = Job { kernel: &kernel, plan: &plan, k, a, b, bias };
     // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).

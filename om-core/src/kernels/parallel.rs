@@ -26,9 +26,10 @@
 //! A kernel therefore takes the scratch of a parallel section on the calling thread, before
 //! it, sized for [`workers`]`(threads, chunks)` threads (a function of the shape and the
 //! thread setting only), and each thread uses its own part; a GEMM run inside a chunk of a
-//! parallel section takes its padded copy of C from that part
-//! ([`gemm_with_scratch`](crate::kernels::gemm::gemm_with_scratch)) or computes C in place,
-//! never through the pool ([`in_parallel_chunk`]). So a helper thread holds no pool buffer
+//! parallel section takes its packing and its padded copy of C from that part
+//! ([`gemm_with_scratch`](crate::kernels::gemm::gemm_with_scratch), sized with
+//! [`gemm_scratch_len`](crate::kernels::gemm::gemm_scratch_len)), never from the pool
+//! ([`in_parallel_chunk`]). So a helper thread holds no pool buffer
 //! at all, and the section's buffers are the caller's, given back when the caller drops
 //! them. Debug builds assert this in [`Buffer::try_new`](crate::pool::Buffer::try_new).
 

@@ -1,7 +1,7 @@
 //! Every supported path × both modes × several thread counts against the plain canonical
 //! loop, bit for bit.
 
-use super::{gemm, gemm_bias, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef};
+use super::{gemm, gemm_bias, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef};
 use crate::compute::{KernelPath, Mode, Settings};
 
 /// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
@@ -403,4 +403,37 @@ fn the_padded_copy_from_the_callers_scratch_or_none_inside_a_chunk_gives_the_sam
     }
     assert!(need == 0 || need >= m * n, "{need}");
     assert_eq!(padded_c_len(m, n, n + 1), 0, "an odd stride needs no copy");
+}
+
+#[test]
+fn gemm_scratch_len_covers_the_packing_of_every_plan_inside_a_chunk() {
+    // Small and large, narrow and wide, long and short k, B row-major and transposed, one
+    // and two threads: with `gemm_scratch_len` floats of the caller's, a GEMM inside a
+    // chunk packs into them (no pool request: debug builds assert that in
+    // `Buffer::try_new`; no heap fallback: the scratch is written) with the same bits.
+    let shapes = [(1, 1, 1), (5, 300, 7), (33, 17, 100), (70, 600, 40), (128, 64, 600), (300, 40, 33), (200, 520, 200)];
+    for (m, k, n) in shapes {
+        let (a, b) = (values(m * k, 6), values(k * n, 7));
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let want = reference(false, MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));
+        for path in KernelPath::supported() {
+            for threads in [1, 2] {
+                let s = settings(path, Mode::Exact, threads);
+                let len = gemm_scratch_len(s, m, k, n, n);
+                assert_eq!(padded_c_len(m, n, n), 0, "{m}×{n}: a dense C needs no padded copy");
+                for (layout, bm) in [("row-major", MatRef::row_major(&b, k, n)), ("transposed", MatRef::row_major(&bt, n, k).t())] {
+                    let what = || format!("{path}, {threads} thread(s), {m}×{k}×{n}, B {layout}");
+                    crate::kernels::parallel::for_each_chunk(2, 2, |chunk| {
+                        if chunk == 0 {
+                            let mut room = vec![f32::NAN; len];
+                            let mut c = vec![f32::NAN; m * n];
+                            gemm_with_scratch(s, MatRef::row_major(&a, m, k), bm, MatMut::row_major(&mut c, m, n), &mut room);
+                            assert_bits_eq(&c, &want, what);
+                            assert!(room.iter().any(|v| !v.is_nan()), "{}: the packing was not in the caller's scratch", what());
+                        }
+                    });
+                }
+            }
+        }
+    }
 }
