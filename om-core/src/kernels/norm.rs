@@ -769,7 +769,7 @@ fn bn_grad_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, sha
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! Bit-for-bit checks against the scalar definitions (the loops these kernels replaced),
     //! on shapes that reach the lockstep groups, their remainders and several chunks, on
     //! every supported path at 1 and 2 threads.
@@ -783,7 +783,8 @@ mod tests {
         (0..len).map(|_| rng.uniform(-3.0, 3.0) + 0.5).collect()
     }
 
-    fn every_setting() -> Vec<Settings> {
+    /// Every supported path at 1 and 2 threads (also the pooling tests').
+    pub(in crate::kernels) fn every_setting() -> Vec<Settings> {
         let mut all = Vec::new();
         for path in KernelPath::supported() {
             for threads in [1, 2] {
@@ -793,7 +794,7 @@ mod tests {
         all
     }
 
-    fn bits(v: &[f32]) -> Vec<u32> {
+    pub(in crate::kernels) fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|v| v.to_bits()).collect()
     }
 

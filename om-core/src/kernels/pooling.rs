@@ -516,7 +516,7 @@ mod tests {
     //! supported path at 1 and 2 threads.
 
     use super::*;
-    use crate::compute::{KernelPath, Mode};
+    use crate::kernels::norm::tests::{bits, every_setting};
     use crate::rng::Rng;
 
     /// Values from a small set (many ties) with NaN and −∞ sprinkled in.
@@ -530,20 +530,6 @@ mod tests {
                 k => (k % 6) as f32 - 2.5,
             })
             .collect()
-    }
-
-    fn every_setting() -> Vec<Settings> {
-        let mut all = Vec::new();
-        for path in KernelPath::supported() {
-            for threads in [1, 2] {
-                all.push(Settings { mode: Mode::Fast, threads, path });
-            }
-        }
-        all
-    }
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|v| v.to_bits()).collect()
     }
 
     fn geometry(
