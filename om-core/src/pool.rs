@@ -13,8 +13,13 @@
 //! variable; see [`set_max_buffer_bytes`]) and reserves the memory fallibly, so a request
 //! the allocator cannot serve is an error too. Every tensor a constructor or an operator
 //! builds goes through this path.
+//!
+//! Besides its process-wide [`stats`], the pool counts each thread's requests in counters
+//! of that thread, which the activation scope reads (as it reads the counting allocator's
+//! thread counters); the pool itself knows nothing of scopes.
 
 use crate::error::{Error, Result};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -305,10 +310,57 @@ pub const CACHE_FLOOR_BYTES: u64 = 16 << 20;
 /// automatic cache limit remembers.
 pub const RECENT_STEPS: usize = 8;
 
+/// The requests the calling thread made so far (see [`thread_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ThreadCounts {
+    /// Buffers requested.
+    pub(crate) requests: u64,
+    /// Bytes requested (size classes).
+    pub(crate) bytes: u64,
+    /// Requests served by a new system allocation.
+    pub(crate) native: u64,
+}
+
+impl ThreadCounts {
+    /// The counts since `earlier`.
+    pub(crate) fn since(self, earlier: ThreadCounts) -> ThreadCounts {
+        ThreadCounts { requests: self.requests - earlier.requests, bytes: self.bytes - earlier.bytes, native: self.native - earlier.native }
+    }
+}
+
+thread_local! {
+    /// This thread's requests so far (destructor-free, so counting never fails).
+    static THREAD_COUNTS: Cell<ThreadCounts> = const { Cell::new(ThreadCounts { requests: 0, bytes: 0, native: 0 }) };
+    /// The highest process-wide outstanding bytes seen at this thread's requests since the
+    /// last [`take_thread_peak`] (0 if none).
+    static THREAD_PEAK: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The calling thread's requests so far. A kernel's helper threads take no pool memory
+/// (`kernels::parallel`), so a thread's counters hold every request of the work it runs.
+pub(crate) fn thread_counts() -> ThreadCounts {
+    THREAD_COUNTS.try_with(Cell::get).unwrap_or_default()
+}
+
+/// The highest process-wide outstanding bytes seen at the calling thread's requests since
+/// the last [`take_thread_peak`] (0 if none).
+pub(crate) fn thread_peak() -> u64 {
+    THREAD_PEAK.try_with(Cell::get).unwrap_or(0)
+}
+
+/// [`thread_peak`], starting a new window (at 0).
+pub(crate) fn take_thread_peak() -> u64 {
+    THREAD_PEAK.try_with(|p| p.replace(0)).unwrap_or(0)
+}
+
 fn note_request(bytes: u64, native: bool, outstanding_now: u64) {
     REQUESTED.fetch_add(bytes, Ordering::Relaxed);
     PEAK.fetch_max(outstanding_now, Ordering::Relaxed);
-    crate::scope::on_pool_request(bytes, native, outstanding_now);
+    let _ = THREAD_COUNTS.try_with(|c| {
+        let t = c.get();
+        c.set(ThreadCounts { requests: t.requests + 1, bytes: t.bytes + bytes, native: t.native + u64::from(native) });
+    });
+    let _ = THREAD_PEAK.try_with(|p| p.set(p.get().max(outstanding_now)));
 }
 
 /// Reserves room for `bytes` more cached bytes; false if that would pass the limit.
@@ -429,19 +481,19 @@ mod tests {
         assert_eq!(b.capacity_bytes(), cap);
         assert_eq!(b.f32().as_ptr() as usize % 64, 0);
         drop(b);
-        // Reuse, counted on this thread only (a scope counts its thread's requests, so other
-        // tests allocating at the same time do not blur it): the request after a return of
+        // Reuse, counted on this thread only (the thread's counters, so other tests allocating
+        // at the same time do not blur it): the request after a return of
         // its class is served from the cache, not by a new system allocation. Another test's
         // thread could take the returned buffer in between (or a full cache could have
         // freed it), so the pair is tried a few times; without reuse every try allocates.
         let reused = (0..20).any(|_| {
             drop(Buffer::try_new(1000).unwrap());
-            let scope = crate::scope::ActivationScope::new();
+            let before = thread_counts();
             let again = Buffer::try_new(1000).unwrap();
-            let s = scope.stats();
+            let s = thread_counts().since(before);
             drop(again);
-            assert_eq!(s.pool_requests, 1);
-            s.pool_native_allocations == 0
+            assert_eq!(s.requests, 1);
+            s.native == 0
         });
         assert!(reused, "a returned buffer is never handed out again");
     }

@@ -311,7 +311,7 @@ fn install_leaf_grad(leaf: &Arc<Inner>, grad: Tensor) -> Result<()> {
         Some(acc) => return basic::add_assign(acc, &grad),
     }
     if let Some(g) = &m.grad {
-        crate::scope::untrack(g); // leaf gradients are never tied to a scope
+        g.forget_observed(); // leaf gradients are never tied to a scope
     }
     Ok(())
 }
