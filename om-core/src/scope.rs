@@ -152,7 +152,8 @@ impl ActivationScope {
     /// should be gone are gone).
     pub fn stats(&self) -> ScopeStats {
         let heap = alloc_count::is_installed().then(|| alloc_count::thread().since(self.heap_start));
-        let (start, first_seq, peak) = OPEN.with(|o| o.borrow().iter().find(|e| e.id == self.id).map(|e| (e.start, e.first_seq, e.peak)))
+        let (start, first_seq, peak) = OPEN
+            .with(|o| o.borrow().iter().find(|e| e.id == self.id).map(|e| (e.start, e.first_seq, e.peak)))
             .unwrap_or((pool::thread_counts(), u64::MAX, 0));
         let pool = pool::thread_counts().since(start);
         ScopeStats {

@@ -4,13 +4,13 @@
 //! per record type (a [`Recycler`] per node type), so recording the same operators again (a
 //! warm step) allocates nothing.
 
+use super::keys::AddrMap;
 use super::{lock, Backward, Edge};
 use crate::error::Result;
 use crate::inline_vec::InlineVec;
 use crate::recycle::{reuse, take_last, Recycler};
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The edges a node keeps inline (more inputs spill to the heap): 16 covers every
@@ -22,7 +22,7 @@ pub(crate) type Edges = InlineVec<Option<Edge>, INLINE_EDGES>;
 
 thread_local! {
     /// Emptied nodes (no other reference): a `Recycler<Node<R>>` per node type.
-    static RECYCLED: RefCell<HashMap<TypeId, Box<dyn Any>>> = RefCell::new(HashMap::new());
+    static RECYCLED: RefCell<AddrMap<TypeId, Box<dyn Any>>> = RefCell::new(AddrMap::default());
     /// What a recycled node's reference holds until the reference is gone.
     static PLACEHOLDER: Arc<dyn GraphNode> = Arc::new(Node::<Placeholder> { name: "", edges: Edges::new(), record: Mutex::new(None) });
 }
