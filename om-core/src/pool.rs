@@ -362,7 +362,7 @@ static RECENT_PEAK: AtomicU64 = AtomicU64::new(0);
 /// request many sizes in turn do not churn the system allocator.
 pub const CACHE_FLOOR_BYTES: u64 = 16 << 20;
 
-/// How many outermost [`ActivationScope`](crate::scope::ActivationScope)s (steps) the
+/// How many outermost `ActivationScope`s (steps) the
 /// automatic cache limit remembers.
 pub const RECENT_STEPS: usize = 8;
 
