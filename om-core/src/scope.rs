@@ -516,7 +516,7 @@ mod tests {
         let scope = ActivationScope::new();
         let mut size = 0;
         for round in 0..5 {
-            let mut made: Vec<Option<Tensor>> = (0..1000).map(|_| Some(Tensor::zeros(&[1]).unwrap())).collect();
+            let mut made: Vec<Option<Tensor>> = (0..400).map(|_| Some(Tensor::zeros(&[1]).unwrap())).collect();
             for k in [3, 2, 1] {
                 for (i, t) in made.iter_mut().enumerate() {
                     if (i * 7919 + round) % k == 0 {
