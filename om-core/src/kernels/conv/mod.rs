@@ -36,7 +36,7 @@
 use crate::compute::Settings;
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, gemm_with_scratch, padded_c_len, MatMut, MatRef};
-use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
+use crate::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
 
@@ -191,15 +191,6 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     }
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
-    // gᵀ per image and group: [N, groups, P, Og].
-    let mut gt_buf = Buffer::try_new(geo.n * image_out * 4)?;
-    let gt = &mut gt_buf.f32_mut()[..geo.n * image_out];
-    for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
-        for gi in 0..geo.groups {
-            transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
-        }
-    });
-    let gt = &*gt;
     let (band, bands) = weight_bands(k);
     let chunks = geo.groups * bands;
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
@@ -218,7 +209,8 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             im2col_kp_rows(geo, xg, rows.clone(), cols);
-            let ggt = MatRef::row_major(&gt[n * image_out + gi * og * p..][..p * og], p, og);
+            // gᵀ read in place (the packer transposes it block-wise): no copy of g.
+            let ggt = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p).t();
             gemm(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og));
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
