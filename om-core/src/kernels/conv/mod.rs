@@ -10,7 +10,7 @@
 //! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
-//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`).
+//!   unfolding is needed (`g` is read transposed in place by the GEMM's packer, no copy).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
@@ -177,7 +177,8 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// same `Σ_p g[o, p]·cols[p, k]` (one accumulator, `p` increasing; a product is the same
 /// bits in either operand order), each image's product is rounded on its own and added to
 /// the running sum in item order, exactly as `S = g·cols; dW += S`. Only the `[K, P]`
-/// unfolding is needed (row-wise), and `g` is transposed once per call.
+/// unfolding is needed (row-wise), and `g` is read transposed in place (the packer
+/// transposes it block-wise; the same bits as a row-major copy of `gᵀ`).
 ///
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
 /// the shape); a chunk unfolds only its rows, runs over every image in item order and
