@@ -3,7 +3,7 @@
 //! recorded when a tensor was saved for backward).
 //!
 //! The shared allocation of a storage is recycled per thread (`shared`, `release`, through
-//! the one [`Recycler`](crate::recycle::Recycler)): when its last handle goes, its buffer
+//! the one `Recycler` of `recycle.rs`): when its last handle goes, its buffer
 //! goes back to the pool and the emptied allocation waits for the next tensor built on that
 //! thread, so a warm step allocates none.
 
