@@ -151,3 +151,71 @@ pub fn binary_lanes(settings: Settings, shape: &[usize], a: Operand<'_>, b: Oper
 /// chunk costs far more than handing it to a thread, small enough that 2 threads share a
 /// 1M-element map evenly.
 const PAR_CHUNK: usize = 1 << 15;
+
+#[cfg(test)]
+mod tests {
+    use super::{binary_lanes, binary_with, unary_lanes, unary_with, Operand, PAR_CHUNK};
+    use crate::compute::{Compute, KernelPath, Mode, Settings};
+    use crate::kernels::lanes::{Binary, Unary};
+    use crate::kernels::CANONICAL_NAN;
+
+    const FAST: Settings = Settings { mode: Mode::Fast, threads: 1, path: KernelPath::Scalar };
+    const EXACT: Settings = Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar };
+
+    fn contiguous<'a>(data: &'a [f32], strides: &'a [usize]) -> Operand<'a> {
+        Operand { data, strides, offset: 0 }
+    }
+
+    /// The kernels follow the settings they are given, not the thread's: exact settings
+    /// on a thread in fast mode write the canonical NaN, fast ones on a thread in exact
+    /// mode pass the payload on.
+    #[test]
+    fn maps_follow_the_given_settings_not_the_threads() {
+        let odd_nan = f32::from_bits(0x7fc0_0001);
+        let x = [odd_nan, 2.0];
+        let run = |kernel: Settings, thread: Settings| {
+            let mut outs = [[0.0f32; 2]; 4];
+            Compute::with(thread, || {
+                let [a, b, c, d] = &mut outs;
+                unary_lanes(kernel, &[2], contiguous(&x, &[1]), Unary::Neg, a);
+                binary_lanes(kernel, &[2], contiguous(&x, &[1]), contiguous(&x, &[1]), Binary::Add, b);
+                unary_with(kernel.mode, &[2], contiguous(&x, &[1]), c, |v| -v);
+                binary_with(kernel.mode, &[2], contiguous(&x, &[1]), contiguous(&x, &[1]), d, |p, q| p + q);
+            });
+            outs.map(|o| o[0].to_bits())
+        };
+        assert_eq!(run(EXACT, FAST), [CANONICAL_NAN; 4]);
+        assert!(run(FAST, EXACT).iter().all(|&b| b != CANONICAL_NAN && f32::from_bits(b).is_nan()));
+    }
+
+    /// One set of values read as contiguous, strided, transposed and broadcast (stride 0)
+    /// operands gives `v · 0.5` exactly (a single IEEE operation), on the flat chunked path
+    /// (2 threads, more than two chunks) and on the row walk.
+    #[test]
+    fn every_layout_gives_the_same_bits() {
+        let (rows, cols) = (3, PAR_CHUNK);
+        let n = rows * cols;
+        let vals: Vec<f32> = (0..n).map(|i| (i % 1013) as f32 * 0.37 - 150.0).collect();
+        let want: Vec<u32> = vals.iter().map(|&v| (v * 0.5).to_bits()).collect();
+        let two = Settings { threads: 2, ..FAST };
+        let half = [0.5f32];
+        let splat = Operand { data: &half, strides: &[0, 0], offset: 0 };
+        let strided: Vec<f32> = vals.iter().flat_map(|&v| [f32::NAN, v]).collect();
+        let transposed: Vec<f32> = (0..n).map(|j| vals[(j % rows) * cols + j / rows]).collect();
+        let layouts = [
+            Operand { data: &vals, strides: &[cols, 1], offset: 0 },
+            Operand { data: &strided, strides: &[2 * cols, 2], offset: 1 },
+            Operand { data: &transposed, strides: &[1, rows], offset: 0 },
+        ];
+        for x in layouts {
+            let mut out = vec![0.0f32; n];
+            binary_lanes(two, &[rows, cols], x, splat, Binary::Mul, &mut out);
+            assert!(out.iter().map(|v| v.to_bits()).eq(want.iter().copied()), "{:?}", x.strides);
+            binary_with(Mode::Fast, &[rows, cols], splat, x, &mut out, |h, v| h * v);
+            assert!(out.iter().map(|v| v.to_bits()).eq(want.iter().copied()), "{:?}", x.strides);
+        }
+        let mut out = vec![0.0f32; n];
+        unary_lanes(two, &[rows, cols], Operand { data: &vals[7..8], strides: &[0, 0], offset: 0 }, Unary::Neg, &mut out);
+        assert!(out.iter().all(|v| v.to_bits() == (-vals[7]).to_bits()));
+    }
+}
