@@ -102,7 +102,7 @@ pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
 /// let a = Tensor::from_vec(vec![1.0, 2.0], &[2, 1])?;
 /// let b = Tensor::from_vec(vec![10.0, 20.0], &[2])?;
 /// assert_eq!(maps::binary_op("add", &a, &b, Binary::Add)?.to_vec(), vec![11.0, 21.0, 12.0, 22.0]);
-/// assert!(maps::binary_op("add", &a, &Tensor::zeros(&[3])?, Binary::Add).is_err());
+/// assert!(maps::binary_op("add", &a, &Tensor::zeros(&[3, 1])?, Binary::Add).is_err());
 /// # Ok::<(), om_core::Error>(())
 /// ```
 pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
