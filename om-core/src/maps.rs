@@ -25,15 +25,8 @@ use crate::tensor::Tensor;
 /// # Ok::<(), om_core::Error>(())
 /// ```
 pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
-    x.expect_f32(op, "x")?;
     let mode = Compute::mode();
-    let shape = Dims::from_slice(x.shape());
-    x.with_storage_f32(|xs| {
-        Tensor::build_f32_raw(&shape, |out| {
-            kernel::unary_with(mode, &shape, operand(xs, x.strides(), x), out, f);
-            Ok(())
-        })
-    })
+    map1(op, x, |shape, x, out| kernel::unary_with(mode, shape, x, out, f))
 }
 
 /// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b`, as a new contiguous tensor (in
@@ -50,20 +43,8 @@ pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Ten
 /// # Ok::<(), om_core::Error>(())
 /// ```
 pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
-    a.expect_f32(op, "a")?;
-    b.expect_f32(op, "b")?;
     let mode = Compute::mode();
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    let sa = broadcast_strides(a.shape(), a.strides(), &shape);
-    let sb = broadcast_strides(b.shape(), b.strides(), &shape);
-    a.with_storage_f32(|xa| {
-        b.with_storage_f32(|xb| {
-            Tensor::build_f32_raw(&shape, |out| {
-                kernel::binary_with(mode, &shape, operand(xa, &sa, a), operand(xb, &sb, b), out, f);
-                Ok(())
-            })
-        })
-    })
+    map2(op, a, b, |shape, a, b, out| kernel::binary_with(mode, shape, a, b, out, f))
 }
 
 /// `out[i] = op(x[i])` on the lane loops, as a new contiguous tensor of `x`'s shape. Fails
@@ -79,15 +60,8 @@ pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> 
 /// # Ok::<(), om_core::Error>(())
 /// ```
 pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
-    x.expect_f32(name, "x")?;
     let settings = Compute::settings();
-    let shape = Dims::from_slice(x.shape());
-    x.with_storage_f32(|xs| {
-        Tensor::build_f32_raw(&shape, |out| {
-            kernel::unary_lanes(settings, &shape, operand(xs, x.strides(), x), op, out);
-            Ok(())
-        })
-    })
+    map1(name, x, |shape, x, out| kernel::unary_lanes(settings, shape, x, op, out))
 }
 
 /// `out[i] = op(a[i], b[i])` on the lane loops after broadcasting, as a new contiguous
@@ -106,25 +80,42 @@ pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
 /// # Ok::<(), om_core::Error>(())
 /// ```
 pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
-    a.expect_f32(name, "a")?;
-    b.expect_f32(name, "b")?;
     let settings = Compute::settings();
-    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
+    map2(name, a, b, |shape, a, b, out| kernel::binary_lanes(settings, shape, a, b, op, out))
+}
+
+/// A new contiguous tensor of `x`'s shape that `fill(shape, x, out)` writes, after checking
+/// that `x` is `f32` (an `Error::DType` naming `op`).
+fn map1(op: &'static str, x: &Tensor, fill: impl FnOnce(&[usize], Operand, &mut [f32])) -> Result<Tensor> {
+    x.expect_f32(op, "x")?;
+    let shape = Dims::from_slice(x.shape());
+    x.with_storage_f32(|xs| {
+        Tensor::build_f32_raw(&shape, |out| {
+            fill(&shape, Operand { data: xs, strides: x.strides(), offset: x.offset() }, out);
+            Ok(())
+        })
+    })
+}
+
+/// A new contiguous tensor of the broadcast shape of `a` and `b` that `fill(shape, a, b,
+/// out)` writes (the operands' strides broadcast to it), after checking that both are
+/// `f32` and broadcastable (an `Error::DType` or `Error::Shape` naming `op`).
+fn map2(op: &'static str, a: &Tensor, b: &Tensor, fill: impl FnOnce(&[usize], Operand, Operand, &mut [f32])) -> Result<Tensor> {
+    a.expect_f32(op, "a")?;
+    b.expect_f32(op, "b")?;
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
     let sa = broadcast_strides(a.shape(), a.strides(), &shape);
     let sb = broadcast_strides(b.shape(), b.strides(), &shape);
     a.with_storage_f32(|xa| {
         b.with_storage_f32(|xb| {
             Tensor::build_f32_raw(&shape, |out| {
-                kernel::binary_lanes(settings, &shape, operand(xa, &sa, a), operand(xb, &sb, b), op, out);
+                let (oa, ob) =
+                    (Operand { data: xa, strides: &sa, offset: a.offset() }, Operand { data: xb, strides: &sb, offset: b.offset() });
+                fill(&shape, oa, ob, out);
                 Ok(())
             })
         })
     })
-}
-
-/// `t`'s storage `data` read through `strides` (its own, or broadcast to the output's shape).
-fn operand<'a>(data: &'a [f32], strides: &'a [usize], t: &Tensor) -> Operand<'a> {
-    Operand { data, strides, offset: t.offset() }
 }
 
 #[cfg(test)]
