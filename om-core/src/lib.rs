@@ -41,6 +41,7 @@ pub mod layout;
 pub mod maps;
 pub mod module;
 pub mod pool;
+mod recycle;
 pub mod registry;
 pub mod rng;
 pub mod scope;
