@@ -357,7 +357,7 @@ impl Prologue {
             },
             has_h0: h0.is_some(),
             hp: Scratch::new(dm.b * gh)?,
-            whh_t: w_hh.try_with_f32(|w| {
+            whh_t: w.w_hh.try_with_f32(|w| {
                 let mut t = Scratch::new(gh * dm.h)?;
                 transpose(w, gh, dm.h, dm.h, 1, t.get_mut());
                 Ok::<_, Error>(t)
