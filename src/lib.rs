@@ -74,7 +74,7 @@ mod doctests;
 /// # }
 /// ```
 pub mod op_support {
-    pub use om_core::kernels::elementwise::{binary, unary};
+    pub use om_core::maps::{binary, unary};
     pub use om_core::{no_grad, Case, DType, Error, Result, Tensor};
 }
 

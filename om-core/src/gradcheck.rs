@@ -145,7 +145,7 @@ fn analytic(case: &Case) -> Result<Analytic> {
     let inputs: Vec<Tensor> = case
         .inputs
         .iter()
-        .map(|t| if t.needs_grad() { crate::kernels::basic::copy_contiguous(t)?.requires_grad() } else { Ok(t.clone()) })
+        .map(|t| if t.needs_grad() { crate::accumulate::copy_contiguous(t)?.requires_grad() } else { Ok(t.clone()) })
         .collect::<Result<_>>()?;
     let out = (case.f)(&inputs)?;
     if !out.needs_grad() {

@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+mod accumulate;
 pub mod args;
 #[doc(hidden)]
 pub mod arith;
@@ -36,6 +37,8 @@ pub mod io;
 pub mod kernels;
 #[doc(hidden)]
 pub mod layout;
+#[doc(hidden)]
+pub mod maps;
 pub mod module;
 pub mod pool;
 mod recycle;

@@ -948,10 +948,6 @@ impl Tensor {
             // An empty view's offset may lie past its storage: read nothing.
             return Ok(f(&[]));
         }
-        if n == 0 {
-            // An empty view's offset may lie past its storage: read nothing.
-            return Ok(f(&[]));
-        }
         let storage = self.0.storage.read();
         if self.dtype() == T::DTYPE && self.is_contiguous() {
             return Ok(f(&T::slice(&storage)[self.0.offset..self.0.offset + n]));
@@ -1024,13 +1020,22 @@ impl Tensor {
             && self.numel() == self.0.storage.len()
     }
 
-    /// [`Tensor::with_f32`] for an optional tensor (a bias, a mask): `f` gets `None` when
-    /// the tensor is absent.
+    /// [`Tensor::try_with_f32`] for an optional operand (a bias, γ, β): `f` gets `None` when
+    /// the tensor is absent; fails with [`Error::OutOfMemory`] (naming no operator yet) if a
+    /// gathered copy cannot be allocated.
+    ///
+    /// ```
+    /// use om_core::Tensor;
+    /// let bias = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+    /// assert_eq!(Tensor::try_with_f32_opt(Some(&bias), |b| b.map(|b| b.iter().sum::<f32>()))?, Some(3.0));
+    /// assert_eq!(Tensor::try_with_f32_opt(None, |b| b.is_none())?, true);
+    /// # Ok::<(), om_core::Error>(())
+    /// ```
     #[doc(hidden)]
-    pub fn with_f32_opt<R>(t: Option<&Tensor>, f: impl FnOnce(Option<&[f32]>) -> R) -> R {
+    pub fn try_with_f32_opt<R>(t: Option<&Tensor>, f: impl FnOnce(Option<&[f32]>) -> R) -> Result<R> {
         match t {
-            Some(t) => t.with_f32(|s| f(Some(s))),
-            None => f(None),
+            Some(t) => t.try_with_f32(|s| f(Some(s))),
+            None => Ok(f(None)),
         }
     }
 

@@ -2,13 +2,13 @@
 //! `leaky_relu`, `silu`, `softplus`, `elu` and `log_sigmoid`, each with PyTorch's forward
 //! value and gradient (its choices at kinks stated per operator; the oracle test of
 //! `pointwise.rs` pins them). `relu`, `sigmoid`, `tanh` and `gelu` run on the lane kernels;
-//! the others are scalar closures (`kernels::elementwise::unary`) with the fixed
+//! the others are scalar closures (`maps::unary`) with the fixed
 //! transcendentals of `om_core::kernels::math`, the same code on every path and thread count.
 
 use crate::elementwise_cases::unary_cases;
-use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
 use om_core::kernels::lanes::{Binary, Unary};
 use om_core::kernels::math;
+use om_core::maps::{binary, binary_op, unary, unary_op};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 

@@ -5,11 +5,11 @@
 //! `&a * &b`, `&a / &b`, `-&a` and their scalar forms (`&x + 1.0`, `1.0 - &x`, `&x * 2.0`,
 //! `2.0 / &x`, ..) call them (see `om_core::arith`, which defines the operator traits on
 //! `Tensor`). Each has PyTorch's forward value and gradient; the scalar forms are scalar
-//! closures (`kernels::elementwise::unary`), the same code on every path and thread count.
+//! closures (`maps::unary`), the same code on every path and thread count.
 
 use crate::elementwise_cases::unary_cases;
-use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
 use om_core::kernels::lanes::{Binary, Unary};
+use om_core::maps::{binary, binary_op, unary, unary_op};
 use om_core::{Case, Result, Tensor};
 use om_macros::op;
 

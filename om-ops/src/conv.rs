@@ -5,7 +5,6 @@
 //! gradient blocks (`kernel_output`, `gradients`): `conv_transpose2d`'s forward is
 //! `conv2d`'s input gradient, and its input gradient is `conv2d`'s forward.
 
-use crate::fallible::with_f32_opt;
 use crate::image::Images;
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::conv::{
@@ -436,7 +435,9 @@ fn kernel_output(
     kernel: impl FnOnce(Settings, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> Result<()>,
 ) -> Result<Tensor> {
     let settings = Compute::settings();
-    a.try_with_f32(|a| b.try_with_f32(|b| with_f32_opt(c, |c| Tensor::build_f32(shape, |out| kernel(settings, a, b, c, out)))))???
+    a.try_with_f32(|a| {
+        b.try_with_f32(|b| Tensor::try_with_f32_opt(c, |c| Tensor::build_f32(shape, |out| kernel(settings, a, b, c, out))))
+    })???
 }
 
 /// Which side of the convolution `geo` an operator is: `conv2d` maps the convolution's input

@@ -32,7 +32,6 @@ mod arith;
 mod attention_family;
 mod conv;
 mod elementwise_cases;
-mod fallible;
 mod image;
 mod indexing;
 mod linalg;

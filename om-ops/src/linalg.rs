@@ -3,7 +3,6 @@
 //! which reads transposed and broadcast operands in place (spec section 4): gradient
 //! products such as `g·bᵀ` copy nothing.
 
-use crate::fallible::with_f32_opt;
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gemm::{gemm, gemm_bias, gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef};
 use om_core::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
@@ -235,7 +234,7 @@ fn linear_fused(x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor
     let settings = Compute::settings();
     x2.with_storage_f32(|xs| {
         w.with_storage_f32(|ws| {
-            with_f32_opt(bias, |bs| {
+            Tensor::try_with_f32_opt(bias, |bs| {
                 Tensor::build_f32(&[rows, out_f], |y| {
                     let (xm, wt) = (mat(xs, &x2, x2.offset(), rows), mat(ws, &w, w.offset(), out_f).t());
                     let y = MatMut::row_major(y, rows, out_f);

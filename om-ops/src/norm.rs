@@ -6,7 +6,6 @@
 //! arithmetic lives in `om_core::kernels::norm` (sums in lockstep, vectorised output loops,
 //! rows or channels in parallel; see `docs/kernels-norm-pool.md`).
 
-use crate::fallible::with_f32_opt;
 use om_core::compute::Compute;
 use om_core::kernels::norm::{self as kernel, Affine, BatchShape, NormGrad, NormOut, ParamSums, Stats};
 use om_core::pool::F64Scratch;
@@ -69,8 +68,8 @@ pub mod layer_norm {
         let lead = &x.shape()[..x.rank() - 1];
         let settings = Compute::settings();
         let [y, mean, rstd] = x.try_with_f32(|xs| {
-            with_f32_opt(gamma, |gamma| {
-                with_f32_opt(beta, |beta| {
+            Tensor::try_with_f32_opt(gamma, |gamma| {
+                Tensor::try_with_f32_opt(beta, |beta| {
                     Tensor::build_many_f32([x.shape(), lead, lead], |[y, mean, rstd]| {
                         kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, NormOut { y, mean, rstd });
                         Ok(())
@@ -98,7 +97,7 @@ pub mod layer_norm {
             g.try_with_f32(|gs| {
                 r.mean().try_with_f32(|m| {
                     r.rstd().try_with_f32(|s| {
-                        with_f32_opt(r.gamma().ok(), |gamma| {
+                        Tensor::try_with_f32_opt(r.gamma().ok(), |gamma| {
                             let sums = (need_g || need_b).then(|| ParamSums { dgamma: dgamma.values(), dbeta: dbeta.values() });
                             let grad = NormGrad { x: xs, g: gs, stats: Stats { mean: m, rstd: s }, gamma };
                             if !need_x {
@@ -295,8 +294,8 @@ pub mod batch_norm2d {
         }
         let mut sq = F64Scratch::try_zeroed(if training { c } else { 0 })?;
         let [y, mean, rstd] = x.try_with_f32(|xs| {
-            with_f32_opt(gamma, |gamma| {
-                with_f32_opt(beta, |beta| {
+            Tensor::try_with_f32_opt(gamma, |gamma| {
+                Tensor::try_with_f32_opt(beta, |beta| {
                     let affine = Affine { gamma, beta };
                     Tensor::build_many_f32([x.shape(), &[c], &[c]], |[y, mean, rstd]| {
                         if training {
@@ -357,7 +356,7 @@ pub mod batch_norm2d {
             g.try_with_f32(|gs| {
                 r.mean().try_with_f32(|mean| {
                     r.rstd().try_with_f32(|rstd| {
-                        with_f32_opt(r.gamma().ok(), |gamma| {
+                        Tensor::try_with_f32_opt(r.gamma().ok(), |gamma| {
                             let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
                             let grad = NormGrad { x: xs, g: gs, stats: Stats { mean, rstd }, gamma };
                             if !need_x {

@@ -5,7 +5,7 @@
 //! activations of `activations.rs` and the scalar operands of `arith.rs`).
 //!
 //! `exp`, `log`, `sin` and `cos` run on the lane kernels; the others are scalar closures
-//! (`kernels::elementwise::{unary, binary}`), the same code on every path and thread
+//! (`maps::{unary, binary}`), the same code on every path and thread
 //! count. Transcendentals inside closures use the fixed polynomials of
 //! `om_core::kernels::math`; `sqrt` is an IEEE operation (correctly rounded everywhere);
 //! `pow_scalar` and `pow_tensor` run, in exact mode, the `Pow` lane op (`math64::powf`:
@@ -15,10 +15,10 @@
 
 use crate::elementwise_cases::unary_cases;
 use om_core::compute::{Compute, Mode};
-use om_core::kernels::elementwise::{binary, binary_op, unary, unary_op};
 use om_core::kernels::lanes::{Binary, Unary};
 use om_core::kernels::math;
 use om_core::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row};
+use om_core::maps::{binary, binary_op, unary, unary_op};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 

@@ -209,7 +209,7 @@ pub mod mean {
         let shape = &r.input_shapes[0];
         let plan = Plan::new(NAME, shape, &r.axes, r.keep_dim)?;
         let n = plan.len;
-        let scaled = om_core::kernels::elementwise::unary(NAME, g, |v| v / n as f32)?;
+        let scaled = om_core::maps::unary(NAME, g, |v| v / n as f32)?;
         d.x(plan.broadcast_back(&scaled, shape)?);
         Ok(())
     }

@@ -17,9 +17,9 @@
 
 use super::keys::{AddrMap, AddrSet};
 use super::{lock, Backward, Edge, GradSink, NoGradGuard, NodeRef};
+use crate::accumulate;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::basic;
 use crate::tensor::{Inner, Tensor};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -69,9 +69,9 @@ impl LeafUpdates {
             }
         }
         match &self.leaves[i].1 {
-            Some(acc) => basic::add_assign(acc, &grad),
+            Some(acc) => accumulate::add_assign(acc, &grad),
             None => {
-                let grad = if grad.is_contiguous() { grad } else { basic::copy_contiguous(&grad)? };
+                let grad = if grad.is_contiguous() { grad } else { accumulate::copy_contiguous(&grad)? };
                 self.adds.push((i, grad));
                 Ok(())
             }
@@ -144,7 +144,7 @@ pub(crate) fn backward(root: &Tensor, gradient: Option<&Tensor>, retain_graph: b
             if g.dtype() != DType::F32 {
                 return Err(Error::DType { op: OP, arg: "gradient", expected: DType::F32, got: g.dtype() });
             }
-            basic::copy_contiguous(g).map_err(|e| e.with_op(OP))?
+            accumulate::copy_contiguous(g).map_err(|e| e.with_op(OP))?
         }
     };
     let _no_grad = NoGradGuard::new();
@@ -221,7 +221,7 @@ fn route(
                 let t = index[&target.key()];
                 pending[t] = Some(match pending[t].take() {
                     None => grad,
-                    Some(acc) => basic::add_same_shape(&acc, &grad)?,
+                    Some(acc) => accumulate::add_same_shape(&acc, &grad)?,
                 });
             }
             Edge::Leaf(leaf) => leaves.emit(leaf, grad)?,
@@ -286,7 +286,7 @@ fn fit_to_input(op: &'static str, shape: &[usize], j: usize, grad: Tensor) -> Re
             format!("the backward rule emitted a gradient for input {j} that does not broadcast from the input's shape"),
         ));
     }
-    basic::sum_to(&grad, shape)
+    accumulate::sum_to(&grad, shape)
 }
 
 fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
@@ -299,7 +299,7 @@ fn private_copy(grad: Tensor) -> Result<Tensor> {
     if grad.is_sole_contiguous_owner() {
         Ok(grad)
     } else {
-        basic::copy_contiguous(&grad)
+        accumulate::copy_contiguous(&grad)
     }
 }
 
@@ -308,7 +308,7 @@ fn install_leaf_grad(leaf: &Arc<Inner>, grad: Tensor) -> Result<()> {
     let mut m = lock(&leaf.meta);
     match &m.grad {
         None => m.grad = Some(private_copy(grad)?),
-        Some(acc) => return basic::add_assign(acc, &grad),
+        Some(acc) => return accumulate::add_assign(acc, &grad),
     }
     if let Some(g) = &m.grad {
         g.forget_observed(); // leaf gradients are never tied to a scope

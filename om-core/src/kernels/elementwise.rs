@@ -1,62 +1,81 @@
-//! Element-wise maps over broadcast, strided and transposed operands. The output is a new
-//! contiguous tensor; the operands are walked one innermost row at a time
-//! ([`for_each_row`]). [`unary_op`] and [`binary_op`] hand each row to the lane loops
-//! (contiguous, broadcast or strided operands); [`unary`] and [`binary`] apply a scalar
-//! closure, for the few maps that have no lane kernel; in exact mode they write a NaN result
-//! as [`CANONICAL_NAN`] like the lane loops (so their outputs skip the NaN pass of
-//! `Tensor::build_f32`, whose `canonicalise_nans` lives here). Large maps over flat operands
-//! (contiguous, or one broadcast value) are cut into `PAR_CHUNK`-element chunks that the
-//! thread team shares; each element is computed alone, so the bits never depend on it.
+//! Element-wise maps over broadcast, strided and transposed operands, on slices: each
+//! operand is its storage, its strides broadcast to the output's shape and its offset
+//! ([`Operand`]); the output is a contiguous slice of that shape, walked one innermost row
+//! at a time ([`for_each_row`]). [`unary_lanes`] and [`binary_lanes`] hand each row to the
+//! lane loops (contiguous, broadcast or strided operands); [`unary_with`] and
+//! [`binary_with`] apply a scalar closure, for the few maps that have no lane kernel; in
+//! exact mode they write a NaN result as [`CANONICAL_NAN`] like the lane loops (so their
+//! outputs skip the NaN pass of `Tensor::build_f32`, whose [`canonicalise_nans`] lives
+//! here). Large maps over flat operands (contiguous, or one broadcast value) are cut into
+//! `PAR_CHUNK`-element chunks that the thread team shares; each element is computed alone,
+//! so the bits never depend on it. The tensor-level maps (operand checks, broadcasting, the
+//! output tensor, the thread's settings) are `crate::maps`.
 
-use crate::compute::{Compute, Mode};
-use crate::error::Result;
+use crate::compute::{Mode, Settings};
 use crate::kernels::lanes::{self, Binary, Src, Unary};
 use crate::kernels::parallel::for_each_chunk_mut;
 use crate::kernels::CANONICAL_NAN;
-use crate::layout::{broadcast_shapes, broadcast_strides, contiguous_strides, for_each_row, Dims};
-use crate::tensor::Tensor;
+use crate::layout::{contiguous_strides, for_each_row};
 
-/// `out[i] = f(x[i])` as a new contiguous tensor of `x`'s shape (in exact mode a NaN
-/// result is written as [`CANONICAL_NAN`]).
-pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
-    x.expect_f32(op, "x")?;
-    let exact = Compute::settings().mode == Mode::Exact;
-    let shape = Dims::from_slice(x.shape());
-    let os = contiguous_strides(&shape);
-    x.with_storage_f32(|xs| {
-        Tensor::build_f32_raw(&shape, |out| {
-            for_each_row(&shape, [&os, x.strides()], [0, x.offset()], |[o, a], len, [so, sa]| {
-                for i in 0..len {
-                    out[o + i * so] = canonical(f(xs[a + i * sa]), exact);
-                }
-            });
-            Ok(())
-        })
-    })
+/// One operand of an element-wise map producing a contiguous output of shape `shape`:
+/// element `idx` of the output reads `data[offset + Σ idx[d] · strides[d]]` (`strides`
+/// has the output's rank, 0 along a broadcast dimension).
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a> {
+    /// The operand's whole storage.
+    pub data: &'a [f32],
+    /// Its strides, broadcast to the output's shape.
+    pub strides: &'a [usize],
+    /// The storage index of its first element.
+    pub offset: usize,
 }
 
-/// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b`, as a new contiguous tensor (in
-/// exact mode a NaN result is written as [`CANONICAL_NAN`]).
-pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
-    a.expect_f32(op, "a")?;
-    b.expect_f32(op, "b")?;
-    let exact = Compute::settings().mode == Mode::Exact;
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    let os = contiguous_strides(&shape);
-    let sa = broadcast_strides(a.shape(), a.strides(), &shape);
-    let sb = broadcast_strides(b.shape(), b.strides(), &shape);
-    a.with_storage_f32(|xa| {
-        b.with_storage_f32(|xb| {
-            Tensor::build_f32_raw(&shape, |out| {
-                for_each_row(&shape, [&os, &sa, &sb], [0, a.offset(), b.offset()], |[o, i0, j0], len, [so, si, sj]| {
-                    for t in 0..len {
-                        out[o + t * so] = canonical(f(xa[i0 + t * si], xb[j0 + t * sj]), exact);
-                    }
-                });
-                Ok(())
-            })
-        })
-    })
+impl<'a> Operand<'a> {
+    /// The operand as one flat source of the whole `n`-element output of `shape`: one
+    /// value broadcast to every element, or `n` contiguous values; `None` for any other
+    /// layout (walked row by row).
+    fn flat(self, shape: &[usize], n: usize) -> Option<Src<'a>> {
+        let mut expect = 1;
+        let (mut splat, mut contig) = (true, true);
+        for (&d, &s) in shape.iter().zip(self.strides).rev() {
+            if d != 1 {
+                splat &= s == 0;
+                contig &= s == expect;
+            }
+            expect *= d;
+        }
+        if splat {
+            Some(Src::Splat(self.data[self.offset]))
+        } else if contig {
+            Some(Src::Contig(&self.data[self.offset..self.offset + n]))
+        } else {
+            None
+        }
+    }
+}
+
+/// `out[i] = f(x[i])` over a contiguous `out` of `shape` (in exact mode a NaN result is
+/// written as [`CANONICAL_NAN`]).
+pub fn unary_with(mode: Mode, shape: &[usize], x: Operand<'_>, out: &mut [f32], f: impl Fn(f32) -> f32) {
+    let exact = mode == Mode::Exact;
+    let os = contiguous_strides(shape);
+    for_each_row(shape, [&os, x.strides], [0, x.offset], |[o, a], len, [so, sa]| {
+        for i in 0..len {
+            out[o + i * so] = canonical(f(x.data[a + i * sa]), exact);
+        }
+    });
+}
+
+/// `out[i] = f(a[i], b[i])` over a contiguous `out` of `shape` (in exact mode a NaN result
+/// is written as [`CANONICAL_NAN`]).
+pub fn binary_with(mode: Mode, shape: &[usize], a: Operand<'_>, b: Operand<'_>, out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    let exact = mode == Mode::Exact;
+    let os = contiguous_strides(shape);
+    for_each_row(shape, [&os, a.strides, b.strides], [0, a.offset, b.offset], |[o, i0, j0], len, [so, si, sj]| {
+        for t in 0..len {
+            out[o + t * so] = canonical(f(a.data[i0 + t * si], b.data[j0 + t * sj]), exact);
+        }
+    });
 }
 
 /// Replaces every NaN in `out` by [`CANONICAL_NAN`] (exact mode's pass over the output of
@@ -93,52 +112,39 @@ fn src(data: &[f32], start: usize, len: usize, step: usize) -> Src<'_> {
     }
 }
 
-/// `out[i] = op(x[i])` on the lane loops, as a new contiguous tensor of `x`'s shape.
-pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
-    x.expect_f32(name, "x")?;
-    let settings = Compute::settings();
-    let shape = Dims::from_slice(x.shape());
-    let os = contiguous_strides(&shape);
-    x.with_storage_f32(|xs| {
-        Tensor::build_f32_raw(&shape, |out| {
-            if let Some(xf) = flat(xs, x, out.len()) {
-                for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| lanes::unary(settings, op, xf.skip_to(i * PAR_CHUNK), o));
-                return Ok(());
-            }
-            for_each_row(&shape, [&os, x.strides()], [0, x.offset()], |[o, a], len, [so, sa]| {
-                debug_assert_eq!(so, 1, "a contiguous output walks rows with step 1");
-                lanes::unary(settings, op, src(xs, a, len, sa), &mut out[o..o + len]);
-            });
-            Ok(())
-        })
-    })
+/// `out[i] = op(x[i])` on the lane loops over a contiguous `out` of `shape`.
+pub fn unary_lanes(settings: Settings, shape: &[usize], x: Operand<'_>, op: Unary, out: &mut [f32]) {
+    if out.is_empty() {
+        // An empty view's offset may lie past its storage: read nothing.
+        return;
+    }
+    if let Some(xf) = x.flat(shape, out.len()) {
+        for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| lanes::unary(settings, op, xf.skip_to(i * PAR_CHUNK), o));
+        return;
+    }
+    let os = contiguous_strides(shape);
+    for_each_row(shape, [&os, x.strides], [0, x.offset], |[o, a], len, [so, sa]| {
+        debug_assert_eq!(so, 1, "a contiguous output walks rows with step 1");
+        lanes::unary(settings, op, src(x.data, a, len, sa), &mut out[o..o + len]);
+    });
 }
 
-/// `out[i] = op(a[i], b[i])` on the lane loops after broadcasting, as a new contiguous tensor.
-pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
-    a.expect_f32(name, "a")?;
-    b.expect_f32(name, "b")?;
-    let settings = Compute::settings();
-    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
-    let os = contiguous_strides(&shape);
-    let sa = broadcast_strides(a.shape(), a.strides(), &shape);
-    let sb = broadcast_strides(b.shape(), b.strides(), &shape);
-    a.with_storage_f32(|xa| {
-        b.with_storage_f32(|xb| {
-            Tensor::build_f32_raw(&shape, |out| {
-                if let (Some(af), Some(bf)) = (flat(xa, a, out.len()), flat(xb, b, out.len())) {
-                    for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| {
-                        lanes::binary(settings, op, af.skip_to(i * PAR_CHUNK), bf.skip_to(i * PAR_CHUNK), o)
-                    });
-                    return Ok(());
-                }
-                for_each_row(&shape, [&os, &sa, &sb], [0, a.offset(), b.offset()], |[o, i0, j0], len, [_, si, sj]| {
-                    lanes::binary(settings, op, src(xa, i0, len, si), src(xb, j0, len, sj), &mut out[o..o + len]);
-                });
-                Ok(())
-            })
-        })
-    })
+/// `out[i] = op(a[i], b[i])` on the lane loops over a contiguous `out` of `shape`.
+pub fn binary_lanes(settings: Settings, shape: &[usize], a: Operand<'_>, b: Operand<'_>, op: Binary, out: &mut [f32]) {
+    if out.is_empty() {
+        // An empty view's offset may lie past its storage: read nothing.
+        return;
+    }
+    if let (Some(af), Some(bf)) = (a.flat(shape, out.len()), b.flat(shape, out.len())) {
+        for_each_chunk_mut(settings.threads, out, PAR_CHUNK, |i, o| {
+            lanes::binary(settings, op, af.skip_to(i * PAR_CHUNK), bf.skip_to(i * PAR_CHUNK), o)
+        });
+        return;
+    }
+    let os = contiguous_strides(shape);
+    for_each_row(shape, [&os, a.strides, b.strides], [0, a.offset, b.offset], |[o, i0, j0], len, [_, si, sj]| {
+        lanes::binary(settings, op, src(a.data, i0, len, si), src(b.data, j0, len, sj), &mut out[o..o + len]);
+    });
 }
 
 /// Elements per parallel chunk of a flat map (128 KiB of output): large enough that a
@@ -146,45 +152,70 @@ pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Resu
 /// 1M-element map evenly.
 const PAR_CHUNK: usize = 1 << 15;
 
-/// `t`'s elements as one flat operand of an `n`-element map: contiguous with `n` elements,
-/// or a single value broadcast to all of them; `None` for any other layout.
-fn flat<'a>(data: &'a [f32], t: &Tensor, n: usize) -> Option<Src<'a>> {
-    match t.numel() {
-        // An empty view's offset may lie past its storage (a slice of an empty tensor).
-        0 => Some(Src::Contig(&[])),
-        1 => Some(Src::Splat(data[t.offset()])),
-        len if len == n && t.is_contiguous() => Some(Src::Contig(&data[t.offset()..t.offset() + n])),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{binary, unary, CANONICAL_NAN};
+    use super::{binary_lanes, binary_with, unary_lanes, unary_with, Operand, PAR_CHUNK};
     use crate::compute::{Compute, KernelPath, Mode, Settings};
-    use crate::tensor::Tensor;
+    use crate::kernels::lanes::{Binary, Unary};
+    use crate::kernels::CANONICAL_NAN;
 
-    /// The closures' invalid operations (`sqrt(−1)`, `∞ − ∞`, `0·∞`; x86 makes the negative
-    /// NaN `0xffc00000`) and a NaN input with another payload come out as the canonical NaN
-    /// in exact mode.
+    const FAST: Settings = Settings { mode: Mode::Fast, threads: 1, path: KernelPath::Scalar };
+    const EXACT: Settings = Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar };
+
+    fn contiguous<'a>(data: &'a [f32], strides: &'a [usize]) -> Operand<'a> {
+        Operand { data, strides, offset: 0 }
+    }
+
+    /// The kernels follow the settings they are given, not the thread's: exact settings
+    /// on a thread in fast mode write the canonical NaN, fast ones on a thread in exact
+    /// mode pass the payload on.
     #[test]
-    fn closures_write_the_canonical_nan_in_exact_mode() {
-        let inf = f32::INFINITY;
-        let odd_nan = f32::from_bits(0xffc0_0001);
-        let x = Tensor::from_vec(vec![-1.0, 4.0, odd_nan, -inf], &[4]).unwrap();
-        let b = Tensor::from_vec(vec![inf, 2.0, 1.0, 0.0], &[4]).unwrap();
-        let exact = Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar };
-        let (u, d, p) = Compute::with(exact, || {
-            let u = unary("test_sqrt", &x, f32::sqrt).unwrap().to_vec();
-            let d = binary("test_sub", &x, &b, |a, b| if a == -inf { a * b } else { b - b + a }).unwrap().to_vec();
-            let p = binary("test_pow", &x, &b, crate::kernels::math::pow).unwrap().to_vec();
-            (u, d, p)
-        });
-        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        let n = CANONICAL_NAN;
-        assert_eq!(bits(&u), [n, 2f32.to_bits(), n, n]);
-        assert_eq!(bits(&d), [n, 4f32.to_bits(), n, n]);
-        // (−1)^∞ = 1 (C99).
-        assert_eq!(bits(&p), [1f32.to_bits(), 16f32.to_bits(), n, 1f32.to_bits()]);
+    fn maps_follow_the_given_settings_not_the_threads() {
+        let odd_nan = f32::from_bits(0x7fc0_0001);
+        let x = [odd_nan, 2.0];
+        let run = |kernel: Settings, thread: Settings| {
+            let mut outs = [[0.0f32; 2]; 4];
+            Compute::with(thread, || {
+                let [a, b, c, d] = &mut outs;
+                unary_lanes(kernel, &[2], contiguous(&x, &[1]), Unary::Neg, a);
+                binary_lanes(kernel, &[2], contiguous(&x, &[1]), contiguous(&x, &[1]), Binary::Add, b);
+                unary_with(kernel.mode, &[2], contiguous(&x, &[1]), c, |v| -v);
+                binary_with(kernel.mode, &[2], contiguous(&x, &[1]), contiguous(&x, &[1]), d, |p, q| p + q);
+            });
+            outs.map(|o| o[0].to_bits())
+        };
+        assert_eq!(run(EXACT, FAST), [CANONICAL_NAN; 4]);
+        assert!(run(FAST, EXACT).iter().all(|&b| b != CANONICAL_NAN && f32::from_bits(b).is_nan()));
+    }
+
+    /// One set of values read as contiguous, strided, transposed and broadcast (stride 0)
+    /// operands gives `v · 0.5` exactly (a single IEEE operation), on the flat chunked path
+    /// (2 threads, more than two chunks) and on the row walk.
+    #[test]
+    fn every_layout_gives_the_same_bits() {
+        let (rows, cols) = (3, PAR_CHUNK);
+        let n = rows * cols;
+        let vals: Vec<f32> = (0..n).map(|i| (i % 1013) as f32 * 0.37 - 150.0).collect();
+        let want: Vec<u32> = vals.iter().map(|&v| (v * 0.5).to_bits()).collect();
+        let two = Settings { threads: 2, ..FAST };
+        let half = [0.5f32];
+        let splat = Operand { data: &half, strides: &[0, 0], offset: 0 };
+        let strided: Vec<f32> = vals.iter().flat_map(|&v| [f32::NAN, v]).collect();
+        let transposed: Vec<f32> = (0..n).map(|j| vals[(j % rows) * cols + j / rows]).collect();
+        let layouts = [
+            Operand { data: &vals, strides: &[cols, 1], offset: 0 },
+            Operand { data: &strided, strides: &[2 * cols, 2], offset: 1 },
+            Operand { data: &transposed, strides: &[1, rows], offset: 0 },
+        ];
+        for x in layouts {
+            let mut out = vec![0.0f32; n];
+            binary_lanes(two, &[rows, cols], x, splat, Binary::Mul, &mut out);
+            assert!(out.iter().map(|v| v.to_bits()).eq(want.iter().copied()), "{:?}", x.strides);
+            binary_with(Mode::Fast, &[rows, cols], splat, x, &mut out, |h, v| h * v);
+            assert!(out.iter().map(|v| v.to_bits()).eq(want.iter().copied()), "{:?}", x.strides);
+        }
+        let mut out = vec![0.0f32; n];
+        unary_lanes(two, &[rows, cols], Operand { data: &vals[7..8], strides: &[0, 0], offset: 0 }, Unary::Neg, &mut out);
+        assert!(out.iter().all(|v| v.to_bits() == (-vals[7]).to_bits()));
     }
 }

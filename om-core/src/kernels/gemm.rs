@@ -215,14 +215,20 @@ fn aliasing_stride(ldc: usize) -> bool {
 /// Fewest rows for which the padded copy of C pays for itself.
 const ALIAS_MIN_ROWS: usize = 256;
 
-/// Floats of padding per row of the scratch used for aliasing strides.
+/// Floats of padding per row of the scratch used for aliasing strides. Measured 2026-12-02
+/// on an Intel Xeon model 167 (`om bench gemm`, 512³, 1 thread): 8 and 32 ran 1.007× and
+/// 1.012× the GFLOP/s of 16 (medians of 21 interleaved runs; noise ±5%), and cachegrind
+/// counted 0.13% more L1 misses at 8, the same at 32 (docs/performance.md, "Tuning constants").
 const ALIAS_PAD: usize = 16;
 
 /// Below this many multiply-adds (`m·n·k`) the call stays on the calling thread: at 64³
 /// two threads were slower than one.
 const SERIAL_WORK: usize = 1 << 18;
 
-/// Target multiply-adds per chunk: large enough to amortise packing and scheduling.
+/// Target multiply-adds per chunk: large enough to amortise packing and scheduling. Measured
+/// 2026-12-02 on an Intel Xeon model 167 (`om bench gemm`, 2 threads): 2¹⁸ ran 0.83× the
+/// GFLOP/s of 2²⁰ at 128³ and at 64×256×128, 2²² 1.05× and 1.01× (within the noise; medians
+/// of 15 interleaved runs; docs/performance.md, "Tuning constants").
 const CHUNK_WORK: usize = 1 << 20;
 
 /// Below this many chunks, chunks are halved (while they stay large enough), so that two
@@ -243,7 +249,10 @@ const KC: usize = 256;
 /// the same L1 set.
 pub(crate) const A_STRIDE: usize = KC + 16;
 
-/// Granularity of row splits when chunks are made smaller.
+/// Granularity of row splits when chunks are made smaller. Measured 2026-12-02 on an Intel
+/// Xeon model 167 (`om bench gemm`, 2 threads): 4 and 16 ran 1.17× and 0.96× the GFLOP/s of
+/// 8 at 256³, 0.995× and 1.02× at 2048×128×128 (medians of 21 interleaved runs on a machine
+/// whose noise exceeds ±15%: no value clearly better; docs/performance.md, "Tuning constants").
 const ROW_UNIT: usize = 8;
 
 /// The widest register tile of any path (rows × columns), for the edge buffer.

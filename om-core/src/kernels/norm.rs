@@ -39,6 +39,10 @@ const CHUNK_ELEMS: usize = 32 * 1024;
 const LOCKSTEP: usize = ROWS;
 
 /// Columns per chunk of the layer norm's `dγ`, `dβ` sums (each chunk reads all rows).
+/// Measured 2026-12-02 on an Intel Xeon model 167 (`om bench norm-pool --case
+/// layernorm_1024x256`, forward + backward): 32 and 128 took 1.03× and 1.24× the time of 64
+/// at 1 thread, 1.06× and 1.08× at 2 (medians of 11 interleaved runs; docs/performance.md,
+/// "Tuning constants").
 const COL_BLOCK: usize = 64;
 
 /// Runs `$body` inside the instruction set's `#[target_feature]` function (through

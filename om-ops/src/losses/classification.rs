@@ -13,9 +13,9 @@
 
 use super::{chain, check_pair, pair_cases, reduce};
 use crate::{KlDivReduction, Reduction};
-use om_core::kernels::elementwise::{binary, unary};
 use om_core::kernels::math;
 use om_core::layout::Dims;
+use om_core::maps::{binary, unary};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
 

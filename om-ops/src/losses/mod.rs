@@ -25,7 +25,7 @@ pub use classification::*;
 pub use ctc::*;
 pub use regression::*;
 
-use om_core::kernels::elementwise::{binary, unary};
+use om_core::maps::{binary, unary};
 use om_core::{Case, Error, Result, Tensor};
 
 /// How a loss combines its per-element losses (per sequence for `ctc_loss`), PyTorch's

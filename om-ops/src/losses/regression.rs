@@ -4,7 +4,7 @@
 
 use super::{chain, check_pair, pair_cases, reduce};
 use crate::Reduction;
-use om_core::kernels::elementwise::{binary, unary};
+use om_core::maps::{binary, unary};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 

@@ -56,6 +56,8 @@ fn direction_states(out: &[f32], dm: Dims, dir: usize) -> Result<Scratch> {
 pub mod lstm_pair_layer {
     use super::*;
 
+    // The operator's public signature: `#[op]` takes each tensor input as its own
+    // parameter (the generated function carries the same allowance).
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         x: &Tensor,
@@ -72,8 +74,14 @@ pub mod lstm_pair_layer {
         h0_r: Option<&Tensor>,
         c0_r: Option<&Tensor>,
     ) -> Result<(Tensor, Owned)> {
-        let pf = Prologue::new(NAME, 4, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
-        let pr = Prologue::new(NAME, 4, x, w_ih_r, w_hh_r, b_ih_r, b_hh_r, &[("h0_r", h0_r), ("c0_r", c0_r)])?;
+        let pf = Prologue::new(NAME, 4, x, LayerWeights { w_ih, w_hh, b_ih, b_hh }, &[("h0", h0), ("c0", c0)])?;
+        let pr = Prologue::new(
+            NAME,
+            4,
+            x,
+            LayerWeights { w_ih: w_ih_r, w_hh: w_hh_r, b_ih: b_ih_r, b_hh: b_hh_r },
+            &[("h0_r", h0_r), ("c0_r", c0_r)],
+        )?;
         if pr.dm.h != pf.dm.h {
             return Err(Error::shape(NAME, &[w_hh.shape(), w_hh_r.shape()], "both directions must have the same hidden size H"));
         }
@@ -215,7 +223,13 @@ pub mod lstm_pair_layer {
                 Scratch::new(0)?
             };
             let dg = &dg_all[k * t_len * b * gh..(k + 1) * t_len * b * gh];
-            let [dxk, dwih, dwhh, dbih, dbhh] = parameter_grads(settings, dm, gh, dg, None, r.x(), w_ih[k], h_prev.get(), needs[k])?;
+            let [dxk, dwih, dwhh, dbih, dbhh] = parameter_grads(
+                settings,
+                dm,
+                gh,
+                GradProducts { dx_gates: dg, dh_gates: None, x: r.x(), w_ih: w_ih[k], h_prev: h_prev.get() },
+                needs[k],
+            )?;
             // The engine would add the reverse direction's dx into the forward one's.
             dx = match (dx, dxk) {
                 (Some(a), Some(bx)) => Some(crate::add(&a, &bx)?),

@@ -32,7 +32,6 @@ use super::*;
 pub mod gru_layer {
     use super::*;
 
-    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         x: &Tensor,
         w_ih: &Tensor,
@@ -42,7 +41,7 @@ pub mod gru_layer {
         h0: Option<&Tensor>,
         reverse: bool,
     ) -> Result<(Tensor, Owned)> {
-        let mut p = Prologue::new(NAME, 3, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
+        let mut p = Prologue::new(NAME, 3, x, LayerWeights { w_ih, w_hh, b_ih, b_hh }, &[("h0", h0)])?;
         let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (3 * h, b * h);
         let [y, gates, hn] = {
@@ -113,7 +112,16 @@ pub mod gru_layer {
             })
         })????;
         let needs = [d.needs_x(), d.needs_w_ih(), d.needs_w_hh(), d.needs_b_ih(), d.needs_b_hh()];
-        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dxg.get(), Some(dhg.get()), r.x(), r.w_ih(), h_prev.get(), needs)?);
+        emit_parameter_grads!(
+            d,
+            parameter_grads(
+                settings,
+                dm,
+                gh,
+                GradProducts { dx_gates: dxg.get(), dh_gates: Some(dhg.get()), x: r.x(), w_ih: r.w_ih(), h_prev: h_prev.get() },
+                needs
+            )?
+        );
         if d.needs_h0() {
             d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }

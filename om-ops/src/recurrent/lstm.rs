@@ -140,6 +140,8 @@ pub(super) fn backward_loop(
 pub mod lstm_layer {
     use super::*;
 
+    // The operator's public signature: `#[op]` takes each tensor input as its own
+    // parameter (the generated function carries the same allowance).
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         x: &Tensor,
@@ -152,7 +154,7 @@ pub mod lstm_layer {
         reverse: bool,
         final_cell: bool,
     ) -> Result<(Tensor, Owned)> {
-        let mut p = Prologue::new(NAME, 4, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0), ("c0", c0)])?;
+        let mut p = Prologue::new(NAME, 4, x, LayerWeights { w_ih, w_hh, b_ih, b_hh }, &[("h0", h0), ("c0", c0)])?;
         let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (4 * h, b * h);
         let c0 = Scratch::of(c0)?;
@@ -232,7 +234,16 @@ pub mod lstm_layer {
         } else {
             Scratch::new(0)?
         };
-        emit_parameter_grads!(d, parameter_grads(settings, dm, gh, dg.get(), None, r.x(), r.w_ih(), h_prev.get(), needs)?);
+        emit_parameter_grads!(
+            d,
+            parameter_grads(
+                settings,
+                dm,
+                gh,
+                GradProducts { dx_gates: dg.get(), dh_gates: None, x: r.x(), w_ih: r.w_ih(), h_prev: h_prev.get() },
+                needs
+            )?
+        );
         if d.needs_h0() {
             d.h0(Tensor::from_slice(dh_next.get(), &[b, h])?);
         }

@@ -106,20 +106,27 @@ struct Dims {
     h: usize,
 }
 
+/// The weights of one direction of one layer as an operator received them: `w_ih`
+/// `[gH, I]`, `w_hh` `[gH, H]` and the optional biases `[gH]` (`g` gate blocks).
+#[derive(Clone, Copy)]
+struct LayerWeights<'a> {
+    w_ih: &'a Tensor,
+    w_hh: &'a Tensor,
+    b_ih: Option<&'a Tensor>,
+    b_hh: Option<&'a Tensor>,
+}
+
 /// Validates the tensors of one layer with `gates` gate blocks (4 for LSTM, 3 for GRU).
 /// `x_shape` is the layer input's shape `[T, B, I]`; `states` are the optional `[B, H]`
 /// initial states with their names.
-#[allow(clippy::too_many_arguments)]
 fn check_layer(
     op: &'static str,
     gates: usize,
     x_shape: &[usize],
-    w_ih: &Tensor,
-    w_hh: &Tensor,
-    b_ih: Option<&Tensor>,
-    b_hh: Option<&Tensor>,
+    w: LayerWeights,
     states: &[(&'static str, Option<&Tensor>)],
 ) -> Result<Dims> {
+    let LayerWeights { w_ih, w_hh, b_ih, b_hh } = w;
     w_ih.expect_f32(op, "w_ih")?;
     w_hh.expect_f32(op, "w_hh")?;
     for (arg, b) in [("b_ih", b_ih), ("b_hh", b_hh)] {
@@ -222,22 +229,28 @@ fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Re
     Ok(out)
 }
 
+/// What the gradients of a layer's inputs are products of, after the backward loop.
+#[derive(Clone, Copy)]
+struct GradProducts<'a> {
+    /// `dX`: every step's pre-activation gradients of the input side, `[T·B, gH]`.
+    dx_gates: &'a [f32],
+    /// `dH`, those of the hidden side, when they differ from `dX` (GRU); `None` when they
+    /// are `dX` (LSTM).
+    dh_gates: Option<&'a [f32]>,
+    /// The layer input `[T, B, I]`.
+    x: &'a Tensor,
+    /// `W_ih` `[gH, I]`.
+    w_ih: &'a Tensor,
+    /// Every step's previous hidden state `H_prev`, `[T·B, H]`.
+    h_prev: &'a [f32],
+}
+
 /// The gradients after the backward loop, each a single product over all steps:
 /// `dx = dX·W_ih`, `dW_ih = dXᵀ·x`, `dW_hh = dHᵀ·H_prev`, and the f64 row sums of `dX` and
 /// `dH` (increasing row order) for the biases. Returns `[dx, dw_ih, dw_hh, db_ih, db_hh]`,
-/// each only when `needs` says so; `dh` is `None` when it equals `dx_gates` (LSTM).
-#[allow(clippy::too_many_arguments)]
-fn parameter_grads(
-    settings: Settings,
-    dm: Dims,
-    gh: usize,
-    dx_gates: &[f32],
-    dh_gates: Option<&[f32]>,
-    x: &Tensor,
-    w_ih: &Tensor,
-    h_prev: &[f32],
-    needs: [bool; 5],
-) -> Result<[Option<Tensor>; 5]> {
+/// each only when `needs` says so.
+fn parameter_grads(settings: Settings, dm: Dims, gh: usize, p: GradProducts, needs: [bool; 5]) -> Result<[Option<Tensor>; 5]> {
+    let GradProducts { dx_gates, dh_gates, x, w_ih, h_prev } = p;
     let rows = dm.t * dm.b;
     let mut out: [Option<Tensor>; 5] = Default::default();
     // dXᵀ and dHᵀ are read transposed in place.
@@ -325,36 +338,26 @@ struct Prologue {
 impl Prologue {
     /// Validates one layer with `gates` gate blocks (`states`: its optional `[B, H]`
     /// initial states by name, the hidden state first) and prepares its buffers.
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        op: &'static str,
-        gates: usize,
-        x: &Tensor,
-        w_ih: &Tensor,
-        w_hh: &Tensor,
-        b_ih: Option<&Tensor>,
-        b_hh: Option<&Tensor>,
-        states: &[(&'static str, Option<&Tensor>)],
-    ) -> Result<Prologue> {
+    fn new(op: &'static str, gates: usize, x: &Tensor, w: LayerWeights, states: &[(&'static str, Option<&Tensor>)]) -> Result<Prologue> {
         x.expect_f32(op, "x")?;
-        let dm = check_layer(op, gates, x.shape(), w_ih, w_hh, b_ih, b_hh, states)?;
+        let dm = check_layer(op, gates, x.shape(), w, states)?;
         let gh = gates * dm.h;
         let settings = Compute::settings();
-        let xp = input_projection(settings, x, w_ih, dm, gh)?;
+        let xp = input_projection(settings, x, w.w_ih, dm, gh)?;
         let h0 = states.first().and_then(|&(_, h0)| h0);
         Ok(Prologue {
             dm,
             settings,
             xp,
-            b_ih: Scratch::of(b_ih)?,
-            b_hh: Scratch::of(b_hh)?,
+            b_ih: Scratch::of(w.b_ih)?,
+            b_hh: Scratch::of(w.b_hh)?,
             h0: match Scratch::of(h0)? {
                 Some(h0) => h0,
                 None => Scratch::zeroed(dm.b * dm.h)?,
             },
             has_h0: h0.is_some(),
             hp: Scratch::new(dm.b * gh)?,
-            whh_t: w_hh.try_with_f32(|w| {
+            whh_t: w.w_hh.try_with_f32(|w| {
                 let mut t = Scratch::new(gh * dm.h)?;
                 transpose(w, gh, dm.h, dm.h, 1, t.get_mut());
                 Ok::<_, Error>(t)

@@ -32,6 +32,11 @@ impl RnnWeights {
         RnnWeights { w_ih, w_hh, b_ih: None, b_hh: None }
     }
 
+    /// The weights as the layer checks borrow them.
+    pub(super) fn borrowed(&self) -> LayerWeights<'_> {
+        LayerWeights { w_ih: &self.w_ih, w_hh: &self.w_hh, b_ih: self.b_ih.as_ref(), b_hh: self.b_hh.as_ref() }
+    }
+
     /// Takes the weights from a flat list in PyTorch's parameter order: per layer and
     /// direction `w_ih, w_hh, b_ih, b_hh` (with `bias`) or `w_ih, w_hh` (without).
     pub fn from_flat(ts: &[Tensor], bias: bool) -> Vec<RnnWeights> {
@@ -162,7 +167,7 @@ pub(super) fn check_stack(
     let (t, b) = (xt.shape()[0], xt.shape()[1]);
     for (k, w) in weights.iter().enumerate() {
         let features = if k < dirs { xt.shape()[2] } else { dirs * h };
-        let dm = check_layer(op, gates, &[t, b, features], &w.w_ih, &w.w_hh, w.b_ih.as_ref(), w.b_hh.as_ref(), &[])?;
+        let dm = check_layer(op, gates, &[t, b, features], w.borrowed(), &[])?;
         if dm.h != h {
             return Err(Error::shape(op, &[w0.shape(), w.w_hh.shape()], format!("weight set {k} has H = {}, set 0 has H = {h}", dm.h)));
         }

@@ -1,0 +1,151 @@
+//! Element-wise maps at the tensor level: [`unary`] and [`binary`] (a scalar closure, for
+//! the few maps with no lane kernel) and [`unary_op`] and [`binary_op`] (the lane loops)
+//! check their operands' dtypes, broadcast their shapes, read this thread's
+//! [`Settings`](crate::compute::Settings) and allocate the contiguous output, then hand
+//! slices and strides to the kernels of `kernels::elementwise`, which never see a tensor
+//! or a global.
+
+use crate::compute::Compute;
+use crate::error::Result;
+use crate::kernels::elementwise::{self as kernel, Operand};
+use crate::kernels::lanes::{Binary, Unary};
+use crate::layout::{broadcast_shapes, broadcast_strides, Dims};
+use crate::tensor::Tensor;
+
+/// `out[i] = f(x[i])` as a new contiguous tensor of `x`'s shape (in exact mode a NaN
+/// result is written as the canonical NaN `0x7FC00000`). Fails with `Error::DType` naming
+/// `op` unless `x` is `f32`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::{maps, Tensor};
+/// let x = Tensor::from_vec(vec![1.0, 4.0], &[2])?;
+/// assert_eq!(maps::unary("sqrt", &x, f32::sqrt)?.to_vec(), vec![1.0, 2.0]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub fn unary(op: &'static str, x: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
+    let mode = Compute::mode();
+    map1(op, x, |shape, x, out| kernel::unary_with(mode, shape, x, out, f))
+}
+
+/// `out[i] = f(a[i], b[i])` after broadcasting `a` and `b`, as a new contiguous tensor (in
+/// exact mode a NaN result is written as the canonical NaN `0x7FC00000`). Fails with
+/// `Error::DType` or `Error::Shape` naming `op` unless both are `f32` and broadcastable.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::{maps, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// let b = Tensor::from_vec(vec![3.0], &[1])?;
+/// assert_eq!(maps::binary("max", &a, &b, f32::max)?.to_vec(), vec![3.0, 3.0]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub fn binary(op: &'static str, a: &Tensor, b: &Tensor, f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
+    let mode = Compute::mode();
+    map2(op, a, b, |shape, a, b, out| kernel::binary_with(mode, shape, a, b, out, f))
+}
+
+/// `out[i] = op(x[i])` on the lane loops, as a new contiguous tensor of `x`'s shape. Fails
+/// with `Error::DType` naming `name` unless `x` is `f32`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::lanes::Unary;
+/// use om_core::{maps, Tensor};
+/// let x = Tensor::from_vec(vec![-1.0, 2.0], &[2])?;
+/// assert_eq!(maps::unary_op("relu", &x, Unary::Relu)?.to_vec(), vec![0.0, 2.0]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub fn unary_op(name: &'static str, x: &Tensor, op: Unary) -> Result<Tensor> {
+    let settings = Compute::settings();
+    map1(name, x, |shape, x, out| kernel::unary_lanes(settings, shape, x, op, out))
+}
+
+/// `out[i] = op(a[i], b[i])` on the lane loops after broadcasting, as a new contiguous
+/// tensor. Fails with `Error::DType` or `Error::Shape` naming `name` unless both operands
+/// are `f32` and broadcastable.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::lanes::Binary;
+/// use om_core::{maps, Tensor};
+/// let a = Tensor::from_vec(vec![1.0, 2.0], &[2, 1])?;
+/// let b = Tensor::from_vec(vec![10.0, 20.0], &[2])?;
+/// assert_eq!(maps::binary_op("add", &a, &b, Binary::Add)?.to_vec(), vec![11.0, 21.0, 12.0, 22.0]);
+/// assert!(maps::binary_op("add", &a, &Tensor::zeros(&[3, 1])?, Binary::Add).is_err());
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
+    let settings = Compute::settings();
+    map2(name, a, b, |shape, a, b, out| kernel::binary_lanes(settings, shape, a, b, op, out))
+}
+
+/// A new contiguous tensor of `x`'s shape that `fill(shape, x, out)` writes, after checking
+/// that `x` is `f32` (an `Error::DType` naming `op`).
+fn map1(op: &'static str, x: &Tensor, fill: impl FnOnce(&[usize], Operand, &mut [f32])) -> Result<Tensor> {
+    x.expect_f32(op, "x")?;
+    let shape = Dims::from_slice(x.shape());
+    x.with_storage_f32(|xs| {
+        Tensor::build_f32_raw(&shape, |out| {
+            fill(&shape, Operand { data: xs, strides: x.strides(), offset: x.offset() }, out);
+            Ok(())
+        })
+    })
+}
+
+/// A new contiguous tensor of the broadcast shape of `a` and `b` that `fill(shape, a, b,
+/// out)` writes (the operands' strides broadcast to it), after checking that both are
+/// `f32` and broadcastable (an `Error::DType` or `Error::Shape` naming `op`).
+fn map2(op: &'static str, a: &Tensor, b: &Tensor, fill: impl FnOnce(&[usize], Operand, Operand, &mut [f32])) -> Result<Tensor> {
+    a.expect_f32(op, "a")?;
+    b.expect_f32(op, "b")?;
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    let sa = broadcast_strides(a.shape(), a.strides(), &shape);
+    let sb = broadcast_strides(b.shape(), b.strides(), &shape);
+    a.with_storage_f32(|xa| {
+        b.with_storage_f32(|xb| {
+            Tensor::build_f32_raw(&shape, |out| {
+                let (oa, ob) =
+                    (Operand { data: xa, strides: &sa, offset: a.offset() }, Operand { data: xb, strides: &sb, offset: b.offset() });
+                fill(&shape, oa, ob, out);
+                Ok(())
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{binary, unary};
+    use crate::compute::{Compute, KernelPath, Mode, Settings};
+    use crate::kernels::CANONICAL_NAN;
+    use crate::tensor::Tensor;
+
+    /// The closures' invalid operations (`sqrt(−1)`, `∞ − ∞`, `0·∞`; x86 makes the negative
+    /// NaN `0xffc00000`) and a NaN input with another payload come out as the canonical NaN
+    /// in exact mode.
+    #[test]
+    fn closures_write_the_canonical_nan_in_exact_mode() {
+        let inf = f32::INFINITY;
+        let odd_nan = f32::from_bits(0xffc0_0001);
+        let x = Tensor::from_vec(vec![-1.0, 4.0, odd_nan, -inf], &[4]).unwrap();
+        let b = Tensor::from_vec(vec![inf, 2.0, 1.0, 0.0], &[4]).unwrap();
+        let exact = Settings { mode: Mode::Exact, threads: 1, path: KernelPath::Scalar };
+        let (u, d, p) = Compute::with(exact, || {
+            let u = unary("test_sqrt", &x, f32::sqrt).unwrap().to_vec();
+            let d = binary("test_sub", &x, &b, |a, b| if a == -inf { a * b } else { b - b + a }).unwrap().to_vec();
+            let p = binary("test_pow", &x, &b, crate::kernels::math::pow).unwrap().to_vec();
+            (u, d, p)
+        });
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let n = CANONICAL_NAN;
+        assert_eq!(bits(&u), [n, 2f32.to_bits(), n, n]);
+        assert_eq!(bits(&d), [n, 4f32.to_bits(), n, n]);
+        // (−1)^∞ = 1 (C99).
+        assert_eq!(bits(&p), [1f32.to_bits(), 16f32.to_bits(), n, 1f32.to_bits()]);
+    }
+}
