@@ -37,8 +37,12 @@ unsafe fn load_block(rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
 /// Transposes an 8×8 block: output `j` holds element `j` of every input, input `k` in lane `k`.
 #[inline(always)]
 unsafe fn transpose(r: [__m256; 8]) -> [__m256; 8] {
-    // SAFETY: AVX is enabled (module contract).
-    unsafe { crate::kernels::transpose::x86::regs(r) }
+    // The AVX token (AVX-512 runs only where AVX does); once the sums take the `Avx512`
+    // token, `isa.avx()` gives it without this check.
+    match crate::kernels::simd::Avx::detect() {
+        Some(avx) => crate::kernels::transpose::x86::regs(avx, r),
+        None => unreachable!("AVX-512 code runs on a CPU without AVX"),
+    }
 }
 
 /// The common length of the slices (panics if they differ).
