@@ -292,7 +292,8 @@ impl Tensor {
     /// assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+    pub fn from_vec(data: Vec<f32>, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::from_slice(&data, shape)
     }
 
@@ -305,7 +306,8 @@ impl Tensor {
     /// assert_eq!(Tensor::from_slice(&[1.0, 2.0], &[2, 1])?.shape(), &[2, 1]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Tensor> {
+    pub fn from_slice(data: &[f32], shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         check_len("from_slice", data.len(), shape)?;
         Tensor::build_f32(shape, |out| {
             out.copy_from_slice(data);
@@ -324,7 +326,8 @@ impl Tensor {
     /// assert_eq!(ids.to_vec_i32(), vec![3, 0, 7]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn from_vec_i32(data: Vec<i32>, shape: &[usize]) -> Result<Tensor> {
+    pub fn from_vec_i32(data: Vec<i32>, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         check_len("from_vec_i32", data.len(), shape)?;
         Tensor::build_i32(shape, |out| {
             out.copy_from_slice(&data);
@@ -382,7 +385,8 @@ impl Tensor {
     /// assert_eq!(Tensor::full(&[2, 2], 3.0)?.to_vec(), vec![3.0; 4]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn full(shape: &[usize], v: f32) -> Result<Tensor> {
+    pub fn full(shape: impl AsRef<[usize]>, v: f32) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::filled(shape, v).map_err(|e| e.with_op("full"))
     }
 
@@ -394,16 +398,21 @@ impl Tensor {
         })
     }
 
-    /// Zeros of `shape`.
+    /// Zeros of `shape`. Like every constructor, it takes the shape as an array, a slice,
+    /// a `Vec` or another tensor's `shape()`.
     ///
     /// # Examples
     ///
     /// ```
     /// use om_core::Tensor;
-    /// assert_eq!(Tensor::zeros(&[2, 3])?.to_vec(), vec![0.0; 6]);
+    /// assert_eq!(Tensor::zeros([2, 3])?.to_vec(), vec![0.0; 6]);
+    /// let x = Tensor::zeros(&[2, 3])?;
+    /// assert_eq!(Tensor::zeros(x.shape())?.shape(), Tensor::zeros(vec![2, 3])?.shape());
+    /// assert_eq!(Tensor::zeros([])?.shape(), &[] as &[usize]); // a scalar
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
+    pub fn zeros(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::filled(shape, 0.0).map_err(|e| e.with_op("zeros"))
     }
 
@@ -413,10 +422,11 @@ impl Tensor {
     ///
     /// ```
     /// use om_core::Tensor;
-    /// assert_eq!(Tensor::ones(&[3])?.to_vec(), vec![1.0; 3]);
+    /// assert_eq!(Tensor::ones([3])?.to_vec(), vec![1.0; 3]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn ones(shape: &[usize]) -> Result<Tensor> {
+    pub fn ones(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::filled(shape, 1.0).map_err(|e| e.with_op("ones"))
     }
 
@@ -639,7 +649,8 @@ impl Tensor {
     /// assert!(Tensor::randint(3, 3, &[1]).is_err());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randint(low: i32, high: i32, shape: &[usize]) -> Result<Tensor> {
+    pub fn randint(low: i32, high: i32, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         if low >= high {
             return Err(Error::argument(
                 "randint",
@@ -659,7 +670,8 @@ impl Tensor {
     /// assert_eq!(a.to_vec_i32(), Tensor::randint_with_seed(0, 5, &[6], 3)?.to_vec_i32());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randint_with_seed(low: i32, high: i32, shape: &[usize], seed: u64) -> Result<Tensor> {
+    pub fn randint_with_seed(low: i32, high: i32, shape: impl AsRef<[usize]>, seed: u64) -> Result<Tensor> {
+        let shape = shape.as_ref();
         if low >= high {
             return Err(Error::argument(
                 "randint",
@@ -731,7 +743,8 @@ impl Tensor {
     /// assert_eq!(Tensor::randn(&[4])?.to_vec(), a.to_vec());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randn(shape: &[usize]) -> Result<Tensor> {
+    pub fn randn(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::randn_with_seed(shape, crate::rng::next_seed())
     }
 
@@ -746,7 +759,8 @@ impl Tensor {
     /// assert!(u.to_vec().iter().all(|v| (0.0..1.0).contains(v)));
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn rand(shape: &[usize]) -> Result<Tensor> {
+    pub fn rand(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::rand_uniform(shape, 0.0, 1.0, crate::rng::next_seed()).map_err(|e| e.with_op("rand"))
     }
 
@@ -761,7 +775,8 @@ impl Tensor {
     /// assert_eq!(a.to_vec(), Tensor::randn_with_seed(&[3], 9)?.to_vec());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randn_with_seed(shape: &[usize], seed: u64) -> Result<Tensor> {
+    pub fn randn_with_seed(shape: impl AsRef<[usize]>, seed: u64) -> Result<Tensor> {
+        let shape = shape.as_ref();
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
             out.iter_mut().for_each(|v| *v = rng.normal());
@@ -781,7 +796,8 @@ impl Tensor {
     /// assert!(Tensor::rand_uniform(&[1], 1.0, 1.0, 4).is_err());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn rand_uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
+    pub fn rand_uniform(shape: impl AsRef<[usize]>, lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
+        let shape = shape.as_ref();
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
             return Err(Error::argument("rand_uniform", format!("need finite lo < hi, got [{lo}, {hi})")));
         }

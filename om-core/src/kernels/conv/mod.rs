@@ -29,13 +29,13 @@
 //! Every scratch buffer comes from the pool through the fallible path: a refused request
 //! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
 //! operator; the caller's output is then incomplete and is discarded). The scratch of a
-//! chunked loop (an unfolding per thread) is taken before the loop, one part per thread
+//! chunked loop (an unfolding and a GEMM scratch per thread) is taken before the loop, one part per thread
 //! that may take part ([`WorkerScratch`]), never inside a chunk, so the pool memory a call
 //! needs does not depend on how many chunks happen to run at once.
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm, gemm_with_scratch, padded_c_len, MatMut, MatRef};
+use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
@@ -118,8 +118,8 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
-    // Per thread: the unfolding, and room for the GEMM's padded copy of an output image.
-    let padded = padded_c_len(og, p, p);
+    // Per thread: the unfolding, and the GEMM's scratch (packing, padded copy of C).
+    let padded = gemm_scratch_len(inner, og, k, p, p);
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, y, image_out, scratch.parts(), per, |n, yn, scratch| {
@@ -154,8 +154,8 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
-    // Per thread: the unfolding's gradient, and room for the GEMM's padded copy of it.
-    let padded = padded_c_len(k, p, p);
+    // Per thread: the unfolding's gradient, and the GEMM's scratch.
+    let padded = gemm_scratch_len(inner, k, og, p, p);
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(dx.len(), image_in), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, dx, image_in, scratch.parts(), per, |n, dxn, scratch| {
@@ -205,7 +205,9 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
     let inner = inner_settings(settings, chunks);
-    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), band.saturating_mul(p.saturating_add(og)))?;
+    // Per thread: the unfolding of a band, its product, and the GEMM's scratch.
+    let floats = band.saturating_mul(p.saturating_add(og)).saturating_add(gemm_scratch_len(inner, band, p, og, og));
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), floats)?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, acc, band * og, scratch.parts(), per, |i, acc, scratch| {
         let (gi, b) = (i / bands, i % bands);
@@ -213,13 +215,14 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         let m = rows.len();
         let acc = &mut acc[..m * og];
         acc.fill(0.0);
-        let (cols, part) = scratch.split_at_mut(m * p);
-        let part = &mut part[..m * og];
+        let (cols, rest) = scratch.split_at_mut(band * p);
+        let (part, tmp) = rest.split_at_mut(band * og);
+        let (cols, part) = (&mut cols[..m * p], &mut part[..m * og]);
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             im2col_kp_rows(geo, xg, rows.clone(), cols);
             let ggt = MatRef::row_major(&gt[n * image_out + gi * og * p..][..p * og], p, og);
-            gemm(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og));
+            gemm_with_scratch(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og), tmp);
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });
