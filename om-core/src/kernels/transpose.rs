@@ -6,10 +6,10 @@
 //! copy plus row-major packing measured ~3% faster over the whole attention step than
 //! `MatRef::t()` views packed by the GEMM (AMD EPYC, 1 thread, `om bench attention`); the
 //! recurrent layers read their transposed operands in place instead. The GEMM's packers
-//! (`gemm/pack.rs`) transpose a column-major operand with [`transpose_runs`], the same code.
+//! (`gemm/pack.rs`) transpose a column-major operand with `transpose_runs`, the same code.
 //!
 //! Both go through whole 8×8 blocks where the source rows are contiguous: in AVX registers
-//! (unpack, shuffle, 128-bit lane permute; [`x86::regs`]) when the CPU has AVX — the
+//! (unpack, shuffle, 128-bit lane permute; `x86::regs`) when the CPU has AVX — the
 //! block kernel takes the `simd::Avx` token, so it cannot be called without proof — else
 //! through a local 8×8 array. The edges that do not fill a block, and strided rows, use
 //! the scalar tile loop. Values move, no arithmetic, so no path can change a bit.
