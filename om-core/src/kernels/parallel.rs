@@ -103,9 +103,7 @@ fn run_section<W>(threads: usize, chunks: usize, start: impl Fn(usize) -> W + Sy
     let next = AtomicUsize::new(0);
     let joined = AtomicUsize::new(0);
     let parallel = workers(threads, chunks) > 1;
-    let scope = crate::scope::Inherited::capture(); // helpers account to the caller's scope
     let work = || {
-        let _adopted = scope.adopt();
         let _inside = parallel.then(InChunk::enter);
         let worker = joined.fetch_add(1, Ordering::Relaxed);
         let mut state = None;
