@@ -91,7 +91,7 @@ fn families() -> Vec<Family> {
         Family::new(&["max_pool2d"], vec![leaf(&[2, 3, 8, 8], 8)], |x| ops::max_pool2d(&x[0], ops::Pool2d::new(2).stride(1))),
         Family::new(&["avg_pool2d"], vec![leaf(&[2, 3, 8, 8], 9)], |x| ops::avg_pool2d(&x[0], ops::Pool2d::new(3).stride(1).padding(1))),
         Family::new(&["batch_norm2d"], vec![leaf(&[4, 3, 5, 5], 10), leaf(&[3], 11), leaf(&[3], 12)], |x| {
-            ops::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
+            ops::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, ops::BatchNormOptions::train())
         }),
         Family::new(&["layer_norm"], vec![leaf(&[6, 40], 13), leaf(&[40], 14), leaf(&[40], 15)], |x| {
             ops::layer_norm(&x[0], Some(&x[1]), Some(&x[2]), 1e-5)
@@ -190,7 +190,7 @@ fn running_statistics_are_unchanged_when_batch_norm_is_refused() {
     let _serial = serial();
     let x = leaf(&[4, 3, 5, 5], 40);
     let (rm, rv) = (Tensor::zeros(&[3]).unwrap(), Tensor::ones(&[3]).unwrap());
-    let r = with_limit(SMALL, || ops::batch_norm2d(&x, None, None, Some(&rm), Some(&rv), true, 0.1, 1e-5));
+    let r = with_limit(SMALL, || ops::batch_norm2d(&x, None, None, Some(&rm), Some(&rv), ops::BatchNormOptions::train()));
     assert_oom(r, &["batch_norm2d"]);
     assert_eq!((rm.to_vec(), rv.to_vec()), (vec![0.0; 3], vec![1.0; 3]));
     assert_eq!((rm.version(), rv.version()), (0, 0));

@@ -272,18 +272,22 @@ fn batch_norm2d_invalid_arguments() {
     let x = t(&[2, 3, 2, 2]);
     let (c, c4) = (t(&[3]), t(&[4]));
     let bn = |x: &Tensor, g: Option<&Tensor>, rm: Option<&Tensor>, rv: Option<&Tensor>, training: bool, eps: f32| {
-        ops::batch_norm2d(x, g, None, rm, rv, training, 0.1, eps)
+        ops::batch_norm2d(x, g, None, rm, rv, ops::BatchNormOptions::train().training(training).eps(eps))
     };
     expect_err(bn(&t(&[2, 3, 4]), None, None, None, true, 1e-5), "batch_norm2d", "Shape");
     expect_err(bn(&x, Some(&c4), None, None, true, 1e-5), "batch_norm2d", "Shape");
-    expect_err(ops::batch_norm2d(&x, None, Some(&c4), None, None, true, 0.1, 1e-5), "batch_norm2d", "Shape");
+    expect_err(ops::batch_norm2d(&x, None, Some(&c4), None, None, ops::BatchNormOptions::train()), "batch_norm2d", "Shape");
     expect_err(bn(&x, None, Some(&c4), Some(&c), true, 1e-5), "batch_norm2d", "Shape");
     expect_err(bn(&x, None, Some(&c), Some(&c4), false, 1e-5), "batch_norm2d", "Shape");
     expect_err(bn(&x, None, Some(&c), None, true, 1e-5), "batch_norm2d", "Argument");
     expect_err(bn(&x, None, None, None, false, 1e-5), "batch_norm2d", "Argument");
     expect_err(bn(&x, None, None, None, true, -1.0), "batch_norm2d", "Argument");
     expect_err(bn(&x, None, None, None, true, f32::NAN), "batch_norm2d", "Argument");
-    expect_err(ops::batch_norm2d(&x, None, None, None, None, true, f32::NAN, 1e-5), "batch_norm2d", "Argument");
+    expect_err(
+        ops::batch_norm2d(&x, None, None, None, None, ops::BatchNormOptions::train().momentum(f32::NAN)),
+        "batch_norm2d",
+        "Argument",
+    );
     expect_err(bn(&t(&[1, 3, 1, 1]), None, None, None, true, 1e-5), "batch_norm2d", "Shape");
     let grad_stat = t(&[3]).requires_grad().unwrap();
     let msg = expect_err(bn(&x, None, Some(&grad_stat), Some(&c), false, 1e-5), "batch_norm2d", "Argument");
@@ -291,7 +295,7 @@ fn batch_norm2d_invalid_arguments() {
     // A failed call leaves the running stats untouched.
     let (rm, rv) = (Tensor::zeros(&[3]).unwrap(), t(&[3]));
     let v = (rm.version(), rv.version());
-    expect_err(ops::batch_norm2d(&x, Some(&c4), None, Some(&rm), Some(&rv), true, 0.1, 1e-5), "batch_norm2d", "Shape");
+    expect_err(ops::batch_norm2d(&x, Some(&c4), None, Some(&rm), Some(&rv), ops::BatchNormOptions::train()), "batch_norm2d", "Shape");
     let strided = ops::slice(&t(&[6]), 0, 0, 6, 2).unwrap();
     expect_err(bn(&x, None, Some(&rm), Some(&strided), true, 1e-5), "batch_norm2d", "Argument");
     assert_eq!((rm.version(), rv.version()), v);

@@ -79,7 +79,7 @@ fn step() -> Result<u64> {
     let e = ops::reshape(&ops::embedding(&table, &ids, Some(3))?, [4, 16, 2, 4])?;
     let (bn_g, bn_b) = (leaf(&[16], 9, 1.0), leaf(&[16], 10, 0.1));
     let (rm, rv) = (Tensor::zeros(&[16])?, Tensor::ones(&[16])?);
-    let e = ops::batch_norm2d(&e, Some(&bn_g), Some(&bn_b), Some(&rm), Some(&rv), true, 0.1, 1e-5)?;
+    let e = ops::batch_norm2d(&e, Some(&bn_g), Some(&bn_b), Some(&rm), Some(&rv), ops::BatchNormOptions::train())?;
     let targets = Tensor::from_vec_i32((0..16).map(|i| if i % 5 == 4 { -100 } else { i * 3 % 32 }).collect(), &[16])?;
     let nll = ops::nll_loss(&ops::reshape(&e, [16, 32])?, &targets, None, Default::default())?;
     let loss = ops::add(&ops::add(&ops::sum(&y, None, false)?, &ops::mean(&sel, None, false)?)?, &nll)?;

@@ -148,7 +148,7 @@ const ROWS: &[(&str, &str, &[Ours], &str)] = &[
     ("0 = output y", "", &[Primitive("softmax", &["out"], &["axis"])], "any axis, not only the last"),
     ("0 = output y", "", &[Primitive("log_softmax", &["out"], &["axis"])], "any axis, not only the last"),
     ("0 = x, 1 = γ, 2 = mean, 3 = 1/σ (owned)", "Floats [ε]", &[Primitive("layer_norm", &["x", "gamma", "mean (owned)", "rstd (owned)"], &["eps"])], "the mean is computed by forward too: owned"),
-    ("0 = x, 1 = γ, 2 = mean, 3 = 1/σ (owned)", "Ints [training]", &[Primitive("batch_norm2d", &["x", "gamma", "mean (owned)", "rstd (owned)"], &["training", "momentum", "eps"])], "PyTorch's momentum and eps of the running statistics"),
+    ("0 = x, 1 = γ, 2 = mean, 3 = 1/σ (owned)", "Ints [training]", &[Primitive("batch_norm2d", &["x", "gamma", "mean (owned)", "rstd (owned)"], &["options"])], "training with PyTorch's momentum and eps of the running statistics, one `BatchNormOptions`"),
     ("0 = x, 1 = W", "[sH, sW, padT, padL, padB, padR, dH, dW, groups]", &[Primitive("conv2d", &["x", "w"], &["options"])], "the nine integers are one `Conv2dOptions`"),
     ("0 = Int32 flat input index of each winner", "window", &[Primitive("max_pool2d", &["idx (owned)"], &["options"])], "the window is one `Pool2d`"),
     ("none", "[kH, kW, sH, sW, padH, padW, countIncludePad]", &[Primitive("avg_pool2d", &[], &["options"])], "one `Pool2d`"),

@@ -223,7 +223,7 @@ fn empty_batches_and_features_give_pytorchs_values() -> Result<()> {
     let x = Tensor::zeros(&[0, 3, 4, 4])?.requires_grad()?;
     let (rm, rv) = (Tensor::full(&[3], 0.5)?, Tensor::full(&[3], 2.0)?);
     let gamma = Tensor::ones(&[3])?.requires_grad()?;
-    let y = om_ops::batch_norm2d(&x, Some(&gamma), None, Some(&rm), Some(&rv), true, 0.1, 1e-5)?;
+    let y = om_ops::batch_norm2d(&x, Some(&gamma), None, Some(&rm), Some(&rv), om_ops::BatchNormOptions::train())?;
     assert_eq!(y.shape(), [0, 3, 4, 4]);
     assert_eq!((rm.to_vec(), rv.to_vec()), (vec![0.5; 3], vec![2.0; 3]), "running stats changed by an empty batch");
     om_ops::sum(&y, None, false)?.backward()?;

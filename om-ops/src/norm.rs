@@ -8,7 +8,7 @@
 
 use crate::fallible::with_f32_opt;
 use om_core::compute::Compute;
-use om_core::kernels::norm::{self as kernel, Affine, BatchShape};
+use om_core::kernels::norm::{self as kernel, Affine, BatchShape, NormGrad, NormOut, ParamSums, Stats};
 use om_core::pool::F64Scratch;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -72,7 +72,7 @@ pub mod layer_norm {
             with_f32_opt(gamma, |gamma| {
                 with_f32_opt(beta, |beta| {
                     Tensor::build_many_f32([x.shape(), lead, lead], |[y, mean, rstd]| {
-                        kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, y, mean, rstd);
+                        kernel::layer_norm(settings, xs, d, Affine { gamma, beta }, eps, NormOut { y, mean, rstd });
                         Ok(())
                     })
                 })
@@ -99,13 +99,14 @@ pub mod layer_norm {
                 r.mean().try_with_f32(|m| {
                     r.rstd().try_with_f32(|s| {
                         with_f32_opt(r.gamma().ok(), |gamma| {
-                            let sums = (need_g || need_b).then(|| (dgamma.values(), dbeta.values()));
+                            let sums = (need_g || need_b).then(|| ParamSums { dgamma: dgamma.values(), dbeta: dbeta.values() });
+                            let grad = NormGrad { x: xs, g: gs, stats: Stats { mean: m, rstd: s }, gamma };
                             if !need_x {
-                                kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, None, sums);
+                                kernel::layer_norm_backward(settings, n, grad, None, sums);
                                 return Ok(None);
                             }
                             Tensor::build_f32(shape, |dx| {
-                                kernel::layer_norm_backward(settings, xs, gs, n, m, s, gamma, Some(dx), sums);
+                                kernel::layer_norm_backward(settings, n, grad, Some(dx), sums);
                                 Ok(())
                             })
                             .map(Some)
@@ -177,23 +178,78 @@ fn check_running(op: &'static str, arg: &'static str, t: Option<&Tensor>, c: usi
     Ok(())
 }
 
+/// How [`batch_norm2d`] normalises: in training (batch statistics, running stats updated
+/// with `momentum`) or eval (the running stats), and the `eps` added to the variance.
+/// PyTorch's defaults: momentum 0.1, eps 1e-5.
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::BatchNormOptions;
+/// // F.batch_norm(..., training=True, momentum=0.3, eps=1e-3)
+/// let o = BatchNormOptions::train().momentum(0.3).eps(1e-3);
+/// assert!(o.is_training());
+/// assert!(!BatchNormOptions::eval().is_training());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormOptions {
+    training: bool,
+    momentum: f32,
+    eps: f32,
+}
+
+impl BatchNormOptions {
+    /// Training: normalise with the batch's statistics and update the running stats, if
+    /// given; momentum 0.1, eps 1e-5.
+    pub fn train() -> BatchNormOptions {
+        BatchNormOptions { training: true, momentum: 0.1, eps: 1e-5 }
+    }
+
+    /// Eval: normalise with the running stats (required); eps 1e-5.
+    pub fn eval() -> BatchNormOptions {
+        BatchNormOptions { training: false, ..BatchNormOptions::train() }
+    }
+
+    /// Training (`true`) or eval, keeping momentum and eps.
+    pub fn training(self, training: bool) -> BatchNormOptions {
+        BatchNormOptions { training, ..self }
+    }
+
+    /// The running stats' update weight (finite): `running = (1 − m)·running + m·batch`.
+    pub fn momentum(self, momentum: f32) -> BatchNormOptions {
+        BatchNormOptions { momentum, ..self }
+    }
+
+    /// Added to the variance before the square root (finite, non-negative).
+    pub fn eps(self, eps: f32) -> BatchNormOptions {
+        BatchNormOptions { eps, ..self }
+    }
+
+    /// Whether these options normalise with the batch's statistics.
+    pub fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
 /// Batch normalisation of `[N, C, H, W]` per channel: `y = (x − μ)/σ·γ + β`, `σ = sqrt(var + ε)`.
 /// Training uses the batch mean and biased variance over N, H, W (f64 sums) and, when
 /// running stats are given, updates them in place as PyTorch does:
 /// `running = (1 − momentum)·running + momentum·batch` with the unbiased variance
 /// (`n/(n−1)`). Eval normalises with the running stats (required). Running stats never
-/// take gradients. Backward (Ioffe and Szegedy 2015): training
+/// take gradients. Mode, momentum and ε come in `options` ([`BatchNormOptions`]).
+/// Backward (Ioffe and Szegedy 2015): training
 /// `dx = γ/σ·(g − mean(g) − x̂·mean(g·x̂))` over N, H, W; eval `dx = γ/σ·g`;
 /// `dγ = Σ g·x̂`, `dβ = Σ g`.
 ///
 /// # Examples
 ///
 /// ```
-/// use om_ops::{batch_norm2d, Tensor};
+/// use om_ops::{batch_norm2d, BatchNormOptions, Tensor};
 /// // Two images of one channel, 1×2 each: the channel's values are 1, 3, 5, 7.
 /// let x = Tensor::from_vec(vec![1.0, 3.0, 5.0, 7.0], &[2, 1, 1, 2])?;
 /// let (running_mean, running_var) = (Tensor::zeros(&[1])?, Tensor::ones(&[1])?);
-/// let y = batch_norm2d(&x, None, None, Some(&running_mean), Some(&running_var), true, 0.1, 0.0)?;
+/// let options = BatchNormOptions::train().momentum(0.1).eps(0.0);
+/// let y = batch_norm2d(&x, None, None, Some(&running_mean), Some(&running_var), options)?;
 /// // Normalised with the batch mean 4 and biased variance 5.
 /// let want = [-3.0, -1.0, 1.0, 3.0].map(|v: f32| v / 5f32.sqrt());
 /// assert!(y.to_vec().iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
@@ -202,21 +258,19 @@ fn check_running(op: &'static str, arg: &'static str, t: Option<&Tensor>, c: usi
 /// assert!((running_var.to_vec()[0] - (0.9 + 0.1 * 20.0 / 3.0)).abs() < 1e-6);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[op(saved = [x, gamma, mean: owned, rstd: owned], attrs = [training: bool, momentum: f32, eps: f32])]
+#[op(saved = [x, gamma, mean: owned, rstd: owned], attrs = [options: BatchNormOptions])]
 pub mod batch_norm2d {
     use super::*;
 
-    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         x: &Tensor,
         gamma: Option<&Tensor>,
         beta: Option<&Tensor>,
         running_mean: Option<&Tensor>,
         running_var: Option<&Tensor>,
-        training: bool,
-        momentum: f32,
-        eps: f32,
+        options: BatchNormOptions,
     ) -> Result<(Tensor, Owned)> {
+        let BatchNormOptions { training, momentum, eps } = options;
         x.expect_f32(NAME, "x")?;
         if x.rank() != 4 {
             return Err(Error::shape(NAME, &[x.shape()], format!("x must be [N, C, H, W], got rank {}", x.rank())));
@@ -246,7 +300,7 @@ pub mod batch_norm2d {
                     let affine = Affine { gamma, beta };
                     Tensor::build_many_f32([x.shape(), &[c], &[c]], |[y, mean, rstd]| {
                         if training {
-                            kernel::batch_norm(settings, shape, xs, affine, eps, y, mean, sq.values(), rstd);
+                            kernel::batch_norm(settings, shape, xs, affine, eps, NormOut { y, mean, rstd }, sq.values());
                             return Ok(());
                         }
                         let (Some(rm), Some(rv)) = (running_mean, running_var) else {
@@ -255,7 +309,7 @@ pub mod batch_norm2d {
                         // Contiguous (checked above): read in place, nothing to allocate.
                         rm.try_with_f32(|v| mean.copy_from_slice(v))?;
                         rv.try_with_f32(|v| rstd.iter_mut().zip(v).for_each(|(s, &v)| *s = 1.0 / (v + eps).sqrt()))?;
-                        kernel::batch_norm_apply(settings, shape, xs, mean, rstd, affine, y);
+                        kernel::batch_norm_apply(settings, shape, xs, Stats { mean, rstd }, affine, y);
                         Ok(())
                     })
                 })
@@ -304,13 +358,14 @@ pub mod batch_norm2d {
                 r.mean().try_with_f32(|mean| {
                     r.rstd().try_with_f32(|rstd| {
                         with_f32_opt(r.gamma().ok(), |gamma| {
-                            let (sg, sgx) = (sg.values(), sgx.values());
+                            let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
+                            let grad = NormGrad { x: xs, g: gs, stats: Stats { mean, rstd }, gamma };
                             if !need_x {
-                                kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, None);
+                                kernel::batch_norm_backward(settings, shape4, grad, r.options.training, sums, None);
                                 return Ok(None);
                             }
                             Tensor::build_f32(shape, |dx| {
-                                kernel::batch_norm_backward(settings, shape4, xs, gs, mean, rstd, gamma, r.training, sg, sgx, Some(dx));
+                                kernel::batch_norm_backward(settings, shape4, grad, r.options.training, sums, Some(dx));
                                 Ok(())
                             })
                             .map(Some)
@@ -338,25 +393,25 @@ pub mod batch_norm2d {
         let stats = || vec![Tensor::from_vec(vec![0.1, -0.2, 0.3], &[3]).unwrap(), Tensor::from_vec(vec![0.8, 1.5, 1.2], &[3]).unwrap()];
         vec![
             Case::new("train_affine", [vec![x()], gb(2)].concat(), |x| {
-                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
+                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), None, None, BatchNormOptions::train())
             }),
             Case::new("train_plain", vec![inp(&[3, 2, 2, 3], -2.0, 2.0, 4)], |x| {
-                super::batch_norm2d(&x[0], None, None, None, None, true, 0.1, 1e-3)
+                super::batch_norm2d(&x[0], None, None, None, None, BatchNormOptions::train().eps(1e-3))
             }),
             // Fresh running stats on every call keep the function deterministic.
             Case::new("train_running_stats", [vec![x()], gb(5)].concat(), |x| {
                 let (rm, rv) = (Tensor::zeros(&[3])?, Tensor::ones(&[3])?);
-                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&rm), Some(&rv), true, 0.1, 1e-5)
+                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&rm), Some(&rv), BatchNormOptions::train())
             }),
             // Channels-last storage read as [N, C, H, W].
             Case::new("train_transposed", [vec![inp(&[2, 2, 2, 3], -2.0, 2.0, 7)], gb(8)].concat(), |x| {
-                super::batch_norm2d(&crate::permute(&x[0], [0, 3, 1, 2])?, Some(&x[1]), Some(&x[2]), None, None, true, 0.1, 1e-5)
+                super::batch_norm2d(&crate::permute(&x[0], [0, 3, 1, 2])?, Some(&x[1]), Some(&x[2]), None, None, BatchNormOptions::train())
             }),
             Case::new("eval_affine", [vec![x()], gb(10), stats()].concat(), |x| {
-                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&x[3]), Some(&x[4]), false, 0.1, 1e-5)
+                super::batch_norm2d(&x[0], Some(&x[1]), Some(&x[2]), Some(&x[3]), Some(&x[4]), BatchNormOptions::eval())
             }),
             Case::new("eval_plain_transposed", [vec![inp(&[2, 2, 3, 2], -2.0, 2.0, 12)], stats()].concat(), |x| {
-                super::batch_norm2d(&crate::transpose(&x[0], 1, 2)?, None, None, Some(&x[1]), Some(&x[2]), false, 0.1, 1e-5)
+                super::batch_norm2d(&crate::transpose(&x[0], 1, 2)?, None, None, Some(&x[1]), Some(&x[2]), BatchNormOptions::eval())
             }),
         ]
     }
@@ -365,6 +420,7 @@ pub mod batch_norm2d {
 #[cfg(test)]
 mod tests {
     use crate::oracle::{assert_close, both_modes, Oracle};
+    use crate::BatchNormOptions;
     use om_core::{Error, Tensor};
 
     #[test]
@@ -394,24 +450,24 @@ mod tests {
             let (x, g, b) = (o.get("bn_x"), o.get("bn_gamma"), o.get("bn_beta"));
             let fresh = |name: &str| Tensor::from_vec(o.get(name).to_vec(), &[3]).unwrap();
             let (rm, rv) = (fresh("bn_rm0"), fresh("bn_rv0"));
-            let y = crate::batch_norm2d(&x, Some(&g), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5).unwrap();
+            let y = crate::batch_norm2d(&x, Some(&g), Some(&b), Some(&rm), Some(&rv), BatchNormOptions::train()).unwrap();
             assert_close("bn_train_y", &y, &o.get("bn_train_y"));
             assert_close("bn_train_rm", &rm, &o.get("bn_train_rm"));
             assert_close("bn_train_rv", &rv, &o.get("bn_train_rv"));
             o.check_grads("bn_train", &y, &[("x", &x), ("gamma", &g), ("beta", &b)]);
 
             let (rm, rv) = (fresh("bn_rm0"), fresh("bn_rv0"));
-            let y = crate::batch_norm2d(&x, Some(&g), Some(&b), Some(&rm), Some(&rv), false, 0.1, 1e-5).unwrap();
+            let y = crate::batch_norm2d(&x, Some(&g), Some(&b), Some(&rm), Some(&rv), BatchNormOptions::eval()).unwrap();
             assert_close("bn_eval_y", &y, &o.get("bn_eval_y"));
             assert_eq!(rm.to_vec(), o.get("bn_rm0").to_vec(), "eval must not touch the running mean");
             o.check_grads("bn_eval", &y, &[("x", &x), ("gamma", &g), ("beta", &b)]);
 
-            let y = crate::batch_norm2d(&x, None, None, None, None, true, 0.3, 1e-3).unwrap();
+            let y = crate::batch_norm2d(&x, None, None, None, None, BatchNormOptions::train().momentum(0.3).eps(1e-3)).unwrap();
             assert_close("bn_plain_y", &y, &o.get("bn_plain_y"));
             o.check_grads("bn_plain", &y, &[("x", &x)]);
 
             let (rm, rv) = (fresh("bn_rm0"), fresh("bn_rv0"));
-            let y = crate::batch_norm2d(&x.detach(), None, None, Some(&rm), Some(&rv), true, 0.3, 1e-5).unwrap();
+            let y = crate::batch_norm2d(&x.detach(), None, None, Some(&rm), Some(&rv), BatchNormOptions::train().momentum(0.3)).unwrap();
             assert_close("bn_m3_y", &y, &o.get("bn_m3_y"));
             assert_close("bn_m3_rm", &rm, &o.get("bn_m3_rm"));
             assert_close("bn_m3_rv", &rv, &o.get("bn_m3_rv"));
@@ -423,12 +479,12 @@ mod tests {
         let x = Tensor::randn_with_seed(&[2, 2, 2, 2], 1).unwrap().requires_grad().unwrap();
         let (rm, rv) = (Tensor::zeros(&[2]).unwrap(), Tensor::ones(&[2]).unwrap());
         let v = rm.version();
-        let y = crate::batch_norm2d(&x, None, None, Some(&rm), Some(&rv), true, 0.1, 1e-5).unwrap();
+        let y = crate::batch_norm2d(&x, None, None, Some(&rm), Some(&rv), BatchNormOptions::train()).unwrap();
         assert!(rm.version() > v);
         crate::sum(&y, None, false).unwrap().backward().unwrap();
         assert!(x.grad().is_some());
         let rg = Tensor::zeros(&[2]).unwrap().requires_grad().unwrap();
-        let e = crate::batch_norm2d(&x, None, None, Some(&rg), Some(&rv), true, 0.1, 1e-5).unwrap_err();
+        let e = crate::batch_norm2d(&x, None, None, Some(&rg), Some(&rv), BatchNormOptions::train()).unwrap_err();
         assert!(matches!(e, Error::Argument { op: "batch_norm2d", .. }), "{e}");
     }
 }

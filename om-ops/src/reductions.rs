@@ -223,7 +223,7 @@ pub mod mean {
 
 /// The plan of a reduction over `axes` of `x` (checked f32); unless `what` is empty, an
 /// empty reduced extent is refused with `what` as the reason (no extreme of nothing).
-fn checked_plan(op: &'static str, x: &Tensor, axes: &Axes, keep_dim: bool, what: &str) -> Result<Plan> {
+pub(crate) fn checked_plan(op: &'static str, x: &Tensor, axes: &Axes, keep_dim: bool, what: &str) -> Result<Plan> {
     x.expect_f32(op, "x")?;
     let plan = Plan::new(op, x.shape(), axes, keep_dim)?;
     if plan.len == 0 && !what.is_empty() {

@@ -7,6 +7,7 @@
 //! shared with `amax`/`amin` in `reductions.rs`.
 
 use crate::indexing::{expect_i32, gather_along, scatter_along};
+use crate::reductions::{checked_plan, Plan};
 use om_core::layout::normalize_axis;
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -27,24 +28,6 @@ impl Extreme {
                 Extreme::Max => v > best,
                 Extreme::Min => v < best,
             }
-    }
-}
-
-/// The reduction geometry `(outer, len, inner, out_shape)` of `shape` over `axis` (`None`:
-/// all elements, as one row).
-fn geometry(op: &'static str, shape: &[usize], axis: Option<isize>, keep_dim: bool) -> Result<(usize, usize, usize, Vec<usize>)> {
-    match axis {
-        None => Ok((1, shape.iter().product(), 1, if keep_dim { vec![1; shape.len()] } else { vec![] })),
-        Some(a) => {
-            let a = normalize_axis(op, a, shape.len(), false)?;
-            let mut out = shape.to_vec();
-            if keep_dim {
-                out[a] = 1;
-            } else {
-                out.remove(a);
-            }
-            Ok((shape[..a].iter().product(), shape[a], shape[a + 1..].iter().product(), out))
-        }
     }
 }
 
@@ -70,19 +53,15 @@ pub(crate) fn winners(xs: &[f32], outer: usize, len: usize, inner: usize, e: Ext
     }
 }
 
-/// Checks `x` is f32 with a non-empty reduced extent and returns the geometry.
-fn checked_geometry(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<(usize, usize, usize, Vec<usize>)> {
-    x.expect_f32(op, "x")?;
-    let g = geometry(op, x.shape(), axis, keep_dim)?;
-    if g.1 == 0 {
-        return Err(Error::shape(op, &[x.shape()], "the reduced extent is empty: there is no extreme to select"));
-    }
-    Ok(g)
+/// Checks `x` is f32 with a non-empty reduced extent and returns the reduction's plan
+/// (one axis, or all of them as one row: always read in place as `[outer, len, inner]`).
+fn checked_geometry(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool) -> Result<Plan> {
+    checked_plan(op, x, &axis.into(), keep_dim, "there is no extreme to select")
 }
 
 /// `argmax`/`argmin`: the winner's position along `axis` (flat row-major index for `None`).
 fn arg_extreme(op: &'static str, x: &Tensor, axis: Option<isize>, keep_dim: bool, e: Extreme) -> Result<Tensor> {
-    let (outer, len, inner, out_shape) = checked_geometry(op, x, axis, keep_dim)?;
+    let Plan { outer, len, inner, out_shape, .. } = checked_geometry(op, x, axis, keep_dim)?;
     if i32::try_from(len).is_err() {
         return Err(Error::argument(op, format!("a reduced extent of {len} is too large for i32 indices")));
     }

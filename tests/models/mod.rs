@@ -136,7 +136,7 @@ impl Model {
     fn convnet(&self) -> Result<Tensor> {
         let x = self.leaf("x.image");
         let h = ops::conv2d(x, self.p("conv1_w"), Some(self.p("conv1_b")), ops::Conv2dOptions::default().padding(1))?;
-        let h = ops::batch_norm2d(&h, Some(self.p("bn_gamma")), Some(self.p("bn_beta")), None, None, true, 0.1, 1e-5)?;
+        let h = ops::batch_norm2d(&h, Some(self.p("bn_gamma")), Some(self.p("bn_beta")), None, None, ops::BatchNormOptions::train())?;
         let h = ops::max_pool2d(&ops::relu(&h)?, 2)?;
         let h = ops::relu(&ops::conv2d(
             &h,

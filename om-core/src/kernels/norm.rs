@@ -7,7 +7,9 @@
 //! inputs as the scalar definition. Only where the work happens changes:
 //! - sums of several rows (layer norm) or channels (batch norm) run in lockstep, one f64
 //!   accumulator per row or channel held in a register, so the additions of different
-//!   sums overlap while each sum's own sequence is untouched;
+//!   sums overlap while each sum's own sequence is untouched (the side-by-side sum of
+//!   [`super::reduce`]; on AVX-512 lanes the transposing sums of `avx512`, reached only
+//!   through the AVX-512 capability token);
 //! - the f32 output and `dx` loops have no branch inside (one loop per combination of the
 //!   optional affine parameters) and are vectorised, element by element the same
 //!   operations;
@@ -17,10 +19,10 @@
 //!
 //! So every instruction set and thread count gives the bits of the scalar definition.
 
+use super::reduce::{fold_side_by_side, sum_side_by_side, ROWS};
 use super::simd::Lanes;
 use crate::compute::Settings;
-use crate::kernels::parallel::for_each_chunk;
-use std::marker::PhantomData;
+use crate::kernels::parallel::{for_each_tile, Grid, TileMut, Tiled};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -32,52 +34,21 @@ mod avx512;
 /// [`LOCKSTEP`] channels, whatever their size.
 const CHUNK_ELEMS: usize = 32 * 1024;
 
-/// Rows or channels whose sums run in lockstep: eight, one f64 lane each of an AVX-512
-/// vector (`avx512`); elsewhere eight independent scalar chains, which cover the add latency.
-const LOCKSTEP: usize = 8;
+/// Rows or channels whose sums run in lockstep: the side-by-side sum's eight chains, one
+/// f64 lane each of an AVX-512 vector (`avx512`).
+const LOCKSTEP: usize = ROWS;
 
 /// Columns per chunk of the layer norm's `dγ`, `dβ` sums (each chunk reads all rows).
 const COL_BLOCK: usize = 64;
 
-/// Disjoint mutable pieces of one slice handed to parallel chunks.
-pub(crate) struct Shared<'a, T> {
-    ptr: *mut T,
-    len: usize,
-    _slice: PhantomData<&'a mut [T]>,
-}
-
-// SAFETY: `Shared` only hands out `&mut` pieces of the slice it borrows mutably, and the
-// callers of `range` guarantee that pieces used at the same time do not overlap.
-unsafe impl<T: Send> Send for Shared<'_, T> {}
-// SAFETY: as for `Send`: concurrent callers receive disjoint pieces.
-unsafe impl<T: Send> Sync for Shared<'_, T> {}
-
-impl<'a, T> Shared<'a, T> {
-    /// Borrows `s` for the chunks.
-    pub(crate) fn new(s: &'a mut [T]) -> Self {
-        Shared { ptr: s.as_mut_ptr(), len: s.len(), _slice: PhantomData }
-    }
-
-    /// The piece `start..start + len` (panics if out of bounds).
-    ///
-    /// # Safety
-    /// No two pieces in use at the same time may overlap.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn range(&self, start: usize, len: usize) -> &'a mut [T] {
-        assert!(start <= self.len && len <= self.len - start, "Shared::range out of bounds");
-        // SAFETY: in bounds (checked above) of a slice borrowed mutably for 'a; the caller
-        // guarantees exclusivity of the piece.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
-    }
-}
-
 /// Runs `$body` inside the instruction set's `#[target_feature]` function (through
-/// [`dispatch`]) with the listed bindings moved in, so that the loops it inlines are
-/// vectorised for that set; they are plain IEEE operations and compares, which give the
-/// same bits at every width. (A closure would not do: its body is compiled once, outside
-/// the `#[target_feature]` functions, when it is called from all of them.)
+/// [`dispatch`](super::dispatch)) with the listed bindings moved in and the set's
+/// capability token bound to `$isa`, so that the loops it inlines are vectorised for that
+/// set; they are plain IEEE operations and compares, which give the same bits at every
+/// width. (A closure would not do: its body is compiled once, outside the
+/// `#[target_feature]` functions, when it is called from all of them.)
 macro_rules! on_path {
-    ($path:expr, ($($name:ident: $ty:ty),* $(,)?) $body:block) => {{
+    ($path:expr, $isa:ident, ($($name:ident: $ty:ty),* $(,)?) $body:block) => {{
         struct Task<'a> {
             $($name: $ty,)*
             _life: std::marker::PhantomData<&'a ()>,
@@ -85,7 +56,7 @@ macro_rules! on_path {
         impl $crate::kernels::LaneTask for Task<'_> {
             type Output = ();
             #[inline(always)]
-            fn run<L: $crate::kernels::simd::Lanes>(self, _isa: L::Isa) {
+            fn run<L: $crate::kernels::simd::Lanes>(self, $isa: L::Isa) {
                 let Task { $($name,)* .. } = self;
                 $body
             }
@@ -96,6 +67,15 @@ macro_rules! on_path {
 pub(crate) use on_path;
 
 /// Optional per-feature scale `γ` and shift `β`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::norm::Affine;
+/// let gamma = [2.0f32, 0.5];
+/// let affine = Affine { gamma: Some(&gamma), beta: None };
+/// assert!(affine.beta.is_none());
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Affine<'a> {
     /// The scale, if any.
@@ -104,7 +84,105 @@ pub struct Affine<'a> {
     pub beta: Option<&'a [f32]>,
 }
 
+/// The statistics of a normalisation, one per row (layer norm) or channel (batch norm):
+/// the mean and `rstd = 1/sqrt(var + eps)`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::norm::Stats;
+/// let (mean, rstd) = ([0.5f32], [2.0f32]);
+/// let stats = Stats { mean: &mean, rstd: &rstd };
+/// assert_eq!(stats.mean.len(), stats.rstd.len());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Stats<'a> {
+    /// The means.
+    pub mean: &'a [f32],
+    /// The reciprocal standard deviations.
+    pub rstd: &'a [f32],
+}
+
+/// Where a normalisation forward writes: the output `y` and the statistics (one per row
+/// or channel).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{layer_norm, Affine, NormOut};
+/// let x = [1.0f32, 3.0];
+/// let (mut y, mut mean, mut rstd) = ([0.0f32; 2], [0.0f32], [0.0f32]);
+/// let out = NormOut { y: &mut y, mean: &mut mean, rstd: &mut rstd };
+/// layer_norm(Compute::settings(), &x, 2, Affine { gamma: None, beta: None }, 0.0, out);
+/// assert_eq!((mean, rstd, y), ([2.0], [1.0], [-1.0, 1.0]));
+/// ```
+#[derive(Debug)]
+pub struct NormOut<'a> {
+    /// The normalised output, shaped like the input.
+    pub y: &'a mut [f32],
+    /// The means.
+    pub mean: &'a mut [f32],
+    /// The reciprocal standard deviations.
+    pub rstd: &'a mut [f32],
+}
+
+/// What a normalisation backward reads: the forward's input `x`, the output gradient `g`
+/// (shaped like `x`), the forward's statistics and its scale `γ`, if any.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{layer_norm_backward, NormGrad, ParamSums, Stats};
+/// // One row (mean 2, rstd 1): x̂ = [-1, 1].
+/// let (x, g, mean, rstd) = ([1.0f32, 3.0], [1.0f32, 0.0], [2.0f32], [1.0f32]);
+/// let grad = NormGrad { x: &x, g: &g, stats: Stats { mean: &mean, rstd: &rstd }, gamma: None };
+/// let (mut dx, mut dgamma, mut dbeta) = ([0.0f32; 2], [0.0f64; 2], [0.0f64; 2]);
+/// let sums = ParamSums { dgamma: &mut dgamma, dbeta: &mut dbeta };
+/// layer_norm_backward(Compute::settings(), 2, grad, Some(&mut dx), Some(sums));
+/// // dx = (g − mean(g) − x̂·mean(g·x̂))·rstd, dγ = g·x̂, dβ = g.
+/// assert_eq!((dx, dgamma, dbeta), ([0.0, 0.0], [-1.0, 0.0], [1.0, 0.0]));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct NormGrad<'a> {
+    /// The forward's input.
+    pub x: &'a [f32],
+    /// The gradient of the output.
+    pub g: &'a [f32],
+    /// The forward's statistics.
+    pub stats: Stats<'a>,
+    /// The forward's scale, if any.
+    pub gamma: Option<&'a [f32]>,
+}
+
+/// The parameter gradients' f64 sums, one per feature (layer norm) or channel (batch
+/// norm): `dgamma = Σ g·x̂` and `dbeta = Σ g`, with `x̂ = (x − mean)·rstd`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::norm::ParamSums;
+/// let (mut dgamma, mut dbeta) = ([0.0f64; 3], [0.0f64; 3]);
+/// let sums = ParamSums { dgamma: &mut dgamma, dbeta: &mut dbeta };
+/// assert_eq!(sums.dgamma.len(), sums.dbeta.len());
+/// ```
+#[derive(Debug)]
+pub struct ParamSums<'a> {
+    /// `Σ g·x̂`.
+    pub dgamma: &'a mut [f64],
+    /// `Σ g`.
+    pub dbeta: &'a mut [f64],
+}
+
 /// `1/sqrt(var + eps)` from an f64 variance rounded once to f32.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::norm::inv_std;
+/// assert_eq!(inv_std(4.0, 0.0), 0.5);
+/// ```
 #[inline(always)]
 pub fn inv_std(var: f64, eps: f32) -> f32 {
     1.0 / ((var as f32) + eps).sqrt()
@@ -113,68 +191,77 @@ pub fn inv_std(var: f64, eps: f32) -> f32 {
 // ===== lockstep sums =====
 
 /// Converts between `[T; K]` and `[T; 8]` when `K` is 8.
+#[cfg(target_arch = "x86_64")]
 fn as8<T: Copy, const K: usize>(a: [T; K]) -> Option<[T; 8]> {
     <[T; 8]>::try_from(&a[..]).ok()
 }
 
 /// The inverse of [`as8`] (panics unless `K` is 8).
+#[cfg(target_arch = "x86_64")]
 fn from8<T: Copy, const K: usize>(a: [T; 8]) -> [T; K] {
     <[T; K]>::try_from(&a[..]).expect("K is 8")
 }
 
-/// Whether the lanes are AVX-512's (`dispatch` only runs `L` = `__m512` on a CPU with
-/// AVX-512F), where eight slices take the transposing [`avx512`] sums.
-#[inline(always)]
-fn on_avx512<L: Lanes>() -> bool {
-    cfg!(target_arch = "x86_64") && L::WIDTH == 16
-}
-
 /// `acc[k] + Σ rows[k][i] as f64`, in increasing `i`.
 #[inline(always)]
-fn sum<L: Lanes, const K: usize>(rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
+fn sum<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
     #[cfg(target_arch = "x86_64")]
-    if let (true, Some(rows8), Some(acc8)) = (on_avx512::<L>(), as8(rows), as8(acc)) {
-        // SAFETY: inside the AVX-512 instantiation (`on_avx512`).
-        return from8(unsafe { avx512::sum(rows8, acc8) });
+    if let (Some(avx), Some(rows8), Some(acc8)) = (L::avx512(isa), as8(rows), as8(acc)) {
+        return from8(avx512::sum(avx, rows8, acc8));
     }
-    lockstep(rows, acc, |s, _, v| s + v as f64)
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    sum_side_by_side(rows, acc)
 }
 
 /// `acc[k] + Σ (rows[k][i] as f64 − mu[k])²`, in increasing `i`.
 #[inline(always)]
-fn sum_sq<L: Lanes, const K: usize>(rows: [&[f32]; K], mu: [f64; K], acc: [f64; K]) -> [f64; K] {
+fn sum_sq<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], mu: [f64; K], acc: [f64; K]) -> [f64; K] {
     #[cfg(target_arch = "x86_64")]
-    if let (true, Some(rows8), Some(mu8), Some(acc8)) = (on_avx512::<L>(), as8(rows), as8(mu), as8(acc)) {
-        // SAFETY: inside the AVX-512 instantiation (`on_avx512`).
-        return from8(unsafe { avx512::sum_sq(rows8, mu8, acc8) });
+    if let (Some(avx), Some(rows8), Some(mu8), Some(acc8)) = (L::avx512(isa), as8(rows), as8(mu), as8(acc)) {
+        return from8(avx512::sum_sq(avx, rows8, mu8, acc8));
     }
-    lockstep(rows, acc, |s, k, v| s + (v as f64 - mu[k]) * (v as f64 - mu[k]))
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    fold_side_by_side(rows, acc, |s, k, v| s + (v as f64 - mu[k]) * (v as f64 - mu[k]))
 }
 
-/// With `a = g·scale[i]` (or `g`) and `b = (x − m[k])·s[k]` in f32: `(acc1[k] + Σ a,
-/// acc2[k] + Σ a·b)` in f64, in increasing `i`.
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // element-major, slice-minor
-#[inline(always)]
-fn sum_prod<L: Lanes, const K: usize>(
-    xs: [&[f32]; K],
-    gs: [&[f32]; K],
-    scale: Option<&[f32]>,
+/// The operands of [`sum_prod`]: `K` equally long slices of `x` and of `g`, an optional
+/// per-element `scale` (at least as long), and per slice the mean `m` and scale `s`.
+#[derive(Clone, Copy)]
+struct ProdRows<'a, const K: usize> {
+    xs: [&'a [f32]; K],
+    gs: [&'a [f32]; K],
+    scale: Option<&'a [f32]>,
     m: [f32; K],
     s: [f32; K],
-    acc1: [f64; K],
-    acc2: [f64; K],
-) -> ([f64; K], [f64; K]) {
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a, const K: usize> ProdRows<'a, K> {
+    /// The same operands as `ProdRows<8>`, when `K` is 8.
+    #[inline(always)]
+    fn as8(self) -> Option<ProdRows<'a, 8>> {
+        Some(ProdRows { xs: as8(self.xs)?, gs: as8(self.gs)?, scale: self.scale, m: as8(self.m)?, s: as8(self.s)? })
+    }
+}
+
+/// With `a = g·scale[i]` (or `g`) and `b = (x − m[k])·s[k]` in f32: `(acc.0[k] + Σ a,
+/// acc.1[k] + Σ a·b)` in f64, in increasing `i`.
+#[allow(clippy::needless_range_loop)] // element-major, slice-minor
+#[inline(always)]
+fn sum_prod<L: Lanes, const K: usize>(isa: L::Isa, rows: ProdRows<K>, acc: ([f64; K], [f64; K])) -> ([f64; K], [f64; K]) {
     #[cfg(target_arch = "x86_64")]
-    if let (true, Some(xs8), Some(gs8), Some(m8), Some(s8), Some(a8), Some(b8)) =
-        (on_avx512::<L>(), as8(xs), as8(gs), as8(m), as8(s), as8(acc1), as8(acc2))
-    {
-        // SAFETY: inside the AVX-512 instantiation (`on_avx512`).
-        let (a, b) = unsafe { avx512::sum_prod(xs8, gs8, scale, m8, s8, a8, b8) };
+    if let (Some(avx), Some(rows8), Some(a8), Some(b8)) = (L::avx512(isa), rows.as8(), as8(acc.0), as8(acc.1)) {
+        let (a, b) = avx512::sum_prod(avx, rows8, (a8, b8));
         return (from8(a), from8(b));
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    let ProdRows { xs, gs, scale, m, s } = rows;
     let len = xs[0].len();
     let (xs, gs) = (xs.map(|r| &r[..len]), gs.map(|r| &r[..len]));
-    let (mut acc1, mut acc2) = (acc1, acc2);
+    let (mut acc1, mut acc2) = acc;
     match scale {
         Some(sc) => {
             let sc = &sc[..len];
@@ -197,21 +284,6 @@ fn sum_prod<L: Lanes, const K: usize>(
         }
     }
     (acc1, acc2)
-}
-
-/// `K` folds over `K` equally long slices: `acc[k] = f(acc[k], k, rows[k][i])` for `i` in
-/// increasing order.
-#[inline(always)]
-fn lockstep<const K: usize>(rows: [&[f32]; K], mut acc: [f64; K], f: impl Fn(f64, usize, f32) -> f64) -> [f64; K] {
-    let len = rows[0].len();
-    let rows = rows.map(|r| &r[..len]);
-    #[allow(clippy::needless_range_loop)] // `i` indexes K rows in lockstep
-    for i in 0..len {
-        for k in 0..K {
-            acc[k] = f(acc[k], k, rows[k][i]);
-        }
-    }
-    acc
 }
 
 /// `y = (x − m)·s`, then `·γ[i]` and `+ β[i]` when given (`γ`, `β` indexed by element when
@@ -240,129 +312,146 @@ fn normalise(x: &[f32], y: &mut [f32], m: f32, s: f32, affine: Affine, per_elem:
 
 // ===== layer norm =====
 
-/// Layer norm forward over rows of length `d`: `mean[r]`, `rstd[r]` (`1/sqrt(var + eps)`,
-/// biased variance about the rounded mean) and `y = (x − mean)·rstd·γ + β`.
+/// A layer norm forward's operands: `x` as rows of `d`, the affine parameters and `eps`.
+#[derive(Clone, Copy)]
+struct LnInput<'a> {
+    x: &'a [f32],
+    d: usize,
+    affine: Affine<'a>,
+    eps: f32,
+}
+
+/// Layer norm forward over rows of length `d`: `out.mean[r]`, `out.rstd[r]`
+/// (`1/sqrt(var + eps)`, biased variance about the rounded mean) and
+/// `out.y = (x − mean)·rstd·γ + β`.
 ///
-/// Panics unless `x` and `y` hold `mean.len()` rows of `d` and `γ`, `β` have length `d`.
-#[allow(clippy::too_many_arguments)]
-pub fn layer_norm(settings: Settings, x: &[f32], d: usize, affine: Affine, eps: f32, y: &mut [f32], mean: &mut [f32], rstd: &mut [f32]) {
+/// Panics unless `x` and `out.y` hold `out.mean.len()` rows of `d` and `γ`, `β` have
+/// length `d`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{layer_norm, Affine, NormOut};
+/// let (x, beta) = ([1.0f32, 3.0, 2.0, 6.0], [10.0f32, 20.0]);
+/// let (mut y, mut mean, mut rstd) = ([0.0f32; 4], [0.0f32; 2], [0.0f32; 2]);
+/// let out = NormOut { y: &mut y, mean: &mut mean, rstd: &mut rstd };
+/// layer_norm(Compute::settings(), &x, 2, Affine { gamma: None, beta: Some(&beta) }, 0.0, out);
+/// assert_eq!((mean, rstd), ([2.0, 4.0], [1.0, 0.5]));
+/// assert_eq!(y, [9.0, 21.0, 9.0, 21.0]);
+/// ```
+pub fn layer_norm(settings: Settings, x: &[f32], d: usize, affine: Affine, eps: f32, out: NormOut) {
+    let NormOut { y, mean, rstd } = out;
     let rows = mean.len();
     assert!(d > 0 && x.len() == rows * d && y.len() == rows * d && rstd.len() == rows, "layer_norm: lengths");
     assert!(affine.gamma.is_none_or(|g| g.len() == d) && affine.beta.is_none_or(|b| b.len() == d), "layer_norm: affine lengths");
     let per = (CHUNK_ELEMS / d).max(1);
-    let (ys, ms, ss) = (Shared::new(y), Shared::new(mean), Shared::new(rstd));
-    for_each_chunk(settings.threads, rows.div_ceil(per), |chunk| {
-        let (r0, nr) = (chunk * per, per.min(rows - chunk * per));
-        // SAFETY: chunks cover disjoint ranges of rows.
-        let (y, mean, rstd) = unsafe { (ys.range(r0 * d, nr * d), ms.range(r0, nr), ss.range(r0, nr)) };
-        let x = &x[r0 * d..(r0 + nr) * d];
-        on_path!(settings.path, (x: &'a [f32], d: usize, nr: usize, affine: Affine<'a>, eps: f32, y: &'a mut [f32], mean: &'a mut [f32], rstd: &'a mut [f32]) {
+    let outs = (Tiled::row_bands(y, rows, d, per), Tiled::row_bands(mean, rows, 1, per), Tiled::row_bands(rstd, rows, 1, per));
+    for_each_tile(settings.threads, outs, |_, (y, mean, rstd)| {
+        let (r0, nr) = (mean.origin().0, mean.rows());
+        let input = LnInput { x: &x[r0 * d..(r0 + nr) * d], d, affine, eps };
+        let out = NormOut { y: y.into_slice(), mean: mean.into_slice(), rstd: rstd.into_slice() };
+        on_path!(settings.path, isa, (input: LnInput<'a>, nr: usize, out: NormOut<'a>) {
+            let mut out = out;
             let mut r = 0;
             while r + LOCKSTEP <= nr {
-                ln_rows::<L, LOCKSTEP>(x, d, r, affine, eps, y, mean, rstd);
+                ln_rows::<L, LOCKSTEP>(isa, input, r, &mut out);
                 r += LOCKSTEP;
             }
             for r in r..nr {
-                ln_rows::<L, 1>(x, d, r, affine, eps, y, mean, rstd);
+                ln_rows::<L, 1>(isa, input, r, &mut out);
             }
         });
     });
 }
 
 /// Rows `r..r + K` of a layer norm forward.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn ln_rows<L: Lanes, const K: usize>(
-    x: &[f32],
-    d: usize,
-    r: usize,
-    affine: Affine,
-    eps: f32,
-    y: &mut [f32],
-    mean: &mut [f32],
-    rstd: &mut [f32],
-) {
+fn ln_rows<L: Lanes, const K: usize>(isa: L::Isa, input: LnInput, r: usize, out: &mut NormOut) {
+    let LnInput { x, d, affine, eps } = input;
     let rows: [&[f32]; K] = std::array::from_fn(|k| &x[(r + k) * d..(r + k + 1) * d]);
-    let s = sum::<L, K>(rows, [0.0; K]);
+    let s = sum::<L, K>(isa, rows, [0.0; K]);
     let m: [f32; K] = s.map(|s| (s / d as f64) as f32);
-    let sq = sum_sq::<L, K>(rows, m.map(|m| m as f64), [0.0; K]);
+    let sq = sum_sq::<L, K>(isa, rows, m.map(|m| m as f64), [0.0; K]);
     for k in 0..K {
         let st = inv_std(sq[k] / d as f64, eps);
-        mean[r + k] = m[k];
-        rstd[r + k] = st;
-        normalise(rows[k], &mut y[(r + k) * d..(r + k + 1) * d], m[k], st, affine, true, 0);
+        out.mean[r + k] = m[k];
+        out.rstd[r + k] = st;
+        normalise(rows[k], &mut out.y[(r + k) * d..(r + k + 1) * d], m[k], st, affine, true, 0);
     }
 }
 
-/// Layer norm backward.
+/// Layer norm backward over rows of length `d`.
 ///
 /// With `x̂ = (x − mean)·rstd` and `ĝ = g·γ` (or `g`): `dx = (ĝ − m1 − x̂·m2)·rstd` per row,
 /// where `m1`, `m2` are the f64 means of `ĝ` and `ĝ·x̂` rounded to f32; and, when `sums` is
-/// given, `sums.0[i] = Σ_rows g·x̂` and `sums.1[i] = Σ_rows g` (f64, row order).
+/// given, `dgamma[i] = Σ_rows g·x̂` and `dbeta[i] = Σ_rows g` (f64, row order).
 ///
-/// Panics unless the lengths agree (`mean.len()` rows of `d`).
-#[allow(clippy::too_many_arguments)]
-pub fn layer_norm_backward(
-    settings: Settings,
-    x: &[f32],
-    g: &[f32],
-    d: usize,
-    mean: &[f32],
-    rstd: &[f32],
-    gamma: Option<&[f32]>,
-    dx: Option<&mut [f32]>,
-    sums: Option<(&mut [f64], &mut [f64])>,
-) {
+/// Panics unless the lengths agree (`grad.stats.mean.len()` rows of `d`).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{layer_norm_backward, NormGrad, Stats};
+/// // Two rows of x̂ = [-1, 1]; only dx wanted.
+/// let (x, g) = ([1.0f32, 3.0, 0.0, 4.0], [2.0f32, 2.0, 1.0, -1.0]);
+/// let (mean, rstd) = ([2.0f32, 2.0], [1.0f32, 0.5]);
+/// let grad = NormGrad { x: &x, g: &g, stats: Stats { mean: &mean, rstd: &rstd }, gamma: None };
+/// let mut dx = [0.0f32; 4];
+/// layer_norm_backward(Compute::settings(), 2, grad, Some(&mut dx), None);
+/// assert_eq!(dx, [0.0, 0.0, 0.0, 0.0]);
+/// ```
+pub fn layer_norm_backward(settings: Settings, d: usize, grad: NormGrad, dx: Option<&mut [f32]>, sums: Option<ParamSums>) {
+    let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
     let rows = mean.len();
     assert!(d > 0 && x.len() == rows * d && g.len() == rows * d && rstd.len() == rows, "layer_norm: lengths");
     assert!(gamma.is_none_or(|gm| gm.len() == d), "layer_norm: gamma length");
-    if let Some((dg, db)) = sums {
-        assert!(dg.len() == d && db.len() == d, "layer_norm: sum lengths");
-        let (dgs, dbs) = (Shared::new(dg), Shared::new(db));
-        for_each_chunk(settings.threads, d.div_ceil(COL_BLOCK), |chunk| {
-            let (c0, nc) = (chunk * COL_BLOCK, COL_BLOCK.min(d - chunk * COL_BLOCK));
-            // SAFETY: chunks cover disjoint ranges of columns.
-            let (dg, db) = unsafe { (dgs.range(c0, nc), dbs.range(c0, nc)) };
-            on_path!(settings.path, (x: &'a [f32], g: &'a [f32], d: usize, mean: &'a [f32], rstd: &'a [f32], c0: usize, dg: &'a mut [f64], db: &'a mut [f64]) {
-                ln_column_sums(x, g, d, mean, rstd, c0, dg, db)
+    if let Some(ParamSums { dgamma, dbeta }) = sums {
+        assert!(dgamma.len() == d && dbeta.len() == d, "layer_norm: sum lengths");
+        let outs = (Tiled::contiguous(dgamma, COL_BLOCK), Tiled::contiguous(dbeta, COL_BLOCK));
+        for_each_tile(settings.threads, outs, |_, (dgamma, dbeta)| {
+            let c0 = dgamma.origin().1;
+            let sums = ParamSums { dgamma: dgamma.into_slice(), dbeta: dbeta.into_slice() };
+            on_path!(settings.path, _isa, (grad: NormGrad<'a>, d: usize, c0: usize, sums: ParamSums<'a>) {
+                ln_column_sums(grad, d, c0, sums)
             });
         });
     }
     let Some(dx) = dx else { return };
     assert_eq!(dx.len(), rows * d, "layer_norm: dx length");
     let per = (CHUNK_ELEMS / d).max(1);
-    let dxs = Shared::new(dx);
-    for_each_chunk(settings.threads, rows.div_ceil(per), |chunk| {
-        let (r0, nr) = (chunk * per, per.min(rows - chunk * per));
-        // SAFETY: chunks cover disjoint ranges of rows.
-        let dx = unsafe { dxs.range(r0 * d, nr * d) };
+    for_each_tile(settings.threads, Tiled::row_bands(dx, rows, d, per), |_, dx| {
+        let (r0, nr) = (dx.origin().0, dx.rows());
+        let dx = dx.into_slice();
         let (x, g) = (&x[r0 * d..(r0 + nr) * d], &g[r0 * d..(r0 + nr) * d]);
-        let (mean, rstd) = (&mean[r0..r0 + nr], &rstd[r0..r0 + nr]);
-        on_path!(settings.path, (x: &'a [f32], g: &'a [f32], d: usize, nr: usize, mean: &'a [f32], rstd: &'a [f32], gamma: Option<&'a [f32]>, dx: &'a mut [f32]) {
+        let stats = Stats { mean: &mean[r0..r0 + nr], rstd: &rstd[r0..r0 + nr] };
+        let grad = NormGrad { x, g, stats, gamma };
+        on_path!(settings.path, isa, (grad: NormGrad<'a>, d: usize, nr: usize, dx: &'a mut [f32]) {
             let mut r = 0;
             while r + LOCKSTEP <= nr {
-                ln_dx_rows::<L, LOCKSTEP>(x, g, d, r, mean, rstd, gamma, dx);
+                ln_dx_rows::<L, LOCKSTEP>(isa, grad, d, r, dx);
                 r += LOCKSTEP;
             }
             for r in r..nr {
-                ln_dx_rows::<L, 1>(x, g, d, r, mean, rstd, gamma, dx);
+                ln_dx_rows::<L, 1>(isa, grad, d, r, dx);
             }
         });
     });
 }
 
-/// Columns `c0..c0 + dg.len()` of `Σ_rows g·x̂` and `Σ_rows g`, in blocks of
+/// Columns `c0..c0 + sums.dgamma.len()` of `Σ_rows g·x̂` and `Σ_rows g`, in blocks of
 /// [`COL_REGS`] columns whose accumulators stay in registers.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn ln_column_sums(x: &[f32], g: &[f32], d: usize, mean: &[f32], rstd: &[f32], c0: usize, dg: &mut [f64], db: &mut [f64]) {
+fn ln_column_sums(grad: NormGrad, d: usize, c0: usize, sums: ParamSums) {
+    let ParamSums { dgamma: dg, dbeta: db } = sums;
     let nc = dg.len();
     let full = nc / COL_REGS * COL_REGS;
     for c in (0..full).step_by(COL_REGS) {
-        ln_column_block::<COL_REGS>(x, g, d, mean, rstd, c0 + c, &mut dg[c..], &mut db[c..]);
+        ln_column_block::<COL_REGS>(grad, d, c0 + c, &mut dg[c..], &mut db[c..]);
     }
     for c in full..nc {
-        ln_column_block::<1>(x, g, d, mean, rstd, c0 + c, &mut dg[c..], &mut db[c..]);
+        ln_column_block::<1>(grad, d, c0 + c, &mut dg[c..], &mut db[c..]);
     }
 }
 
@@ -372,10 +461,10 @@ fn ln_column_sums(x: &[f32], g: &[f32], d: usize, mean: &[f32], rstd: &[f32], c0
 /// 64-column chunk was summed at once (its sums went to memory).
 const COL_REGS: usize = 32;
 
-/// Columns `c..c + N` of `Σ_rows g·x̂` and `Σ_rows g`.
-#[allow(clippy::too_many_arguments)]
+/// Columns `c..c + N` of `Σ_rows g·x̂` (into `dg`) and `Σ_rows g` (into `db`).
 #[inline(always)]
-fn ln_column_block<const N: usize>(x: &[f32], g: &[f32], d: usize, mean: &[f32], rstd: &[f32], c: usize, dg: &mut [f64], db: &mut [f64]) {
+fn ln_column_block<const N: usize>(grad: NormGrad, d: usize, c: usize, dg: &mut [f64], db: &mut [f64]) {
+    let NormGrad { x, g, stats: Stats { mean, rstd }, .. } = grad;
     let (mut ag, mut ab) = ([0.0f64; N], [0.0f64; N]);
     for (row, (&m, &s)) in mean.iter().zip(rstd).enumerate() {
         let (x, g) = (&x[row * d + c..][..N], &g[row * d + c..][..N]);
@@ -390,23 +479,14 @@ fn ln_column_block<const N: usize>(x: &[f32], g: &[f32], d: usize, mean: &[f32],
 }
 
 /// `dx` of rows `r..r + K`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn ln_dx_rows<L: Lanes, const K: usize>(
-    x: &[f32],
-    g: &[f32],
-    d: usize,
-    r: usize,
-    mean: &[f32],
-    rstd: &[f32],
-    gamma: Option<&[f32]>,
-    dx: &mut [f32],
-) {
+fn ln_dx_rows<L: Lanes, const K: usize>(isa: L::Isa, grad: NormGrad, d: usize, r: usize, dx: &mut [f32]) {
+    let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
     let xs: [&[f32]; K] = std::array::from_fn(|k| &x[(r + k) * d..(r + k + 1) * d]);
     let gs: [&[f32]; K] = std::array::from_fn(|k| &g[(r + k) * d..(r + k + 1) * d]);
     let m: [f32; K] = std::array::from_fn(|k| mean[r + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[r + k]);
-    let (s1, s2) = sum_prod::<L, K>(xs, gs, gamma, m, s, [0.0; K], [0.0; K]);
+    let (s1, s2) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: gamma, m, s }, ([0.0; K], [0.0; K]));
     for k in 0..K {
         let m1 = (s1[k] / d as f64) as f32;
         let m2 = (s2[k] / d as f64) as f32;
@@ -431,6 +511,14 @@ fn ln_dx_rows<L: Lanes, const K: usize>(
 // ===== batch norm =====
 
 /// The shape of a batch norm: `n` images of `c` channels of `hw` elements.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::norm::BatchShape;
+/// let shape = BatchShape { n: 2, c: 3, hw: 16 };
+/// assert_eq!(shape.n * shape.c * shape.hw, 96);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchShape {
     /// Images.
@@ -447,13 +535,18 @@ impl BatchShape {
         (CHUNK_ELEMS / (self.n * self.hw).max(1)).max(1).next_multiple_of(LOCKSTEP)
     }
 
-    /// Runs `f(first_channel, channels)` for each chunk of channels.
-    fn for_each_channel_chunk(&self, settings: Settings, f: impl Fn(usize, usize) + Sync + Send) {
-        let per = self.chunk_channels();
-        for_each_chunk(settings.threads, self.c.div_ceil(per), |chunk| {
-            let c0 = chunk * per;
-            f(c0, per.min(self.c - c0));
-        });
+    /// A per-channel output (`c` values) cut into the chunks of channels.
+    fn channels<'a, T>(&self, s: &'a mut [T]) -> Tiled<'a, T> {
+        Tiled::contiguous(s, self.chunk_channels())
+    }
+
+    /// An `[N, C, HW]` output cut into the chunks of channels: the `n` rows of `c·hw`
+    /// values (one per image) in column bands of whole planes, so that a chunk's tile holds
+    /// its channels' planes of every image (row `b`: image `b`'s planes, in channel order).
+    fn planes<'a>(&self, y: &'a mut [f32]) -> Tiled<'a, f32> {
+        let width = self.c * self.hw;
+        let grid = Grid { rows: self.n, cols: width, row_stride: width, band_rows: self.n, band_cols: self.chunk_channels() * self.hw };
+        Tiled::new(y, grid)
     }
 
     /// The plane of channel `ch` in image `b`.
@@ -464,7 +557,8 @@ impl BatchShape {
     }
 }
 
-/// Runs `f::<K>(first)` over `c0..c0 + nc` in groups of [`LOCKSTEP`] channels, then one by one.
+/// Runs `f::<L, K>(first, args..)` over `c0..c0 + nc` in groups of [`LOCKSTEP`] channels,
+/// then one by one.
 macro_rules! in_lockstep {
     ($c0:expr, $nc:expr, $f:ident($($arg:expr),*)) => {{
         let (c0, nc) = ($c0, $nc);
@@ -480,40 +574,52 @@ macro_rules! in_lockstep {
     }};
 }
 
+/// One chunk's per-channel statistics of a batch norm forward in training (the chunk's
+/// channels `c0..`): the mean, the sum of squared deviations `sq` and `rstd`.
+struct BnStats<'a> {
+    mean: &'a mut [f32],
+    sq: &'a mut [f64],
+    rstd: &'a mut [f32],
+}
+
 /// Batch norm forward in training: per channel the mean, the sum of squared deviations
 /// from it (`sq`, for the running variance) and `rstd = 1/sqrt(sq/count + eps)`, all over
 /// the images and plane in order; then `y = (x − mean)·rstd·γ + β`.
 ///
 /// Panics unless the lengths agree with `shape`.
-#[allow(clippy::too_many_arguments)]
-pub fn batch_norm(
-    settings: Settings,
-    shape: BatchShape,
-    x: &[f32],
-    affine: Affine,
-    eps: f32,
-    y: &mut [f32],
-    mean: &mut [f32],
-    sq: &mut [f64],
-    rstd: &mut [f32],
-) {
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{batch_norm, Affine, BatchShape, NormOut};
+/// // Two images of one channel of two elements: the channel holds 1, 3, 5, 7.
+/// let x = [1.0f32, 3.0, 5.0, 7.0];
+/// let (mut y, mut mean, mut rstd, mut sq) = ([0.0f32; 4], [0.0f32], [0.0f32], [0.0f64]);
+/// let out = NormOut { y: &mut y, mean: &mut mean, rstd: &mut rstd };
+/// let shape = BatchShape { n: 2, c: 1, hw: 2 };
+/// batch_norm(Compute::settings(), shape, &x, Affine { gamma: None, beta: None }, 0.0, out, &mut sq);
+/// assert_eq!((mean, sq), ([4.0], [20.0]));
+/// assert_eq!(rstd[0], 1.0 / 5f32.sqrt());
+/// ```
+pub fn batch_norm(settings: Settings, shape: BatchShape, x: &[f32], affine: Affine, eps: f32, out: NormOut, sq: &mut [f64]) {
     let BatchShape { n, c, hw } = shape;
+    let NormOut { y, mean, rstd } = out;
     assert!(x.len() == n * c * hw && y.len() == x.len() && mean.len() == c && sq.len() == c && rstd.len() == c, "batch_norm: lengths");
     assert!(affine.gamma.is_none_or(|g| g.len() == c) && affine.beta.is_none_or(|b| b.len() == c), "batch_norm: affine lengths");
-    let (ys, ms, qs, ss) = (Shared::new(y), Shared::new(mean), Shared::new(sq), Shared::new(rstd));
-    shape.for_each_channel_chunk(settings, |c0, nc| {
-        // SAFETY: chunks cover disjoint ranges of channels, hence disjoint statistics and
-        // disjoint planes of `y`.
-        let (mean, sq, rstd) = unsafe { (ms.range(c0, nc), qs.range(c0, nc), ss.range(c0, nc)) };
-        let ys = &ys;
-        on_path!(settings.path, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], eps: f32, affine: Affine<'a>, mean: &'a mut [f32], sq: &'a mut [f64], rstd: &'a mut [f32], ys: &'a Shared<'a, f32>) {
-            in_lockstep!(c0, nc, bn_stats(c0, shape, x, eps, mean, sq, rstd));
+    let outs = (shape.channels(mean), shape.channels(sq), shape.channels(rstd), shape.planes(y));
+    for_each_tile(settings.threads, outs, |_, (mean, sq, rstd, y)| {
+        let (c0, nc) = (mean.origin().1, mean.cols());
+        let stats = BnStats { mean: mean.into_slice(), sq: sq.into_slice(), rstd: rstd.into_slice() };
+        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], eps: f32, affine: Affine<'a>, stats: BnStats<'a>, y: TileMut<'a, f32>) {
+            let (mut stats, mut y) = (stats, y);
+            in_lockstep!(c0, nc, bn_stats(isa, c0, shape, x, eps, &mut stats));
+            let (mean, rstd) = (&*stats.mean, &*stats.rstd);
             for b in 0..shape.n {
+                let y = y.row(b);
                 for ch in c0..c0 + nc {
-                    let p = shape.plane(b, ch);
-                    // SAFETY: the plane of a channel of this chunk.
-                    let y = unsafe { ys.range(p.start, shape.hw) };
-                    normalise(&x[p], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
+                    let y = &mut y[(ch - c0) * shape.hw..][..shape.hw];
+                    normalise(&x[shape.plane(b, ch)], y, mean[ch - c0], rstd[ch - c0], affine, false, ch);
                 }
             }
         });
@@ -521,106 +627,113 @@ pub fn batch_norm(
 }
 
 /// Statistics of channels `ch..ch + K` (`c0` is the chunk's first channel).
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn bn_stats<L: Lanes, const K: usize>(
-    ch: usize,
-    c0: usize,
-    shape: BatchShape,
-    x: &[f32],
-    eps: f32,
-    mean: &mut [f32],
-    sq: &mut [f64],
-    rstd: &mut [f32],
-) {
+fn bn_stats<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape: BatchShape, x: &[f32], eps: f32, out: &mut BnStats) {
     let planes = |b: usize| -> [&[f32]; K] { std::array::from_fn(|k| &x[shape.plane(b, ch + k)]) };
     let mut s = [0.0f64; K];
     for b in 0..shape.n {
-        s = sum::<L, K>(planes(b), s);
+        s = sum::<L, K>(isa, planes(b), s);
     }
     let count = (shape.n * shape.hw) as f64;
     let m: [f32; K] = s.map(|s| (s / count) as f32);
     let mu = m.map(|m| m as f64);
     let mut q = [0.0f64; K];
     for b in 0..shape.n {
-        q = sum_sq::<L, K>(planes(b), mu, q);
+        q = sum_sq::<L, K>(isa, planes(b), mu, q);
     }
     for k in 0..K {
-        mean[ch - c0 + k] = m[k];
-        sq[ch - c0 + k] = q[k];
-        rstd[ch - c0 + k] = inv_std(q[k] / count, eps);
+        out.mean[ch - c0 + k] = m[k];
+        out.sq[ch - c0 + k] = q[k];
+        out.rstd[ch - c0 + k] = inv_std(q[k] / count, eps);
     }
 }
 
 /// Batch norm forward with given statistics (eval): `y = (x − mean)·rstd·γ + β` per channel.
 ///
 /// Panics unless the lengths agree with `shape`.
-pub fn batch_norm_apply(settings: Settings, shape: BatchShape, x: &[f32], mean: &[f32], rstd: &[f32], affine: Affine, y: &mut [f32]) {
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{batch_norm_apply, Affine, BatchShape, Stats};
+/// let (x, mean, rstd) = ([1.0f32, 3.0], [2.0f32], [0.5f32]);
+/// let mut y = [0.0f32; 2];
+/// let stats = Stats { mean: &mean, rstd: &rstd };
+/// batch_norm_apply(Compute::settings(), BatchShape { n: 1, c: 1, hw: 2 }, &x, stats, Affine { gamma: None, beta: None }, &mut y);
+/// assert_eq!(y, [-0.5, 0.5]);
+/// ```
+pub fn batch_norm_apply(settings: Settings, shape: BatchShape, x: &[f32], stats: Stats, affine: Affine, y: &mut [f32]) {
     let BatchShape { n, c, hw } = shape;
+    let Stats { mean, rstd } = stats;
     assert!(x.len() == n * c * hw && y.len() == x.len() && mean.len() == c && rstd.len() == c, "batch_norm: lengths");
     assert!(affine.gamma.is_none_or(|g| g.len() == c) && affine.beta.is_none_or(|b| b.len() == c), "batch_norm: affine lengths");
-    let ys = Shared::new(y);
-    shape.for_each_channel_chunk(settings, |c0, nc| {
-        let ys = &ys;
-        on_path!(settings.path, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], mean: &'a [f32], rstd: &'a [f32], affine: Affine<'a>, ys: &'a Shared<'a, f32>) {
+    for_each_tile(settings.threads, shape.planes(y), |_, y| {
+        // A chunk exists only when there are images and planes (`hw > 0`).
+        let (c0, nc) = (y.origin().1 / hw, y.cols() / hw);
+        on_path!(settings.path, _isa, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], stats: Stats<'a>, affine: Affine<'a>, y: TileMut<'a, f32>) {
+            let mut y = y;
             for b in 0..shape.n {
+                let y = y.row(b);
                 for ch in c0..c0 + nc {
-                    let p = shape.plane(b, ch);
-                    // SAFETY: chunks cover disjoint ranges of channels, hence planes.
-                    let y = unsafe { ys.range(p.start, shape.hw) };
-                    normalise(&x[p], y, mean[ch], rstd[ch], affine, false, ch);
+                    let y = &mut y[(ch - c0) * shape.hw..][..shape.hw];
+                    normalise(&x[shape.plane(b, ch)], y, stats.mean[ch], stats.rstd[ch], affine, false, ch);
                 }
             }
         });
     });
 }
 
-/// Batch norm backward: per channel `sg = Σ g` and `sgx = Σ g·x̂` (f64, images and plane in
-/// order; `x̂ = (x − mean)·rstd`), then, if `dx` is given, `dx = k·(g − mg − x̂·mgx)` in
-/// training or `k·g` in eval, with `k = γ·rstd` (or `rstd`) and `mg`, `mgx` the sums over
-/// `n·hw` rounded to f32.
+/// Batch norm backward: per channel `sums.dbeta = Σ g` and `sums.dgamma = Σ g·x̂` (f64,
+/// images and plane in order; `x̂ = (x − mean)·rstd`), then, if `dx` is given,
+/// `dx = k·(g − mg − x̂·mgx)` in training or `k·g` in eval, with `k = γ·rstd` (or `rstd`)
+/// and `mg`, `mgx` those sums over `n·hw` rounded to f32.
 ///
 /// Panics unless the lengths agree with `shape`.
-#[allow(clippy::too_many_arguments)]
-pub fn batch_norm_backward(
-    settings: Settings,
-    shape: BatchShape,
-    x: &[f32],
-    g: &[f32],
-    mean: &[f32],
-    rstd: &[f32],
-    gamma: Option<&[f32]>,
-    training: bool,
-    sg: &mut [f64],
-    sgx: &mut [f64],
-    dx: Option<&mut [f32]>,
-) {
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{batch_norm_backward, BatchShape, NormGrad, ParamSums, Stats};
+/// // One channel of x̂ = [-1, 1] and a gradient that only shifts: dx is zero in training.
+/// let (x, g, mean, rstd) = ([1.0f32, 3.0], [1.0f32, 1.0], [2.0f32], [1.0f32]);
+/// let grad = NormGrad { x: &x, g: &g, stats: Stats { mean: &mean, rstd: &rstd }, gamma: None };
+/// let (mut dgamma, mut dbeta, mut dx) = ([0.0f64], [0.0f64], [9.0f32; 2]);
+/// let sums = ParamSums { dgamma: &mut dgamma, dbeta: &mut dbeta };
+/// batch_norm_backward(Compute::settings(), BatchShape { n: 1, c: 1, hw: 2 }, grad, true, sums, Some(&mut dx));
+/// assert_eq!((dgamma, dbeta, dx), ([0.0], [2.0], [0.0, 0.0]));
+/// ```
+pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad, training: bool, sums: ParamSums, dx: Option<&mut [f32]>) {
     let BatchShape { n, c, hw } = shape;
+    let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
+    let ParamSums { dgamma, dbeta } = sums;
     let len = n * c * hw;
     assert!(
-        x.len() == len && g.len() == len && mean.len() == c && rstd.len() == c && sg.len() == c && sgx.len() == c,
+        x.len() == len && g.len() == len && mean.len() == c && rstd.len() == c && dgamma.len() == c && dbeta.len() == c,
         "batch_norm: lengths"
     );
     assert!(gamma.is_none_or(|gm| gm.len() == c) && dx.as_ref().is_none_or(|d| d.len() == len), "batch_norm: lengths");
-    let (sgs, sgxs) = (Shared::new(sg), Shared::new(sgx));
-    let dxs = dx.map(Shared::new);
-    shape.for_each_channel_chunk(settings, |c0, nc| {
-        // SAFETY: chunks cover disjoint ranges of channels, hence disjoint sums and planes.
-        let (sg, sgx) = unsafe { (sgs.range(c0, nc), sgxs.range(c0, nc)) };
-        let dxs = dxs.as_ref();
-        on_path!(settings.path, (c0: usize, nc: usize, shape: BatchShape, x: &'a [f32], g: &'a [f32], mean: &'a [f32], rstd: &'a [f32], gamma: Option<&'a [f32]>, training: bool, sg: &'a mut [f64], sgx: &'a mut [f64], dxs: Option<&'a Shared<'a, f32>>) {
-            in_lockstep!(c0, nc, bn_grad_sums(c0, shape, x, g, mean, rstd, sg, sgx));
-            let Some(dxs) = dxs else { return };
+    let outs = (shape.channels(dgamma), shape.channels(dbeta), dx.map(|dx| shape.planes(dx)));
+    for_each_tile(settings.threads, outs, |_, (dgamma, dbeta, dx)| {
+        let (c0, nc) = (dgamma.origin().1, dgamma.cols());
+        let sums = ParamSums { dgamma: dgamma.into_slice(), dbeta: dbeta.into_slice() };
+        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, grad: NormGrad<'a>, training: bool, sums: ParamSums<'a>, dx: Option<TileMut<'a, f32>>) {
+            let mut sums = sums;
+            in_lockstep!(c0, nc, bn_grad_sums(isa, c0, shape, grad, &mut sums));
+            let Some(mut dx) = dx else { return };
+            let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
+            let (sg, sgx) = (&*sums.dbeta, &*sums.dgamma);
             let count = (shape.n * shape.hw) as f64;
             for b in 0..shape.n {
+                let dx = dx.row(b);
                 for ch in c0..c0 + nc {
                     let k = match gamma {
                         Some(gm) => gm[ch] * rstd[ch],
                         None => rstd[ch],
                     };
+                    let dx = &mut dx[(ch - c0) * shape.hw..][..shape.hw];
                     let p = shape.plane(b, ch);
-                    // SAFETY: the plane of a channel of this chunk.
-                    let dx = unsafe { dxs.range(p.start, shape.hw) };
                     let (x, g) = (&x[p.clone()], &g[p]);
                     if training {
                         let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
@@ -637,36 +750,26 @@ pub fn batch_norm_backward(
     });
 }
 
-/// `sg`, `sgx` of channels `ch..ch + K` (`c0` is the chunk's first channel).
-#[allow(clippy::too_many_arguments)]
+/// `Σ g` and `Σ g·x̂` of channels `ch..ch + K` (`c0` is the chunk's first channel).
 #[inline(always)]
-fn bn_grad_sums<L: Lanes, const K: usize>(
-    ch: usize,
-    c0: usize,
-    shape: BatchShape,
-    x: &[f32],
-    g: &[f32],
-    mean: &[f32],
-    rstd: &[f32],
-    sg: &mut [f64],
-    sgx: &mut [f64],
-) {
+fn bn_grad_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape: BatchShape, grad: NormGrad, sums: &mut ParamSums) {
+    let NormGrad { x, g, stats: Stats { mean, rstd }, .. } = grad;
     let m: [f32; K] = std::array::from_fn(|k| mean[ch + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[ch + k]);
     let (mut a, mut b) = ([0.0f64; K], [0.0f64; K]);
     for img in 0..shape.n {
         let xs: [&[f32]; K] = std::array::from_fn(|k| &x[shape.plane(img, ch + k)]);
         let gs: [&[f32]; K] = std::array::from_fn(|k| &g[shape.plane(img, ch + k)]);
-        (a, b) = sum_prod::<L, K>(xs, gs, None, m, s, a, b);
+        (a, b) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: None, m, s }, (a, b));
     }
     for k in 0..K {
-        sg[ch - c0 + k] = a[k];
-        sgx[ch - c0 + k] = b[k];
+        sums.dbeta[ch - c0 + k] = a[k];
+        sums.dgamma[ch - c0 + k] = b[k];
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! Bit-for-bit checks against the scalar definitions (the loops these kernels replaced),
     //! on shapes that reach the lockstep groups, their remainders and several chunks, on
     //! every supported path at 1 and 2 threads.
@@ -680,7 +783,8 @@ mod tests {
         (0..len).map(|_| rng.uniform(-3.0, 3.0) + 0.5).collect()
     }
 
-    fn every_setting() -> Vec<Settings> {
+    /// Every supported path at 1 and 2 threads (also the pooling tests').
+    pub(in crate::kernels) fn every_setting() -> Vec<Settings> {
         let mut all = Vec::new();
         for path in KernelPath::supported() {
             for threads in [1, 2] {
@@ -690,7 +794,7 @@ mod tests {
         all
     }
 
-    fn bits(v: &[f32]) -> Vec<u32> {
+    pub(in crate::kernels) fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|v| v.to_bits()).collect()
     }
 
@@ -752,6 +856,38 @@ mod tests {
         (dx, dga, dba)
     }
 
+    /// What breaks the rule that an ISA path is reached only with its capability token, in
+    /// the norms' sources: a path picked by lane width, an `unsafe fn` in the AVX-512
+    /// routines (its caller, not a token, would carry the proof) or one of them not taking
+    /// the `Avx512` token first.
+    fn token_audit(kernels: &str, avx512: &str) -> Vec<String> {
+        let (width, unchecked_fn) = (["WIDTH", " =="].concat(), ["uns", "afe fn"].concat());
+        let mut problems = Vec::new();
+        for (i, line) in kernels.lines().enumerate().filter(|(_, l)| l.contains(&width)) {
+            problems.push(format!("kernel line {}: a path picked by lane width: {line}", i + 1));
+        }
+        for (i, line) in avx512.lines().enumerate() {
+            if line.contains(&unchecked_fn) {
+                problems.push(format!("avx512.rs line {}: a routine whose caller carries the proof: {line}", i + 1));
+            }
+            if line.contains("pub(super)") && line.contains(" fn ") && !line.contains("(isa: Avx512") {
+                problems.push(format!("avx512.rs line {}: a routine without the token: {line}", i + 1));
+            }
+        }
+        problems
+    }
+
+    #[test]
+    fn avx512_sums_take_the_token_and_no_path_is_picked_by_lane_width() {
+        let kernels = [include_str!("norm.rs"), include_str!("pooling.rs")].concat();
+        let problems = token_audit(&kernels, include_str!("norm/avx512.rs"));
+        assert!(problems.is_empty(), "{problems:#?}");
+        // The audit catches the dispatch this replaced.
+        let old_kernel = concat!("fn on_avx512<L: Lanes>() -> bool {\n    cfg!(target_arch = \"x86_64\") && L::WID", "TH == 16\n}\n");
+        let old_avx512 = concat!("pub(super) uns", "afe fn sum(rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {\n");
+        assert_eq!(token_audit(old_kernel, old_avx512).len(), 3);
+    }
+
     #[test]
     fn layer_norm_matches_the_scalar_definition_bit_for_bit() {
         for &(rows, d) in &[(13, 37), (6, 300), (300, 130), (1, 1)] {
@@ -763,10 +899,11 @@ mod tests {
                 let (rdx, rdg, rdb) = ln_backward_reference(&x, &g, d, &rm, &rs, gv);
                 for st in every_setting() {
                     let (mut y, mut m, mut s) = (vec![0.0; rows * d], vec![0.0; rows], vec![0.0; rows]);
-                    layer_norm(st, &x, d, Affine { gamma: gv, beta: bv }, 1e-5, &mut y, &mut m, &mut s);
+                    layer_norm(st, &x, d, Affine { gamma: gv, beta: bv }, 1e-5, NormOut { y: &mut y, mean: &mut m, rstd: &mut s });
                     assert_eq!((bits(&y), bits(&m), bits(&s)), (bits(&ry), bits(&rm), bits(&rs)), "{rows}x{d} {st:?}");
                     let (mut dx, mut dg, mut db) = (vec![0.0; rows * d], vec![0.0; d], vec![0.0; d]);
-                    layer_norm_backward(st, &x, &g, d, &m, &s, gv, Some(&mut dx), Some((&mut dg, &mut db)));
+                    let grad = NormGrad { x: &x, g: &g, stats: Stats { mean: &m, rstd: &s }, gamma: gv };
+                    layer_norm_backward(st, d, grad, Some(&mut dx), Some(ParamSums { dgamma: &mut dg, dbeta: &mut db }));
                     assert_eq!(bits(&dx), bits(&rdx), "{rows}x{d} {st:?}");
                     assert_eq!((dg.clone(), db.clone()), (rdg.clone(), rdb.clone()), "{rows}x{d} {st:?}");
                 }
@@ -821,7 +958,6 @@ mod tests {
     }
 
     /// The scalar batch norm backward: `(dx, Σ g, Σ g·x̂)`.
-    #[allow(clippy::too_many_arguments)]
     fn bn_backward_reference(
         x: &[f32],
         gs: &[f32],
@@ -873,16 +1009,18 @@ mod tests {
                 for st in every_setting() {
                     let (mut y, mut m, mut q, mut s) = (vec![0.0; len], vec![0.0; sh.c], vec![0.0; sh.c], vec![0.0; sh.c]);
                     let affine = Affine { gamma: gv, beta: bv };
-                    batch_norm(st, sh, &x, affine, 1e-5, &mut y, &mut m, &mut q, &mut s);
+                    batch_norm(st, sh, &x, affine, 1e-5, NormOut { y: &mut y, mean: &mut m, rstd: &mut s }, &mut q);
                     assert_eq!((bits(&y), bits(&m), bits(&s)), (bits(&ry), bits(&rm), bits(&rs)), "{sh:?} {st:?}");
                     assert_eq!(q, rq, "{sh:?} {st:?}");
                     let mut y2 = vec![0.0; len];
-                    batch_norm_apply(st, sh, &x, &m, &s, affine, &mut y2);
+                    batch_norm_apply(st, sh, &x, Stats { mean: &m, rstd: &s }, affine, &mut y2);
                     assert_eq!(bits(&y2), bits(&ry), "{sh:?} {st:?}");
                     for training in [true, false] {
                         let (rdx, rsg, rsgx) = bn_backward_reference(&x, &g, sh, &m, &s, gv, training);
                         let (mut dx, mut sg, mut sgx) = (vec![0.0; len], vec![0.0; sh.c], vec![0.0; sh.c]);
-                        batch_norm_backward(st, sh, &x, &g, &m, &s, gv, training, &mut sg, &mut sgx, Some(&mut dx));
+                        let grad = NormGrad { x: &x, g: &g, stats: Stats { mean: &m, rstd: &s }, gamma: gv };
+                        let sums = ParamSums { dgamma: &mut sgx, dbeta: &mut sg };
+                        batch_norm_backward(st, sh, grad, training, sums, Some(&mut dx));
                         assert_eq!(bits(&dx), bits(&rdx), "{sh:?} {st:?} training {training}");
                         assert_eq!((sg, sgx), (rsg, rsgx), "{sh:?} {st:?} training {training}");
                     }

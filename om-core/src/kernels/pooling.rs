@@ -17,9 +17,9 @@
 //! depends only on the plane size), each run on one thread: every thread count gives the
 //! same bits.
 
-use super::norm::{on_path, Shared};
+use super::norm::on_path;
 use crate::compute::Settings;
-use crate::kernels::parallel::for_each_chunk;
+use crate::kernels::parallel::{for_each_tile, Tiled};
 
 /// Target input elements per parallel chunk (whole planes, at least one). Measured on an
 /// AMD EPYC (Zen 5), 2 shared cores: 8 Ki, 32 Ki and 128 Ki gave the same `om bench
@@ -115,13 +115,10 @@ impl Pool2d {
         (CHUNK_ELEMS / (self.h * self.w).max(1)).max(1)
     }
 
-    /// Runs `f(first_plane, planes)` for each chunk of planes.
-    fn for_each_plane_chunk(&self, settings: Settings, f: impl Fn(usize, usize) + Sync + Send) {
-        let per = self.chunk_planes();
-        for_each_chunk(settings.threads, self.planes.div_ceil(per), |chunk| {
-            let first = chunk * per;
-            f(first, per.min(self.planes - first));
-        });
+    /// The first `planes · len` values of `s` (planes of `len`) cut into the chunks of
+    /// planes.
+    fn by_planes<'a, T>(&self, s: &'a mut [T], len: usize) -> Tiled<'a, T> {
+        Tiled::row_bands(s, self.planes, len, self.chunk_planes())
     }
 }
 
@@ -130,13 +127,12 @@ impl Pool2d {
 pub fn max_pool2d(settings: Settings, geo: &Pool2d, x: &[f32], y: &mut [f32], idx: &mut [i32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(x.len() >= geo.planes * hw && y.len() >= geo.planes * ohw && idx.len() >= geo.planes * ohw, "max_pool2d: short slices");
-    let (ys, is) = (Shared::new(&mut y[..geo.planes * ohw]), Shared::new(&mut idx[..geo.planes * ohw]));
     let kind = geo.shape();
-    geo.for_each_plane_chunk(settings, |first, planes| {
-        // SAFETY: chunks cover disjoint ranges of planes, so of outputs.
-        let (y, idx) = unsafe { (ys.range(first * ohw, planes * ohw), is.range(first * ohw, planes * ohw)) };
+    for_each_tile(settings.threads, (geo.by_planes(y, ohw), geo.by_planes(idx, ohw)), |_, (y, idx)| {
+        let (first, planes) = (y.origin().0, y.rows());
+        let (y, idx) = (y.into_slice(), idx.into_slice());
         let x = &x[first * hw..(first + planes) * hw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, x: &'a [f32], y: &'a mut [f32], idx: &'a mut [i32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, x: &'a [f32], y: &'a mut [f32], idx: &'a mut [i32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for ((x, y), idx) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)).zip(idx.chunks_exact_mut(ohw)) {
                 match kind {
@@ -266,13 +262,12 @@ fn max_run_2x1<const N: usize>(r0: &[f32], r1: &[f32], at: i32, w: i32, y: &mut 
 pub fn max_pool2d_backward(settings: Settings, geo: &Pool2d, g: &[f32], idx: &[i32], dx: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(g.len() >= geo.planes * ohw && idx.len() >= geo.planes * ohw && dx.len() >= geo.planes * hw, "max_pool2d: short slices");
-    let dxs = Shared::new(&mut dx[..geo.planes * hw]);
     let kind = geo.shape();
-    geo.for_each_plane_chunk(settings, |first, planes| {
-        // SAFETY: chunks cover disjoint ranges of planes.
-        let dx = unsafe { dxs.range(first * hw, planes * hw) };
+    for_each_tile(settings.threads, geo.by_planes(dx, hw), |_, dx| {
+        let (first, planes) = (dx.origin().0, dx.rows());
+        let dx = dx.into_slice();
         let (g, idx) = (&g[first * ohw..(first + planes) * ohw], &idx[first * ohw..(first + planes) * ohw]);
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, g: &'a [f32], idx: &'a [i32], dx: &'a mut [f32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, g: &'a [f32], idx: &'a [i32], dx: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for ((dx, g), idx) in dx.chunks_exact_mut(hw).zip(g.chunks_exact(ohw)).zip(idx.chunks_exact(ohw)) {
                 match kind {
@@ -378,13 +373,12 @@ fn avg_count(geo: &Pool2d, divisor: Divisor, (oy, ox): (usize, usize), (y0, y1):
 pub fn avg_pool2d(settings: Settings, geo: &Pool2d, divisor: Divisor, x: &[f32], y: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(x.len() >= geo.planes * hw && y.len() >= geo.planes * ohw, "avg_pool2d: short slices");
-    let ys = Shared::new(&mut y[..geo.planes * ohw]);
     let kind = geo.shape();
-    geo.for_each_plane_chunk(settings, |first, planes| {
-        // SAFETY: chunks cover disjoint ranges of planes.
-        let y = unsafe { ys.range(first * ohw, planes * ohw) };
+    for_each_tile(settings.threads, geo.by_planes(y, ohw), |_, y| {
+        let (first, planes) = (y.origin().0, y.rows());
+        let y = y.into_slice();
         let x = &x[first * hw..(first + planes) * hw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, x: &'a [f32], y: &'a mut [f32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, x: &'a [f32], y: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for (x, y) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
                 match kind {
@@ -456,13 +450,12 @@ fn avg_run_2x2<const N: usize>(r0: &[f32], r1: &[f32], y: &mut [f32]) {
 pub fn avg_pool2d_backward(settings: Settings, geo: &Pool2d, divisor: Divisor, g: &[f32], dx: &mut [f32]) {
     let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
     assert!(g.len() >= geo.planes * ohw && dx.len() >= geo.planes * hw, "avg_pool2d: short slices");
-    let dxs = Shared::new(&mut dx[..geo.planes * hw]);
     let kind = geo.shape();
-    geo.for_each_plane_chunk(settings, |first, planes| {
-        // SAFETY: chunks cover disjoint ranges of planes.
-        let dx = unsafe { dxs.range(first * hw, planes * hw) };
+    for_each_tile(settings.threads, geo.by_planes(dx, hw), |_, dx| {
+        let (first, planes) = (dx.origin().0, dx.rows());
+        let dx = dx.into_slice();
         let g = &g[first * ohw..(first + planes) * ohw];
-        on_path!(settings.path, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, g: &'a [f32], dx: &'a mut [f32]) {
+        on_path!(settings.path, _isa, (geo: &'a Pool2d, kind: Shape, divisor: Divisor, g: &'a [f32], dx: &'a mut [f32]) {
             let (hw, ohw) = (geo.h * geo.w, geo.oh * geo.ow);
             for (dx, g) in dx.chunks_exact_mut(hw).zip(g.chunks_exact(ohw)) {
                 match kind {
@@ -523,7 +516,7 @@ mod tests {
     //! supported path at 1 and 2 threads.
 
     use super::*;
-    use crate::compute::{KernelPath, Mode};
+    use crate::kernels::norm::tests::{bits, every_setting};
     use crate::rng::Rng;
 
     /// Values from a small set (many ties) with NaN and −∞ sprinkled in.
@@ -537,20 +530,6 @@ mod tests {
                 k => (k % 6) as f32 - 2.5,
             })
             .collect()
-    }
-
-    fn every_setting() -> Vec<Settings> {
-        let mut all = Vec::new();
-        for path in KernelPath::supported() {
-            for threads in [1, 2] {
-                all.push(Settings { mode: Mode::Fast, threads, path });
-            }
-        }
-        all
-    }
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|v| v.to_bits()).collect()
     }
 
     fn geometry(

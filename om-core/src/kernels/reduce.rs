@@ -195,8 +195,37 @@ pub fn sum_axis(x: &[f32], outer: usize, len: usize, inner: usize, scale: f64, o
 
 /// Rows summed side by side: one sum per row, `ROWS` independent f64 chains at a time (each
 /// still adds its row's elements in order), so the adds overlap instead of waiting on one
-/// chain's latency.
-const ROWS: usize = 8;
+/// chain's latency. Also the lockstep of the norms (`norm.rs`) and the convolution's
+/// channel sums (`conv/mod.rs`).
+pub(crate) const ROWS: usize = 8;
+
+/// `acc[k] + Σ rows[k][i] as f64` for `K` equally long rows, side by side: step `i` adds
+/// element `i` of every row, so each row's sum is the sequential f64 sum of its elements
+/// in increasing order (the same bits as one row at a time) while the `K` chains overlap.
+/// The one side-by-side f64 row sum of the kernels (reductions, norms, convolution bias).
+///
+/// Panics if a row is shorter than the first.
+#[inline(always)]
+pub(crate) fn sum_side_by_side<const K: usize>(rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
+    fold_side_by_side(rows, acc, |s, _, v| s + v as f64)
+}
+
+/// `K` folds over `K` equally long rows, side by side: `acc[k] = f(acc[k], k, rows[k][i])`
+/// for `i` in increasing order ([`sum_side_by_side`] with any per-element step).
+///
+/// Panics if a row is shorter than the first.
+#[inline(always)]
+pub(crate) fn fold_side_by_side<const K: usize>(rows: [&[f32]; K], mut acc: [f64; K], f: impl Fn(f64, usize, f32) -> f64) -> [f64; K] {
+    let len = rows[0].len();
+    let rows = rows.map(|r| &r[..len]);
+    #[allow(clippy::needless_range_loop)] // `i` indexes K rows in lockstep
+    for i in 0..len {
+        for k in 0..K {
+            acc[k] = f(acc[k], k, rows[k][i]);
+        }
+    }
+    acc
+}
 
 /// `out[r] = scale · Σ x[r·len .. (r+1)·len]` for contiguous rows of `len` (`len` may be 0).
 fn sum_rows(x: &[f32], len: usize, scale: f64, out: &mut [f32]) {
@@ -208,12 +237,7 @@ fn sum_rows(x: &[f32], len: usize, scale: f64, out: &mut [f32]) {
     let mut outs = out.chunks_exact_mut(ROWS);
     for (block, dst) in (&mut blocks).zip(&mut outs) {
         let rows: [&[f32]; ROWS] = std::array::from_fn(|r| &block[r * len..(r + 1) * len]);
-        let mut acc = [0.0f64; ROWS];
-        for i in 0..len {
-            for (a, row) in acc.iter_mut().zip(&rows) {
-                *a += row[i] as f64;
-            }
-        }
+        let acc = sum_side_by_side(rows, [0.0f64; ROWS]);
         for (d, a) in dst.iter_mut().zip(acc) {
             *d = (a * scale) as f32;
         }
@@ -316,6 +340,36 @@ mod tests {
             let mut want = vec![0.0f32; 60 / shape[a]];
             sum_axis(&gathered, outer, shape[a], inner, 1.0, &mut want).unwrap();
             assert_eq!(bits(&got), bits(&want), "axis {a}");
+        }
+    }
+
+    /// The side-by-side sum continues each row's own sequential f64 sum from its
+    /// accumulator (as the norms and the convolution's channel sums use it): magnitudes
+    /// from 1e-4 to 1e4 make any other order or grouping change the bits.
+    #[test]
+    fn side_by_side_sums_continue_each_rows_own_sequence() {
+        fn check<const K: usize>(len: usize, seed: u64) {
+            let mut st = seed;
+            let mut value = || {
+                let r = next(&mut st);
+                ((r % 2001) as f32 - 1000.0) * 10f32.powi((r >> 32) as i32 % 9 - 4)
+            };
+            let data: Vec<Vec<f32>> = (0..K).map(|_| (0..len).map(|_| value()).collect()).collect();
+            let acc: [f64; K] = std::array::from_fn(|k| value() as f64 / 3.0 + k as f64);
+            let rows: [&[f32]; K] = std::array::from_fn(|k| &data[k][..]);
+            let got = sum_side_by_side(rows, acc);
+            let sq = fold_side_by_side(rows, acc, |s, k, v| s + (v as f64 - k as f64) * (v as f64 - k as f64));
+            for k in 0..K {
+                let want = data[k].iter().fold(acc[k], |s, &v| s + v as f64);
+                assert_eq!(got[k].to_bits(), want.to_bits(), "K {K} len {len} row {k}");
+                let want = data[k].iter().fold(acc[k], |s, &v| s + (v as f64 - k as f64) * (v as f64 - k as f64));
+                assert_eq!(sq[k].to_bits(), want.to_bits(), "K {K} len {len} row {k} (fold)");
+            }
+        }
+        for (len, seed) in [(0, 1), (1, 2), (7, 3), (64, 4), (1000, 5)] {
+            check::<{ ROWS }>(len, seed);
+            check::<1>(len, seed);
+            check::<3>(len, seed);
         }
     }
 

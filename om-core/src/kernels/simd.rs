@@ -100,6 +100,16 @@ pub(crate) trait Lanes: Copy {
     /// Converts integers (exact for |a| < 2^24, the only use).
     fn int_to_f32(a: Self::Int) -> Self;
 
+    /// The AVX-512 token when these are AVX-512 lanes (`isa` is then that token), else
+    /// `None`: how generic code reaches an AVX-512-only routine (the norms' lockstep sums)
+    /// with proof of the instruction set. Resolved at compile time per lane type.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn avx512(isa: Self::Isa) -> Option<Avx512> {
+        let _ = isa;
+        None
+    }
+
     /// `self > o`.
     #[inline(always)]
     fn gt(self, o: Self) -> Self::Mask {
@@ -317,7 +327,6 @@ mod x86 {
         /// The AVX token: [`Avx512::detect`] found AVX (for the 8×8 register transpose
         /// of the norms' AVX-512 sums).
         #[inline(always)]
-        #[allow(dead_code)]
         pub(crate) fn avx(self) -> Avx {
             Avx(())
         }
@@ -550,6 +559,10 @@ mod x86 {
         #[inline(always)]
         fn isa(self) -> Avx512 {
             Avx512(())
+        }
+        #[inline(always)]
+        fn avx512(isa: Avx512) -> Option<Avx512> {
+            Some(isa)
         }
         #[inline(always)]
         fn splat(_: Self::Isa, v: f32) -> Self {

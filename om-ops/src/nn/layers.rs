@@ -320,9 +320,7 @@ impl Forward for BatchNorm2d {
             Some(&self.bias),
             Some(&self.running_mean),
             Some(&self.running_var),
-            self.training,
-            self.momentum,
-            self.eps,
+            crate::BatchNormOptions::train().training(self.training).momentum(self.momentum).eps(self.eps),
         )
     }
 }

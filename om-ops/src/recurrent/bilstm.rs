@@ -87,40 +87,38 @@ pub mod lstm_pair_layer {
         // Each thread's scratch for the step products, taken here: none inside a chunk.
         let mut gemm_scratch = WorkerScratch::f32(settings.threads, 2, gemm_scratch_len(one, b, h, gh, gh))?;
         let per = gemm_scratch.per_worker();
-        let [gates, c, tanh_c] = w_hh.try_with_f32(|whf| {
-            w_hh_r.try_with_f32(|whr| {
-                let dirs = [
-                    DirForward {
-                        xp: pf.xp.get(),
-                        b_ih: pf.b_ih.as_ref().map(Scratch::get),
-                        b_hh: pf.b_hh.as_ref().map(Scratch::get),
-                        h0: pf.h0.get(),
-                        c0: c0f.as_ref().map(Scratch::get),
-                        whh: whf,
-                        reverse: false,
-                    },
-                    DirForward {
-                        xp: pr.xp.get(),
-                        b_ih: pr.b_ih.as_ref().map(Scratch::get),
-                        b_hh: pr.b_hh.as_ref().map(Scratch::get),
-                        h0: pr.h0.get(),
-                        c0: c0r.as_ref().map(Scratch::get),
-                        whh: whr,
-                        reverse: true,
-                    },
-                ];
-                let (y2, hp2) = (y2.get_mut(), hp2.get_mut());
-                Tensor::build_many_f32([&[2, t_len, b, gh], &[2, t_len, b, h], &[2, t_len, b, h]], |[g2, c2, tc2]| {
-                    let widths = [t_len * b * gh, t_len * bh, t_len * bh, t_len * bh, b * gh];
-                    let outs = row_tiles([g2, c2, tc2, &mut y2[..], &mut hp2[..]], widths, 2, 1);
-                    for_each_tile_scratch(settings.threads, outs, gemm_scratch.parts(), per, |dir, tiles, gemm| {
-                        let [gates, c, tanh_c, y, hp] = tiles.map(|t| t.into_slice());
-                        forward_loop(one, dm, dirs[dir], ForwardBufs { gates, c, tanh_c, y, hp, gemm });
-                    });
-                    Ok(())
-                })
+        let [gates, c, tanh_c] = {
+            let dirs = [
+                DirForward {
+                    xp: pf.xp.get(),
+                    b_ih: pf.b_ih.as_ref().map(Scratch::get),
+                    b_hh: pf.b_hh.as_ref().map(Scratch::get),
+                    h0: pf.h0.get(),
+                    c0: c0f.as_ref().map(Scratch::get),
+                    whh_t: pf.whh_t.get(),
+                    reverse: false,
+                },
+                DirForward {
+                    xp: pr.xp.get(),
+                    b_ih: pr.b_ih.as_ref().map(Scratch::get),
+                    b_hh: pr.b_hh.as_ref().map(Scratch::get),
+                    h0: pr.h0.get(),
+                    c0: c0r.as_ref().map(Scratch::get),
+                    whh_t: pr.whh_t.get(),
+                    reverse: true,
+                },
+            ];
+            let (y2, hp2) = (y2.get_mut(), hp2.get_mut());
+            Tensor::build_many_f32([&[2, t_len, b, gh], &[2, t_len, b, h], &[2, t_len, b, h]], |[g2, c2, tc2]| {
+                let widths = [t_len * b * gh, t_len * bh, t_len * bh, t_len * bh, b * gh];
+                let outs = row_tiles([g2, c2, tc2, &mut y2[..], &mut hp2[..]], widths, 2, 1);
+                for_each_tile_scratch(settings.threads, outs, gemm_scratch.parts(), per, |dir, tiles, gemm| {
+                    let [gates, c, tanh_c, y, hp] = tiles.map(|t| t.into_slice());
+                    forward_loop(one, dm, dirs[dir], ForwardBufs { gates, c, tanh_c, y, hp, gemm });
+                });
+                Ok(())
             })
-        })???;
+        }?;
         let y = c.try_with_f32(|c2| {
             Tensor::build_f32(&[t_len + 1, b, 2 * h], |out| {
                 let y2 = y2.get();

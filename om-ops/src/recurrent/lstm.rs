@@ -14,8 +14,8 @@ pub(super) struct DirForward<'a> {
     /// The initial hidden state `[B, H]` (zeros when absent).
     pub(super) h0: &'a [f32],
     pub(super) c0: Option<&'a [f32]>,
-    /// `W_hh` `[4H, H]`.
-    pub(super) whh: &'a [f32],
+    /// `W_hhᵀ` `[H, 4H]`, row-major.
+    pub(super) whh_t: &'a [f32],
     pub(super) reverse: bool,
 }
 
@@ -38,7 +38,7 @@ pub(super) struct ForwardBufs<'o> {
 pub(super) fn forward_loop(settings: Settings, dm: Dims, d: DirForward, o: ForwardBufs) {
     let Dims { t: t_len, b, h, .. } = dm;
     let (gh, bh) = (4 * h, b * h);
-    let whh_t = MatRef::row_major(d.whh, gh, h).t();
+    let whh_t = MatRef::row_major(d.whh_t, h, gh);
     for s in 0..t_len {
         let t = time_of(s, t_len, d.reverse);
         let prev = prev_time(t, t_len, d.reverse);
@@ -157,7 +157,7 @@ pub mod lstm_layer {
         let (gh, bh) = (4 * h, b * h);
         let c0 = Scratch::of(c0)?;
         let mut owned = None;
-        let y = w_hh.try_with_f32(|whh| {
+        let y = {
             Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
                 // The time loop `lstm_pair_layer` runs for each of its directions.
                 let dir = DirForward {
@@ -166,7 +166,7 @@ pub mod lstm_layer {
                     b_hh: p.b_hh.as_ref().map(Scratch::get),
                     h0: p.h0.get(),
                     c0: c0.as_ref().map(Scratch::get),
-                    whh,
+                    whh_t: p.whh_t.get(),
                     reverse,
                 };
                 let [gates, c, tanh_c] =
@@ -183,7 +183,7 @@ pub mod lstm_layer {
                 owned = Some(Owned { gates, c, tanh_c });
                 Ok(())
             })
-        })??;
+        }?;
         Ok((y, owned.expect("built")))
     }
 

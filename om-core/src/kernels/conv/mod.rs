@@ -10,7 +10,8 @@
 //! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
-//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`).
+//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`;
+//!   read transposed in place by the GEMM's packer when a single band reads it).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
@@ -22,7 +23,8 @@
 //! are chunked by image (a function of the shape only) and each image's GEMMs run on one
 //! thread; with one image the GEMM itself uses the threads. The GEMM is bit-identical at
 //! every thread count, so the result does not depend on that choice. The weight gradient
-//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K`): each chunk
+//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and, for a
+//! small `K`, of whether there is more than one thread; never of the bits): each chunk
 //! runs over all images in item order, so no addition is reordered. The bias gradient runs
 //! on the calling thread.
 //!
@@ -177,10 +179,11 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// same `Σ_p g[o, p]·cols[p, k]` (one accumulator, `p` increasing; a product is the same
 /// bits in either operand order), each image's product is rounded on its own and added to
 /// the running sum in item order, exactly as `S = g·cols; dW += S`. Only the `[K, P]`
-/// unfolding is needed (row-wise), and `g` is transposed once per call.
+/// unfolding is needed (row-wise), and `g` is transposed once per call (or, with a single
+/// band, read transposed in place by the packer: the same bits as the row-major copy).
 ///
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
-/// the shape); a chunk unfolds only its rows, runs over every image in item order and
+/// the shape and, for a small `K`, of whether there is more than one thread); a chunk unfolds only its rows, runs over every image in item order and
 /// accumulates into its own band of `dWᵀ`, so each element's additions keep their order.
 ///
 /// Fails if a scratch buffer is refused.
@@ -191,16 +194,23 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     }
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
-    // gᵀ per image and group: [N, groups, P, Og].
-    let mut gt_buf = Buffer::try_new(geo.n * image_out * 4)?;
-    let gt = &mut gt_buf.f32_mut()[..geo.n * image_out];
-    for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
-        for gi in 0..geo.groups {
-            transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
-        }
-    });
-    let gt = &*gt;
-    let (band, bands) = weight_bands(k);
+    let (band, bands) = weight_bands(k, settings.threads);
+    // gᵀ per image and group, `[N, groups, P, Og]`, when several bands read it: each band's
+    // GEMM packs its B again, a plain copy from this transposed copy. With one band, `g`
+    // is read transposed in place instead (the packer transposes it block-wise, once per
+    // image), saving the copy and its `N·O·P` scratch. The same bits either way.
+    // Measured (Intel Xeon model 167, `om bench conv --stat min`, 1 thread): reading in
+    // place with 6 and 8 bands made the convnet's layer 2 and 3 weight gradients ~8% slower.
+    let mut gt_buf = if bands > 1 { Some(Buffer::try_new(geo.n * image_out * 4)?) } else { None };
+    if let Some(buf) = gt_buf.as_mut() {
+        let gt = &mut buf.f32_mut()[..geo.n * image_out];
+        for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
+            for gi in 0..geo.groups {
+                transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
+            }
+        });
+    }
+    let gt = gt_buf.as_ref().map(|buf| &buf.f32()[..geo.n * image_out]);
     let chunks = geo.groups * bands;
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
@@ -221,7 +231,11 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             im2col_kp_rows(geo, xg, rows.clone(), cols);
-            let ggt = MatRef::row_major(&gt[n * image_out + gi * og * p..][..p * og], p, og);
+            let at = n * image_out + gi * og * p;
+            let ggt = match gt {
+                Some(gt) => MatRef::row_major(&gt[at..][..p * og], p, og),
+                None => MatRef::row_major(&g[at..][..og * p], og, p).t(),
+            };
             gemm_with_scratch(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og), tmp);
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
@@ -243,11 +257,21 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// shorter). About one band per 64 rows, an even number of them (two threads then get equal
 /// shares), each a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles;
 /// the AVX-512 path cuts a band into panels of equal height, at most 14 rows each) when `K`
-/// spans at least two 24-row panels per band. Depends on `K` only. Measured on the
-/// convnet layers (AMD EPYC, 1 thread, fastest of 15): one band per 32 rows was 7% slower
-/// than per 64 (more, smaller GEMMs); per 64, per 128 and a single pair of bands were
-/// within 2% of each other, so 64 keeps 6–8 bands for the threads to share at little cost.
-fn weight_bands(k: usize) -> (usize, usize) {
+/// spans at least two 24-row panels per band. Measured on the convnet layers (AMD EPYC,
+/// 1 thread, fastest of 15): one band per 32 rows was 7% slower than per 64 (more, smaller
+/// GEMMs); per 64, per 128 and a single pair of bands were within 2% of each other, so 64
+/// keeps 6–8 bands for the threads to share at little cost.
+///
+/// One thread and `K` below two 24-row panels (the first layer of an image model: `K = 9`
+/// or `27`) take a single band: a pair would be two GEMMs of at most 24 rows (panels of
+/// 5 and 4 rows for `K = 9`, where the 14-row AVX-512 tile runs a third full) that each
+/// pack the whole `gᵀ` of every image again. The bands never change a bit (each element
+/// is one `dWᵀ` row's own sum, whichever band computes it), so they may depend on the
+/// thread count.
+fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
+    if threads <= 1 && k < 48 {
+        return (k.max(1), 1);
+    }
     let target = k.div_ceil(64).next_multiple_of(2);
     let panels = k.div_ceil(24);
     let band = if panels >= 2 * target { 24 * panels.div_ceil(target) } else { k.div_ceil(target) };
@@ -262,11 +286,12 @@ pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) -> Result
 
 /// `out[c] = Σ g[n, c, :]` over `g` (`[N, C, P]`, contiguous), accumulated in f64 with `n`
 /// outer and positions inner (increasing element order per channel), rounded once.
-/// Eight channels are summed in lockstep (eight independent chains in registers instead of
-/// one latency-bound chain); each channel's own order is unchanged. Fails if the `c`
+/// Eight channels are summed side by side (`reduce::sum_side_by_side`: eight independent
+/// chains in registers instead of one latency-bound chain); each channel's own order is
+/// unchanged. Fails if the `c`
 /// doubles of scratch are refused.
 pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) -> Result<()> {
-    const LANES: usize = 8;
+    const LANES: usize = super::reduce::ROWS;
     let mut acc = F64Scratch::try_zeroed(c)?;
     let a = acc.values();
     for img in 0..n {
@@ -274,15 +299,7 @@ pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) ->
         for (rows, sums) in image.chunks(LANES * p.max(1)).zip(a.chunks_mut(LANES)) {
             if let Ok(sums) = <&mut [f64; LANES]>::try_from(&mut *sums) {
                 let r: [&[f32]; LANES] = std::array::from_fn(|j| &rows[j * p..][..p]);
-                let mut s = *sums;
-                // One position of all eight rows per step (the zip form was 20% slower).
-                #[allow(clippy::needless_range_loop)]
-                for i in 0..p {
-                    for j in 0..LANES {
-                        s[j] += r[j][i] as f64;
-                    }
-                }
-                *sums = s;
+                *sums = super::reduce::sum_side_by_side(r, *sums);
             } else {
                 for (row, s) in rows.chunks(p.max(1)).zip(sums.iter_mut()) {
                     *s = row.iter().fold(*s, |t, &v| t + v as f64);

@@ -5,44 +5,41 @@
 //! same additions in the same order as the scalar fold (no fused multiply-add), so the same
 //! bits. Tails shorter than eight elements finish in scalar code per slice.
 //!
-//! # Safety contract
-//! Every function here is `unsafe`: it may only run inside a function compiled with
-//! AVX-512F enabled, i.e. below `kernels::dispatch`'s AVX-512 entry (the callers check
-//! `L::WIDTH == 16`, which only the AVX-512 lane type has). Loads read slices of at least
-//! eight elements from a checked offset.
+//! # Safety by type
+//! Every function here takes the [`Avx512`] capability token, which only run-time detection
+//! makes (`simd.rs`), so AVX-512F (and the AVX it includes) is present whenever one runs;
+//! the norms reach them through `Lanes::avx512`, which gives the token only on AVX-512
+//! lanes, inside `kernels::dispatch`'s AVX-512 entry where they are inlined. Loads read
+//! slices of at least eight elements from a checked offset.
 
+use super::ProdRows;
+use crate::kernels::simd::Avx512;
 use std::arch::x86_64::*;
 
 /// Loads `s[i..i + 8]` (panics if out of bounds).
 #[inline(always)]
-unsafe fn load8(s: &[f32], i: usize) -> __m256 {
+fn load8(_: Avx512, s: &[f32], i: usize) -> __m256 {
     let s = &s[i..i + 8];
-    // SAFETY: `s` holds eight f32; AVX is enabled (module contract).
+    // SAFETY: `s` holds eight f32; the token proves AVX-512F, hence AVX, on this CPU.
     unsafe { _mm256_loadu_ps(s.as_ptr()) }
 }
 
 /// Loads `rows[k][i..i + 8]` for every `k` (no closures: their bodies would be compiled
 /// without AVX).
 #[inline(always)]
-unsafe fn load_block(rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
-    // SAFETY: AVX is enabled (module contract).
+fn load_block(isa: Avx512, rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
+    // SAFETY: the token proves AVX-512F, hence AVX, on this CPU.
     let mut r = unsafe { [_mm256_setzero_ps(); 8] };
     for k in 0..8 {
-        // SAFETY: as above; `load8` checks the bounds.
-        r[k] = unsafe { load8(rows[k], i) };
+        r[k] = load8(isa, rows[k], i);
     }
     r
 }
 
 /// Transposes an 8×8 block: output `j` holds element `j` of every input, input `k` in lane `k`.
 #[inline(always)]
-unsafe fn transpose(r: [__m256; 8]) -> [__m256; 8] {
-    // The AVX token (AVX-512 runs only where AVX does); once the sums take the `Avx512`
-    // token, `isa.avx()` gives it without this check.
-    match crate::kernels::simd::Avx::detect() {
-        Some(avx) => crate::kernels::transpose::x86::regs(avx, r),
-        None => unreachable!("AVX-512 code runs on a CPU without AVX"),
-    }
+fn transpose(isa: Avx512, r: [__m256; 8]) -> [__m256; 8] {
+    crate::kernels::transpose::x86::regs(isa.avx(), r)
 }
 
 /// The common length of the slices (panics if they differ).
@@ -52,17 +49,17 @@ fn common_len<const N: usize>(rows: [&[f32]; N]) -> usize {
     len
 }
 
-/// `acc[k] += Σ rows[k][i] as f64`, in increasing `i`.
+/// `acc[k] + Σ rows[k][i] as f64`, in increasing `i`.
 #[inline(always)]
-pub(super) unsafe fn sum(rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
+pub(super) fn sum(isa: Avx512, rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
     let len = common_len(rows);
     let full = len / 8 * 8;
     let mut out = [0.0f64; 8];
-    // SAFETY: AVX-512F is enabled (module contract); `acc` and `out` hold eight f64.
+    // SAFETY: the token proves AVX-512F on this CPU; `acc` and `out` hold eight f64.
     unsafe {
         let mut s = _mm512_loadu_pd(acc.as_ptr());
         for i in (0..full).step_by(8) {
-            for t in transpose(load_block(rows, i)) {
+            for t in transpose(isa, load_block(isa, rows, i)) {
                 s = _mm512_add_pd(s, _mm512_cvtps_pd(t));
             }
         }
@@ -74,17 +71,17 @@ pub(super) unsafe fn sum(rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
     out
 }
 
-/// `acc[k] += Σ (rows[k][i] as f64 − mu[k])²`, in increasing `i`.
+/// `acc[k] + Σ (rows[k][i] as f64 − mu[k])²`, in increasing `i`.
 #[inline(always)]
-pub(super) unsafe fn sum_sq(rows: [&[f32]; 8], mu: [f64; 8], acc: [f64; 8]) -> [f64; 8] {
+pub(super) fn sum_sq(isa: Avx512, rows: [&[f32]; 8], mu: [f64; 8], acc: [f64; 8]) -> [f64; 8] {
     let len = common_len(rows);
     let full = len / 8 * 8;
     let mut out = [0.0f64; 8];
-    // SAFETY: AVX-512F is enabled (module contract); the arrays hold eight f64.
+    // SAFETY: the token proves AVX-512F on this CPU; the arrays hold eight f64.
     unsafe {
         let (mut s, m) = (_mm512_loadu_pd(acc.as_ptr()), _mm512_loadu_pd(mu.as_ptr()));
         for i in (0..full).step_by(8) {
-            for t in transpose(load_block(rows, i)) {
+            for t in transpose(isa, load_block(isa, rows, i)) {
                 let dv = _mm512_sub_pd(_mm512_cvtps_pd(t), m);
                 s = _mm512_add_pd(s, _mm512_mul_pd(dv, dv));
             }
@@ -97,37 +94,29 @@ pub(super) unsafe fn sum_sq(rows: [&[f32]; 8], mu: [f64; 8], acc: [f64; 8]) -> [
     out
 }
 
-/// With `a = g·scale[i]` (or `g`) and `b = (x − m[k])·s[k]` in f32: `acc1[k] += Σ a` and
-/// `acc2[k] += Σ a·b` in f64, in increasing `i`.
-#[allow(clippy::too_many_arguments)]
+/// With `a = g·scale[i]` (or `g`) and `b = (x − m[k])·s[k]` in f32: `acc.0[k] + Σ a` and
+/// `acc.1[k] + Σ a·b` in f64, in increasing `i`.
 #[inline(always)]
-pub(super) unsafe fn sum_prod(
-    xs: [&[f32]; 8],
-    gs: [&[f32]; 8],
-    scale: Option<&[f32]>,
-    m: [f32; 8],
-    st: [f32; 8],
-    acc1: [f64; 8],
-    acc2: [f64; 8],
-) -> ([f64; 8], [f64; 8]) {
+pub(super) fn sum_prod(isa: Avx512, rows: ProdRows<8>, acc: ([f64; 8], [f64; 8])) -> ([f64; 8], [f64; 8]) {
+    let ProdRows { xs, gs, scale, m, s: st } = rows;
     let len = common_len(xs);
     assert_eq!(common_len(gs), len, "lockstep slices differ in length");
     let full = len / 8 * 8;
     let (mut o1, mut o2) = ([0.0f64; 8], [0.0f64; 8]);
-    // SAFETY: AVX-512F is enabled (module contract); the arrays hold eight f64.
+    // SAFETY: the token proves AVX-512F on this CPU; the arrays hold eight values.
     unsafe {
-        let (mut s1, mut s2) = (_mm512_loadu_pd(acc1.as_ptr()), _mm512_loadu_pd(acc2.as_ptr()));
+        let (mut s1, mut s2) = (_mm512_loadu_pd(acc.0.as_ptr()), _mm512_loadu_pd(acc.1.as_ptr()));
         // Lane k of `mv`, `sv` is row k's mean and scale: `b` is formed after the transpose.
         let (mv, sv) = (_mm256_loadu_ps(m.as_ptr()), _mm256_loadu_ps(st.as_ptr()));
         for i in (0..full).step_by(8) {
-            let mut a = load_block(gs, i);
+            let mut a = load_block(isa, gs, i);
             if let Some(sc) = scale {
-                let f = load8(sc, i);
+                let f = load8(isa, sc, i);
                 for a in &mut a {
                     *a = _mm256_mul_ps(*a, f);
                 }
             }
-            let (a, xt) = (transpose(a), transpose(load_block(xs, i)));
+            let (a, xt) = (transpose(isa, a), transpose(isa, load_block(isa, xs, i)));
             for j in 0..8 {
                 let av = _mm512_cvtps_pd(a[j]);
                 let bv = _mm256_mul_ps(_mm256_sub_ps(xt[j], mv), sv);

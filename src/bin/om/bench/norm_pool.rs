@@ -32,7 +32,7 @@ struct Params {
 }
 
 fn bn(x: &Tensor, p: &Params) -> Result<Tensor> {
-    ops::batch_norm2d(x, Some(&p.gamma), Some(&p.beta), Some(&p.running_mean), Some(&p.running_var), true, 0.1, 1e-5)
+    ops::batch_norm2d(x, Some(&p.gamma), Some(&p.beta), Some(&p.running_mean), Some(&p.running_var), ops::BatchNormOptions::train())
 }
 
 fn maxpool(x: &Tensor, _: &Params) -> Result<Tensor> {
