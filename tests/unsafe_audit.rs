@@ -4,6 +4,11 @@
 //! and attributes in between); every `unsafe fn` states its contract, in a `# Safety` doc
 //! section, a `# Safety` contract in its module's doc, or as a method of an `unsafe impl`.
 //! Test code (files under a `tests/` directory) follows the same comment rules.
+//!
+//! The CPU is asked which instruction sets it runs (`is_x86_feature_detected!`,
+//! `is_aarch64_feature_detected!`) only in `om-core/src/kernels/simd.rs`, where the
+//! capability tokens are made: every other piece of code reaches an instruction set through
+//! a token, so a path cannot run on a CPU without it.
 
 use std::path::{Path, PathBuf};
 
@@ -134,4 +139,44 @@ fn the_audit_catches_what_it_should() {
     assert!(audit(documented_fn, true, false).is_empty());
     let trait_impl = "// SAFETY: forwards.\nunsafe impl A for B {\n    unsafe fn f() {}\n}\nunsafe fn g() {}\n";
     assert_eq!(audit(trait_impl, true, false), vec![(5, "`unsafe fn` without a stated contract")]);
+}
+
+/// The file that makes the capability tokens: the only one that may ask the CPU.
+const TOKEN_MODULE: &str = "om-core/src/kernels/simd.rs";
+
+/// The lines of `text` whose code (comments aside) asks the CPU for a feature.
+fn feature_detection(text: &str) -> Vec<usize> {
+    let detects = |c: &str| c.contains("is_x86_feature_detected") || c.contains("is_aarch64_feature_detected");
+    text.lines().enumerate().filter(|(_, l)| detects(code(l))).map(|(i, _)| i + 1).collect()
+}
+
+#[test]
+fn feature_detection_only_where_tokens_are_made() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let (token_module, this_file) = (root.join(TOKEN_MODULE), root.join("tests/unsafe_audit.rs"));
+    let mut report = Vec::new();
+    for f in files.iter().filter(|f| **f != token_module && **f != this_file) {
+        for line in feature_detection(&std::fs::read_to_string(f).unwrap()) {
+            report.push(format!("{}:{line}", f.strip_prefix(&root).unwrap().display()));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "feature detection outside {TOKEN_MODULE} (take the capability token instead, `Avx::detect()` etc.):\n{}",
+        report.join("\n")
+    );
+    let tokens = std::fs::read_to_string(&token_module).unwrap();
+    assert!(!feature_detection(&tokens).is_empty(), "{TOKEN_MODULE} makes no token: is the scan reading the sources?");
+}
+
+#[test]
+fn the_detection_scan_catches_what_it_should() {
+    let inline = "fn f() -> bool {\n    std::arch::is_x86_feature_detected!(\"avx\")\n}\n";
+    assert_eq!(feature_detection(inline), vec![2]);
+    let aarch64 = "let neon = is_aarch64_feature_detected!(\"neon\");\n";
+    assert_eq!(feature_detection(aarch64), vec![1]);
+    let comment = "// `is_x86_feature_detected!` is asked in simd.rs only\nlet avx = Avx::detect();\n";
+    assert!(feature_detection(comment).is_empty(), "comments do not count");
 }

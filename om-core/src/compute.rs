@@ -76,27 +76,17 @@ impl KernelPath {
         KernelPath::ALL.into_iter().find(|p| p.name() == s)
     }
 
-    /// Whether this CPU can run the path (runtime detection).
+    /// Whether this CPU can run the path (run-time detection, made where the kernels'
+    /// capability tokens are made, so a path is supported exactly when its kernels can run).
+    ///
+    /// # Examples
+    /// ```
+    /// use om_core::compute::KernelPath;
+    /// assert!(KernelPath::Scalar.is_supported());
+    /// assert!(KernelPath::best().is_supported());
+    /// ```
     pub fn is_supported(self) -> bool {
-        match self {
-            KernelPath::Scalar => true,
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Sse => std::arch::is_x86_feature_detected!("sse2"),
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx512 => {
-                std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                    && std::arch::is_x86_feature_detected!("avx512dq")
-                    && std::arch::is_x86_feature_detected!("avx512bw")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
-            #[cfg(target_arch = "aarch64")]
-            KernelPath::Neon => std::arch::is_aarch64_feature_detected!("neon"),
-            #[allow(unreachable_patterns)]
-            _ => false,
-        }
+        crate::kernels::simd::path_supported(self)
     }
 
     /// Every path this CPU supports, scalar first.

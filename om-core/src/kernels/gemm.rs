@@ -28,6 +28,11 @@
 
 use crate::compute::{KernelPath, Mode, Settings};
 use crate::kernels::parallel::{for_each_tile_scratch, in_parallel_chunk, workers, Grid, TileMut, Tiled};
+#[cfg(target_arch = "aarch64")]
+use crate::kernels::simd::Neon;
+use crate::kernels::simd::Scalar;
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::simd::{Avx2, Avx512, Sse2};
 use crate::pool::Buffer;
 
 mod cache;
@@ -288,12 +293,52 @@ pub(crate) struct Tile {
     pub accumulate: bool,
 }
 
-/// A register-tile kernel for `rows` (1 to MR) rows.
+/// A register-tile kernel for `rows` (1 to MR) rows, taking the capability token `T` of its
+/// instruction set (`kernels/simd.rs`): holding the token is the proof that the CPU runs
+/// the kernel, so no kernel can be called without it.
 ///
 /// # Safety
-/// The pointers of the [`Tile`] must be valid for the reads and writes it describes, and
-/// the CPU must support the kernel's instruction set.
-pub(crate) type TileFn = unsafe fn(rows: usize, tile: &Tile);
+/// The pointers of the [`Tile`] must be valid for the reads and writes it describes.
+pub(crate) type TileFn<T> = unsafe fn(isa: T, rows: usize, tile: &Tile);
+
+/// A path's register-tile kernel together with its token (tokens are zero-sized).
+#[derive(Clone, Copy)]
+enum Tiles {
+    Scalar(Scalar, TileFn<Scalar>),
+    #[cfg(target_arch = "x86_64")]
+    Sse(Sse2, TileFn<Sse2>),
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Avx2, TileFn<Avx2>),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(Avx512, TileFn<Avx512>),
+    #[cfg(target_arch = "aarch64")]
+    Neon(Neon, TileFn<Neon>),
+}
+
+impl Tiles {
+    /// Runs the kernel on `rows` rows of `tile`, handing it its token.
+    ///
+    /// # Safety
+    /// As [`TileFn`].
+    #[inline(always)]
+    unsafe fn run(self, rows: usize, tile: &Tile) {
+        // SAFETY: forwarded from this function's contract; each kernel gets the token of
+        // its own instruction set.
+        unsafe {
+            match self {
+                Tiles::Scalar(isa, f) => f(isa, rows, tile),
+                #[cfg(target_arch = "x86_64")]
+                Tiles::Sse(isa, f) => f(isa, rows, tile),
+                #[cfg(target_arch = "x86_64")]
+                Tiles::Avx2(isa, f) => f(isa, rows, tile),
+                #[cfg(target_arch = "x86_64")]
+                Tiles::Avx512(isa, f) => f(isa, rows, tile),
+                #[cfg(target_arch = "aarch64")]
+                Tiles::Neon(isa, f) => f(isa, rows, tile),
+            }
+        }
+    }
+}
 
 /// A path's register tile and its blocking, derived from the cache sizes.
 struct Kernel {
@@ -315,25 +360,43 @@ struct Kernel {
     /// faster. A B larger than that (`[32,512]·[512,1024]`) ran at 0.6× in place: each
     /// panel then re-reads it from beyond L2.
     direct_panels: usize,
-    tile: TileFn,
+    tile: Tiles,
 }
 
 impl Kernel {
-    /// The kernel for `path` and `mode`; the scalar one if the CPU lacks `path`.
+    /// The kernel for `path` and `mode`, with the token of its instruction set; the scalar
+    /// one if the CPU lacks `path` (its token's detection fails).
     fn select(path: KernelPath, mode: Mode) -> Kernel {
         let fast = mode == Mode::Fast;
-        let path = if path.is_supported() { path } else { KernelPath::Scalar };
         match path {
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx512 => Kernel { masked: true, direct_panels: 4, ..Kernel::new(14, 32, x86::avx512_tile(fast)) },
+            KernelPath::Avx512 => {
+                if let Some(isa) = Avx512::detect() {
+                    let tiles = Tiles::Avx512(isa, x86::avx512_tile(fast));
+                    return Kernel { masked: true, direct_panels: 4, ..Kernel::new(14, 32, tiles) };
+                }
+            }
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 => Kernel::new(6, 16, x86::avx2_tile(fast)),
+            KernelPath::Avx2 => {
+                if let Some(isa) = Avx2::detect() {
+                    return Kernel::new(6, 16, Tiles::Avx2(isa, x86::avx2_tile(fast)));
+                }
+            }
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Sse => Kernel::new(6, 8, x86::sse_tile(fast)),
+            KernelPath::Sse => {
+                if let Some(isa) = Sse2::detect() {
+                    return Kernel::new(6, 8, Tiles::Sse(isa, x86::sse_tile(fast)));
+                }
+            }
             #[cfg(target_arch = "aarch64")]
-            KernelPath::Neon => Kernel::new(8, 8, neon::tile(fast)),
-            _ => Kernel::new(4, 8, scalar::tile(fast)),
+            KernelPath::Neon => {
+                if let Some(isa) = Neon::detect() {
+                    return Kernel::new(8, 8, Tiles::Neon(isa, neon::tile(fast)));
+                }
+            }
+            _ => {}
         }
+        Kernel::new(4, 8, Tiles::Scalar(Scalar, scalar::tile(fast)))
     }
 
     /// Blocking from the caches the CPU reports (see `docs/kernels-gemm.md`):
@@ -346,7 +409,7 @@ impl Kernel {
     ///   streams A and C), in whole tiles, between 4 and 64 tiles. 1 MiB L2 (Zen 4/5,
     ///   Skylake-SP): 512 columns for AVX-512, the value measured best on Zen 4; 2 MiB
     ///   (Sapphire Rapids): 1024; 256 KiB (older clients): 128.
-    fn new(mr: usize, nr: usize, tile: TileFn) -> Kernel {
+    fn new(mr: usize, nr: usize, tile: Tiles) -> Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
         let caches = cache::caches();
         let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
@@ -592,7 +655,7 @@ unsafe fn run_tile(kernel: &Kernel, rows: usize, tile: &Tile) {
     if cols == nr || kernel.masked {
         // SAFETY: forwarded from this function's contract (a masked kernel touches only
         // `tile.cols` columns).
-        unsafe { (kernel.tile)(rows, tile) };
+        unsafe { kernel.tile.run(rows, tile) };
         return;
     }
     let mut buf = [0.0f32; MAX_TILE];
@@ -606,7 +669,7 @@ unsafe fn run_tile(kernel: &Kernel, rows: usize, tile: &Tile) {
     let out = buf.as_mut_ptr();
     let local = Tile { c: out, ldc: nr, src: out, lds: nr, cols: nr, ..*tile };
     // SAFETY: `buf` holds `rows × nr` outputs (rows ≤ MR, MR·NR ≤ MAX_TILE).
-    unsafe { (kernel.tile)(rows, &local) };
+    unsafe { kernel.tile.run(rows, &local) };
     for r in 0..rows {
         // SAFETY: row `r` of the tile has `cols` valid outputs.
         let dst = unsafe { std::slice::from_raw_parts_mut(tile.c.add(r * tile.ldc), cols) };

@@ -9,9 +9,20 @@
 //!
 //! # Safety by type
 //! The vector implementations call intrinsics that need their instruction set. The right
-//! to run them is a value: each instruction set has a zero-sized token (`Sse2`, `Avx2`,
-//! `Avx512`, `Neon`; [`Scalar`] for the `f32` reference) that only its `detect` makes,
-//! after checking the CPU at run time (the design of the `pulp` crate). Vectors are
+//! to run them is a value: each instruction set has a zero-sized token (`Sse2`, `Avx`,
+//! `Avx2`, `Avx512`, `Neon`; [`Scalar`] for the `f32` reference) that only its `detect`
+//! makes, after checking the CPU at run time (the design of the `pulp` crate). This module
+//! is the only place that asks the CPU (`is_x86_feature_detected!`,
+//! `is_aarch64_feature_detected!`; `tests/unsafe_audit.rs` checks it), and
+//! [`KernelPath::is_supported`] is answered here ([`path_supported`]). Every ISA path takes
+//! its token: the lane loops (through `kernels::dispatch`), the GEMM's register tiles
+//! (`gemm/x86.rs`, `gemm/neon.rs`, `gemm/scalar.rs`), the 8×8 transposes of
+//! `kernels/transpose.rs` (which the GEMM's packers use), so code that calls one without
+//! proof of the feature does not compile. Tokens are zero-sized, so passing them costs no
+//! instruction. A wider token yields the narrower ones its detection implies
+//! ([`Avx512::avx2`], [`Avx512::avx`], [`Avx2::avx`]).
+//!
+//! Vectors are
 //! private newtypes over the intrinsic types, made only by [`Lanes::splat`],
 //! [`Lanes::load`] and [`Lanes::int_splat`], which take the token, or by operations on
 //! vectors that already exist. So code holding a vector (or an integer vector made from
@@ -20,6 +31,8 @@
 //! `#[target_feature]` function only so that it is compiled for the set. Loads and stores
 //! index a slice of at least `WIDTH` elements first, so their pointers are always in
 //! bounds.
+
+use crate::compute::KernelPath;
 
 /// Wraps one intrinsic call; see the module's safety notes.
 macro_rules! intrinsic {
@@ -239,22 +252,31 @@ impl Lanes for f32 {
     }
 }
 
-/// Declares an instruction set's token (zero-sized, made only by its `detect`) and the
-/// private `f32` and `i32` vector newtypes that only the token or an existing vector makes.
-macro_rules! isa_types {
-    ($tok:ident: KernelPath::$path:ident, $feature:literal, $f:ident($fraw:ty), $i:ident($iraw:ty)) => {
-        #[doc = concat!("Proof that this CPU runs ", $feature, ": made only by [`", stringify!($tok), "::detect`].")]
+/// Declares an instruction set's token: zero-sized, made only by its `detect`, which runs
+/// the run-time test `$found` (the features `$feature` names).
+macro_rules! token {
+    ($tok:ident, $feature:literal, $found:expr) => {
+        #[doc = concat!("Proof that this CPU runs ", $feature, ": made only by [`", stringify!($tok), "::detect`]")]
+        /// (zero-sized: passing it costs nothing). See the module's safety notes.
         #[derive(Clone, Copy, Debug)]
         pub(crate) struct $tok(());
 
         impl $tok {
-            #[doc = concat!("The token, if run-time detection finds ", $feature, " (and everything else")]
-            #[doc = concat!("[`KernelPath::", stringify!($path), "`] needs) on this CPU.")]
+            #[doc = concat!("The token, if run-time detection finds ", $feature, " on this CPU (std caches")]
+            /// the answer: a load and a test per call).
             #[inline]
             pub(crate) fn detect() -> Option<$tok> {
-                KernelPath::$path.is_supported().then_some($tok(()))
+                ($found).then_some($tok(()))
             }
         }
+    };
+}
+
+/// Declares an instruction set's token (see [`token!`]) and the private `f32` and `i32`
+/// vector newtypes that only the token or an existing vector makes.
+macro_rules! isa_types {
+    ($tok:ident, $feature:literal, $found:expr, $f:ident($fraw:ty), $i:ident($iraw:ty)) => {
+        token!($tok, $feature, $found);
 
         #[doc = concat!("`f32` lanes; only a [`", stringify!($tok), "`] (through [`Lanes::splat`] or")]
         /// [`Lanes::load`]) or an operation on such vectors makes one.
@@ -272,12 +294,50 @@ macro_rules! isa_types {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Lanes;
-    use crate::compute::KernelPath;
+    use std::arch::is_x86_feature_detected as found;
     use std::arch::x86_64::*;
 
-    isa_types!(Sse2: KernelPath::Sse, "SSE2", F32x4(__m128), I32x4(__m128i));
-    isa_types!(Avx2: KernelPath::Avx2, "AVX2", F32x8(__m256), I32x8(__m256i));
-    isa_types!(Avx512: KernelPath::Avx512, "AVX-512F", F32x16(__m512), I32x16(__m512i));
+    isa_types!(Sse2, "SSE2", found!("sse2"), F32x4(__m128), I32x4(__m128i));
+    token!(Avx, "AVX", found!("avx"));
+    isa_types!(Avx2, "AVX, AVX2 and FMA", found!("avx") && found!("avx2") && found!("fma"), F32x8(__m256), I32x8(__m256i));
+    isa_types!(
+        Avx512,
+        "AVX-512 F, VL, DQ and BW, AVX, AVX2 and FMA",
+        found!("avx512f")
+            && found!("avx512vl")
+            && found!("avx512dq")
+            && found!("avx512bw")
+            && found!("avx")
+            && found!("avx2")
+            && found!("fma"),
+        F32x16(__m512),
+        I32x16(__m512i)
+    );
+
+    impl Avx2 {
+        /// The AVX token: [`Avx2::detect`] found AVX.
+        #[inline(always)]
+        #[allow(dead_code)]
+        pub(crate) fn avx(self) -> Avx {
+            Avx(())
+        }
+    }
+
+    impl Avx512 {
+        /// The AVX token: [`Avx512::detect`] found AVX (for the 8×8 register transpose
+        /// of the norms' AVX-512 sums).
+        #[inline(always)]
+        pub(crate) fn avx(self) -> Avx {
+            Avx(())
+        }
+
+        /// The AVX2 token: [`Avx512::detect`] found AVX, AVX2 and FMA.
+        #[inline(always)]
+        #[allow(dead_code)]
+        pub(crate) fn avx2(self) -> Avx2 {
+            Avx2(())
+        }
+    }
     impl Lanes for F32x4 {
         const WIDTH: usize = 4;
         type Mask = __m128;
@@ -602,15 +662,14 @@ mod x86 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{Avx2, Avx512, F32x16, F32x4, F32x8, Sse2};
+pub(crate) use x86::{Avx, Avx2, Avx512, F32x16, F32x4, F32x8, Sse2};
 
 #[cfg(target_arch = "aarch64")]
 mod neon {
     use super::Lanes;
-    use crate::compute::KernelPath;
     use std::arch::aarch64::*;
 
-    isa_types!(Neon: KernelPath::Neon, "NEON", F32x4(float32x4_t), I32x4(int32x4_t));
+    isa_types!(Neon, "NEON", std::arch::is_aarch64_feature_detected!("neon"), F32x4(float32x4_t), I32x4(int32x4_t));
     impl Lanes for F32x4 {
         const WIDTH: usize = 4;
         type Mask = uint32x4_t;
@@ -720,3 +779,21 @@ mod neon {
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) use neon::{F32x4, Neon};
+
+/// Whether this CPU runs `path`: whether its token's `detect` succeeds (the answer of
+/// [`KernelPath::is_supported`]).
+pub(crate) fn path_supported(path: KernelPath) -> bool {
+    match path {
+        KernelPath::Scalar => true,
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Sse => Sse2::detect().is_some(),
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 => Avx2::detect().is_some(),
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 => Avx512::detect().is_some(),
+        #[cfg(target_arch = "aarch64")]
+        KernelPath::Neon => Neon::detect().is_some(),
+        #[allow(unreachable_patterns)]
+        _ => false,
+    }
+}

@@ -1,13 +1,15 @@
 //! aarch64 NEON register tile (8 × 8: 16 q-register accumulators, two per row).
 //!
 //! Exact mode: `vaddq(acc, vmulq(a, b))` (two roundings); fast mode: `vfmaq(acc, a, b)`
-//! (fused, one rounding), matching the x86 paths bit for bit in each mode.
+//! (fused, one rounding), matching the x86 paths bit for bit in each mode. The kernel takes
+//! the `simd::Neon` capability token, which only run-time detection makes.
 
 use super::{Tile, TileFn, A_STRIDE};
+use crate::kernels::simd::Neon;
 use std::arch::aarch64::*;
 
 /// The NEON 8 × 8 tile kernel for fast or exact mode.
-pub(super) fn tile(fast: bool) -> TileFn {
+pub(super) fn tile(fast: bool) -> TileFn<Neon> {
     if fast {
         neon_rows::<true>
     } else {
@@ -16,27 +18,28 @@ pub(super) fn tile(fast: bool) -> TileFn {
 }
 
 /// # Safety
-/// See [`TileFn`]; `rows` ≤ 8; the CPU supports NEON.
-unsafe fn neon_rows<const FAST: bool>(rows: usize, t: &Tile) {
-    // SAFETY: forwarded from this function's contract.
+/// See [`TileFn`]; `rows` ≤ 8.
+unsafe fn neon_rows<const FAST: bool>(isa: Neon, rows: usize, t: &Tile) {
+    // SAFETY: the pointers are forwarded from this function's contract; the token proves
+    // that the CPU runs NEON.
     unsafe {
         match rows {
-            1 => neon_kernel::<1, FAST>(t),
-            2 => neon_kernel::<2, FAST>(t),
-            3 => neon_kernel::<3, FAST>(t),
-            4 => neon_kernel::<4, FAST>(t),
-            5 => neon_kernel::<5, FAST>(t),
-            6 => neon_kernel::<6, FAST>(t),
-            7 => neon_kernel::<7, FAST>(t),
-            _ => neon_kernel::<8, FAST>(t),
+            1 => neon_kernel::<1, FAST>(isa, t),
+            2 => neon_kernel::<2, FAST>(isa, t),
+            3 => neon_kernel::<3, FAST>(isa, t),
+            4 => neon_kernel::<4, FAST>(isa, t),
+            5 => neon_kernel::<5, FAST>(isa, t),
+            6 => neon_kernel::<6, FAST>(isa, t),
+            7 => neon_kernel::<7, FAST>(isa, t),
+            _ => neon_kernel::<8, FAST>(isa, t),
         }
     }
 }
 
 /// # Safety
-/// See [`TileFn`]; the CPU supports NEON.
+/// See [`TileFn`] (the token proves that the CPU runs NEON).
 #[target_feature(enable = "neon")]
-unsafe fn neon_kernel<const R: usize, const FAST: bool>(t: &Tile) {
+unsafe fn neon_kernel<const R: usize, const FAST: bool>(_isa: Neon, t: &Tile) {
     // SAFETY: the caller guarantees `kc` steps of `R` A rows and 8 B values, and `R`
     // rows of 8 outputs at `c`; NEON loads and stores have no alignment needs.
     unsafe {

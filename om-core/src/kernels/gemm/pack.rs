@@ -7,14 +7,14 @@
 //!
 //! Each packer has a contiguous fast path for both orientations: rows contiguous
 //! (`col_stride == 1`, copied row by row) and columns contiguous (`row_stride == 1`, a
-//! transposed operand: transposed through 8×8 blocks so reads and writes both stay
-//! sequential); any other strides go element by element. Packing copies values only, so
-//! it cannot change a bit of the result.
+//! transposed operand: transposed through 8×8 blocks by `kernels/transpose.rs`'s
+//! [`transpose_runs`], in AVX registers where the CPU has AVX, so reads and writes both
+//! stay sequential); any other strides go element by element. Packing copies values only,
+//! so it cannot change a bit of the result, and has no instruction-set code of its own.
 
 use super::operand::MatRef;
 use super::A_STRIDE;
-#[cfg(target_arch = "x86_64")]
-use crate::kernels::transpose::x86::block;
+use crate::kernels::transpose::{transpose_runs, Runs};
 
 /// Packs rows `row..row + rows` of A, steps `pc..pc + kb`: `A[row + i][pc + p]` goes to
 /// `dst[i·A_STRIDE + p]`.
@@ -26,7 +26,7 @@ pub(super) fn pack_a(a: &MatRef, row: usize, rows: usize, pc: usize, kb: usize, 
         }
     } else if a.cols_contiguous() {
         // Step p of rows row.. is contiguous: data[(pc + p)·cs + row + i].
-        transpose(data, (pc * cs) + row * rs, cs, kb, rows, dst, A_STRIDE);
+        transpose_runs(Runs { src: data, start: pc * cs + row * rs, stride: cs, count: kb, len: rows }, dst, A_STRIDE);
     } else {
         for (i, out) in dst.chunks_exact_mut(A_STRIDE).take(rows).enumerate() {
             for (p, o) in out[..kb].iter_mut().enumerate() {
@@ -71,7 +71,7 @@ pub(super) fn pack_b(b: &MatRef, part: BPanels, dst: &mut [f32]) {
         // Column j of B is contiguous in k: data[j·cs + pc + p].
         for jp in first..full {
             let out = &mut dst[jp * nr * kb..][..nr * kb];
-            transpose(data, (col + jp * nr) * cs + pc * rs, cs, nr, kb, out, nr);
+            transpose_runs(Runs { src: data, start: (col + jp * nr) * cs + pc * rs, stride: cs, count: nr, len: kb }, out, nr);
         }
     } else {
         for jp in first..full {
@@ -99,59 +99,5 @@ pub(super) fn pack_b(b: &MatRef, part: BPanels, dst: &mut [f32]) {
 fn pack_b_row<const NR: usize>(src: &[f32], p: usize, kb: usize, dst: &mut [f32]) {
     for (jp, chunk) in src.chunks_exact(NR).enumerate() {
         dst[(jp * kb + p) * NR..][..NR].copy_from_slice(chunk);
-    }
-}
-
-/// Writes the transpose of a `lines × len` block: `dst[i·dst_stride + l] =
-/// src[start + l·stride + i]` for `l < lines`, `i < len` — line `l` of the source is a
-/// contiguous run of `len` values, `stride` apart. Goes through 8×8 blocks (in AVX
-/// registers where the CPU has AVX, with the block kernel of `kernels/transpose.rs`), so
-/// both sides are read and written in runs of 8.
-fn transpose(src: &[f32], start: usize, stride: usize, lines: usize, len: usize, dst: &mut [f32], dst_stride: usize) {
-    const B: usize = 8;
-    if lines == 0 || len == 0 {
-        return;
-    }
-    // Every read below stays inside the last line; every write inside the last row.
-    assert!(start + (lines - 1) * stride + len <= src.len() && (len - 1) * dst_stride + lines <= dst.len());
-    let at = |l: usize, i: usize| start + l * stride + i;
-    #[cfg(target_arch = "x86_64")]
-    let avx = std::arch::is_x86_feature_detected!("avx");
-    let mut l0 = 0;
-    while l0 + B <= lines {
-        let mut i0 = 0;
-        while i0 + B <= len {
-            #[cfg(target_arch = "x86_64")]
-            if avx {
-                // SAFETY: the CPU has AVX; the block's 8 lines of 8 values and 8 rows of 8
-                // outputs lie inside `src` and `dst` (checked above).
-                unsafe { block(src.as_ptr().add(at(l0, i0)), stride, dst.as_mut_ptr().add(i0 * dst_stride + l0), dst_stride) };
-                i0 += B;
-                continue;
-            }
-            let mut block = [[0.0f32; B]; B];
-            for (l, row) in block.iter_mut().enumerate() {
-                row.copy_from_slice(&src[at(l0 + l, i0)..][..B]);
-            }
-            for i in 0..B {
-                let out = &mut dst[(i0 + i) * dst_stride + l0..][..B];
-                for (l, o) in out.iter_mut().enumerate() {
-                    *o = block[l][i];
-                }
-            }
-            i0 += B;
-        }
-        for i in i0..len {
-            for l in 0..B {
-                dst[i * dst_stride + l0 + l] = src[at(l0 + l, i)];
-            }
-        }
-        l0 += B;
-    }
-    for l in l0..lines {
-        let line = &src[at(l, 0)..][..len];
-        for (i, &v) in line.iter().enumerate() {
-            dst[i * dst_stride + l] = v;
-        }
     }
 }

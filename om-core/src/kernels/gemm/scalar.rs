@@ -1,14 +1,16 @@
 //! Scalar register tile (4 × 8), plain Rust: the reference every other path matches in
 //! exact mode. Exact mode writes `acc + a * b` (Rust never contracts it to a fused
-//! multiply-add); fast mode writes `a.mul_add(b, acc)` (one rounding).
+//! multiply-add); fast mode writes `a.mul_add(b, acc)` (one rounding). It takes the
+//! `simd::Scalar` token like every path's kernel takes its own (plain Rust runs anywhere).
 
 use super::{Tile, TileFn, A_STRIDE};
+use crate::kernels::simd::Scalar;
 
 /// Columns of the scalar tile.
 const NR: usize = 8;
 
 /// The scalar tile kernel for fast (fused) or exact mode.
-pub(super) fn tile(fast: bool) -> TileFn {
+pub(super) fn tile(fast: bool) -> TileFn<Scalar> {
     if fast {
         tile_rows::<true>
     } else {
@@ -18,7 +20,7 @@ pub(super) fn tile(fast: bool) -> TileFn {
 
 /// # Safety
 /// See [`TileFn`]; `rows` ≤ 4.
-unsafe fn tile_rows<const FAST: bool>(rows: usize, t: &Tile) {
+unsafe fn tile_rows<const FAST: bool>(_isa: Scalar, rows: usize, t: &Tile) {
     // SAFETY: forwarded from this function's contract.
     unsafe {
         match rows {

@@ -18,22 +18,28 @@
 //! Each kernel is generic over the row count `R` (1 to MR, so edge tiles run the same
 //! instruction sequence per row) and the mode, so the inner loop has no branches and the
 //! accumulator array lives in registers.
+//!
+//! Every kernel takes the capability token of its instruction set (`simd::Sse2`,
+//! `simd::Avx2`, `simd::Avx512`), which only run-time detection makes: the token is the
+//! proof that the CPU runs the kernel's `#[target_feature]` code, so a kernel cannot be
+//! called without it. The tokens are zero-sized, so they add no instruction.
 
 use super::{Tile, TileFn, A_STRIDE};
+use crate::kernels::simd::{Avx2, Avx512, Sse2};
 use std::arch::x86_64::*;
 
 /// Expands to a `match` from the run-time row count to the kernel instantiated for it.
 macro_rules! by_rows {
-    ($kernel:ident, $fast:tt, $rows:expr, $tile:expr; $($r:literal)+) => {
+    ($kernel:ident, $fast:tt, $isa:expr, $rows:expr, $tile:expr; $($r:literal)+) => {
         match $rows {
-            $($r => $kernel::<$r, $fast>($tile),)+
+            $($r => $kernel::<$r, $fast>($isa, $tile),)+
             _ => unreachable!("gemm tile rows out of range"),
         }
     };
 }
 
 /// The AVX-512 14 × 32 tile kernel for fast or exact mode.
-pub(super) fn avx512_tile(fast: bool) -> TileFn {
+pub(super) fn avx512_tile(fast: bool) -> TileFn<Avx512> {
     if fast {
         avx512_rows::<true>
     } else {
@@ -44,37 +50,37 @@ pub(super) fn avx512_tile(fast: bool) -> TileFn {
 /// Expands to a `match` from the run-time row count to the AVX-512 kernel with `V`
 /// column vectors instantiated for it.
 macro_rules! avx512_by_rows {
-    ($v:literal, $fast:tt, $rows:expr, $tile:expr) => {
+    ($v:literal, $fast:tt, $isa:expr, $rows:expr, $tile:expr) => {
         match $rows {
-            1 => avx512_kernel::<1, $v, $fast>($tile),
-            2 => avx512_kernel::<2, $v, $fast>($tile),
-            3 => avx512_kernel::<3, $v, $fast>($tile),
-            4 => avx512_kernel::<4, $v, $fast>($tile),
-            5 => avx512_kernel::<5, $v, $fast>($tile),
-            6 => avx512_kernel::<6, $v, $fast>($tile),
-            7 => avx512_kernel::<7, $v, $fast>($tile),
-            8 => avx512_kernel::<8, $v, $fast>($tile),
-            9 => avx512_kernel::<9, $v, $fast>($tile),
-            10 => avx512_kernel::<10, $v, $fast>($tile),
-            11 => avx512_kernel::<11, $v, $fast>($tile),
-            12 => avx512_kernel::<12, $v, $fast>($tile),
-            13 => avx512_kernel::<13, $v, $fast>($tile),
-            14 => avx512_kernel::<14, $v, $fast>($tile),
+            1 => avx512_kernel::<1, $v, $fast>($isa, $tile),
+            2 => avx512_kernel::<2, $v, $fast>($isa, $tile),
+            3 => avx512_kernel::<3, $v, $fast>($isa, $tile),
+            4 => avx512_kernel::<4, $v, $fast>($isa, $tile),
+            5 => avx512_kernel::<5, $v, $fast>($isa, $tile),
+            6 => avx512_kernel::<6, $v, $fast>($isa, $tile),
+            7 => avx512_kernel::<7, $v, $fast>($isa, $tile),
+            8 => avx512_kernel::<8, $v, $fast>($isa, $tile),
+            9 => avx512_kernel::<9, $v, $fast>($isa, $tile),
+            10 => avx512_kernel::<10, $v, $fast>($isa, $tile),
+            11 => avx512_kernel::<11, $v, $fast>($isa, $tile),
+            12 => avx512_kernel::<12, $v, $fast>($isa, $tile),
+            13 => avx512_kernel::<13, $v, $fast>($isa, $tile),
+            14 => avx512_kernel::<14, $v, $fast>($isa, $tile),
             _ => unreachable!("gemm tile rows out of range"),
         }
     };
 }
 
 /// # Safety
-/// See [`TileFn`]; `rows` ≤ 14, `1 ≤ t.cols` ≤ 32; the CPU supports AVX-512F/VL/DQ/BW
-/// and FMA.
-unsafe fn avx512_rows<const FAST: bool>(rows: usize, t: &Tile) {
-    // SAFETY: forwarded from this function's contract.
+/// See [`TileFn`]; `rows` ≤ 14, `1 ≤ t.cols` ≤ 32.
+unsafe fn avx512_rows<const FAST: bool>(isa: Avx512, rows: usize, t: &Tile) {
+    // SAFETY: the pointers are forwarded from this function's contract; the token proves
+    // that the CPU runs AVX-512F/VL/DQ/BW and FMA.
     unsafe {
         if t.cols > 16 {
-            avx512_by_rows!(2, FAST, rows, t)
+            avx512_by_rows!(2, FAST, isa, rows, t)
         } else {
-            avx512_by_rows!(1, FAST, rows, t)
+            avx512_by_rows!(1, FAST, isa, rows, t)
         }
     }
 }
@@ -95,9 +101,9 @@ fn column_mask(cols: usize, h: usize) -> __mmask16 {
 /// zero-padded to the full tile width.
 ///
 /// # Safety
-/// See [`TileFn`]; the CPU supports AVX-512F/VL/DQ/BW and FMA.
+/// See [`TileFn`] (the token proves that the CPU runs AVX-512F/VL/DQ/BW and FMA).
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
-unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(t: &Tile) {
+unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(_isa: Avx512, t: &Tile) {
     // SAFETY: the caller guarantees `kc` steps of `R` A rows and `16·V` B values, and
     // `R` rows of `t.cols` outputs at `c` (the masks cover exactly those); unaligned and
     // masked loads and stores have no alignment needs.
@@ -135,7 +141,7 @@ unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(t: &Ti
 }
 
 /// The AVX2 6 × 16 tile kernel for fast or exact mode.
-pub(super) fn avx2_tile(fast: bool) -> TileFn {
+pub(super) fn avx2_tile(fast: bool) -> TileFn<Avx2> {
     if fast {
         avx2_rows::<true>
     } else {
@@ -144,16 +150,17 @@ pub(super) fn avx2_tile(fast: bool) -> TileFn {
 }
 
 /// # Safety
-/// See [`TileFn`]; `rows` ≤ 6; the CPU supports AVX2 and FMA.
-unsafe fn avx2_rows<const FAST: bool>(rows: usize, t: &Tile) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { by_rows!(avx2_kernel, FAST, rows, t; 1 2 3 4 5 6) }
+/// See [`TileFn`]; `rows` ≤ 6.
+unsafe fn avx2_rows<const FAST: bool>(isa: Avx2, rows: usize, t: &Tile) {
+    // SAFETY: the pointers are forwarded from this function's contract; the token proves
+    // that the CPU runs AVX2 and FMA.
+    unsafe { by_rows!(avx2_kernel, FAST, isa, rows, t; 1 2 3 4 5 6) }
 }
 
 /// # Safety
-/// See [`TileFn`]; the CPU supports AVX2 and FMA.
+/// See [`TileFn`] (the token proves that the CPU runs AVX2 and FMA).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_kernel<const R: usize, const FAST: bool>(t: &Tile) {
+unsafe fn avx2_kernel<const R: usize, const FAST: bool>(_isa: Avx2, t: &Tile) {
     // SAFETY: the caller guarantees `kc` steps of `R` A rows and 16 B values, and `R`
     // rows of 16 outputs at `c`; unaligned loads and stores have no alignment needs.
     unsafe {
@@ -185,22 +192,23 @@ unsafe fn avx2_kernel<const R: usize, const FAST: bool>(t: &Tile) {
 }
 
 /// The SSE 6 × 8 tile kernel; fast mode equals exact mode (no FMA in baseline SSE).
-pub(super) fn sse_tile(_fast: bool) -> TileFn {
+pub(super) fn sse_tile(_fast: bool) -> TileFn<Sse2> {
     sse_rows
 }
 
 /// # Safety
 /// See [`TileFn`]; `rows` ≤ 6.
-unsafe fn sse_rows(rows: usize, t: &Tile) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { by_rows!(sse_kernel, false, rows, t; 1 2 3 4 5 6) }
+unsafe fn sse_rows(isa: Sse2, rows: usize, t: &Tile) {
+    // SAFETY: the pointers are forwarded from this function's contract; the token proves
+    // that the CPU runs SSE2.
+    unsafe { by_rows!(sse_kernel, false, isa, rows, t; 1 2 3 4 5 6) }
 }
 
 /// # Safety
-/// See [`TileFn`] (SSE is part of the x86-64 baseline). `_FAST` is unused: see the module
-/// docs.
+/// See [`TileFn`] (the token proves that the CPU runs SSE2, part of the x86-64 baseline).
+/// `_FAST` is unused: see the module docs.
 #[target_feature(enable = "sse2")]
-unsafe fn sse_kernel<const R: usize, const _FAST: bool>(t: &Tile) {
+unsafe fn sse_kernel<const R: usize, const _FAST: bool>(_isa: Sse2, t: &Tile) {
     // SAFETY: the caller guarantees `kc` steps of `R` A rows and 8 B values, and `R`
     // rows of 8 outputs at `c`; unaligned loads and stores have no alignment needs.
     unsafe {

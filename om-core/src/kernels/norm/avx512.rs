@@ -38,9 +38,8 @@ fn load_block(isa: Avx512, rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
 
 /// Transposes an 8×8 block: output `j` holds element `j` of every input, input `k` in lane `k`.
 #[inline(always)]
-fn transpose(_: Avx512, r: [__m256; 8]) -> [__m256; 8] {
-    // SAFETY: the token proves AVX-512F, hence AVX, on this CPU.
-    unsafe { crate::kernels::transpose::x86::regs(r) }
+fn transpose(isa: Avx512, r: [__m256; 8]) -> [__m256; 8] {
+    crate::kernels::transpose::x86::regs(isa.avx(), r)
 }
 
 /// The common length of the slices (panics if they differ).
