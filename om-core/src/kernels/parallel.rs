@@ -600,6 +600,8 @@ impl<'a, T: Send> Outputs for Tiled<'a, T> {
         self.grid.bands()
     }
 
+    /// # Safety
+    /// As [`Outputs::take`].
     unsafe fn take(&self, rb: usize, cb: usize) -> TileMut<'a, T> {
         // SAFETY: the caller takes each band once.
         unsafe { self.tile(rb, cb) }
@@ -615,6 +617,8 @@ impl<O: Outputs> Outputs for Option<O> {
         self.as_ref().map_or((0, 0), O::bands)
     }
 
+    /// # Safety
+    /// As [`Outputs::take`].
     unsafe fn take(&self, rb: usize, cb: usize) -> Option<O::Tile> {
         // SAFETY: the caller's contract, forwarded.
         self.as_ref().map(|o| unsafe { o.take(rb, cb) })
@@ -630,6 +634,8 @@ impl<O: Outputs, const N: usize> Outputs for [O; N] {
         self.iter().map(O::bands).fold((0, 0), merge)
     }
 
+    /// # Safety
+    /// As [`Outputs::take`].
     unsafe fn take(&self, rb: usize, cb: usize) -> [O::Tile; N] {
         // SAFETY: the caller's contract, forwarded.
         std::array::from_fn(|i| unsafe { self[i].take(rb, cb) })
@@ -648,6 +654,8 @@ macro_rules! tuple_outputs {
                 [$(self.$i.bands()),+].into_iter().fold((0, 0), merge)
             }
 
+            /// # Safety
+            /// As [`Outputs::take`].
             unsafe fn take(&self, rb: usize, cb: usize) -> Self::Tile {
                 // SAFETY: the caller's contract, forwarded.
                 unsafe { ($(self.$i.take(rb, cb),)+) }
