@@ -516,6 +516,9 @@ impl<'a, T> TileMut<'a, T> {
     /// If `i >= rows`.
     pub fn row(&mut self, i: usize) -> &mut [T] {
         assert!(i < self.rows, "TileMut::row: row {i} of {}", self.rows);
+        if self.cols == 0 {
+            return &mut []; // an empty tile's pointer is dangling: no offset from it
+        }
         // SAFETY: row `i < rows` of the tile: `cols` elements from `i · row_stride`, inside
         // the output and this tile's alone (the `Sync` impl of `Tiled`); borrowed from
         // `&mut self`, so no other reference from this tile is live.
