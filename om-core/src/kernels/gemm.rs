@@ -607,6 +607,9 @@ impl Job<'_> {
         let ((row0, col0), chunk_cols) = (out.c.origin(), out.c.cols());
         let (pc, kb, rows) = (p.pc, p.kb, p.rows);
         let bias = self.bias.filter(|_| pc + kb == self.k);
+        // The panel's first row of C (and of the stage): column `col` of it is `col` further.
+        let (c_row, ldc) = (out.c.ptr_at(p.row, 0), out.c.row_stride());
+        let stage_row = out.stage.as_mut().map(|s| (s.ptr_at(p.row, 0), s.row_stride()));
         for (jp, col) in (0..chunk_cols).step_by(nr).enumerate() {
             let cols = nr.min(chunk_cols - col);
             let (b, ldb) = if self.plan.direct_b && cols == nr {
@@ -617,8 +620,8 @@ impl Job<'_> {
             };
             // The register tile: rows `p.row..p.row + rows`, columns `col..col + cols` of
             // the chunk (of C, and of the stage).
-            let (top_left, ldc) = (out.c.ptr_at(p.row, col), out.c.row_stride());
-            let staged = out.stage.as_mut().map(|s| (s.ptr_at(p.row, col), s.row_stride()));
+            let top_left = c_row.wrapping_add(col);
+            let staged = stage_row.map(|(s, ld)| (s.wrapping_add(col), ld));
             let (dst, ldd) = match staged {
                 Some(st) if pc + kb < self.k => st,
                 _ => (top_left, ldc),
@@ -630,9 +633,9 @@ impl Job<'_> {
             let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0 };
             // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (B
             // read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
-            // outputs lie inside this chunk's tiles of C and the stage, whose pointers
-            // `ptr_at` gave for exactly that (`TileMut`); the kernel was selected for a
-            // supported path.
+            // outputs lie inside this chunk's tiles of C and the stage (rows `p.row..` and
+            // columns `col..col + cols` of them), which `ptr_at` of their first row
+            // addresses (`TileMut::ptr_at`); the kernel was selected for a supported path.
             unsafe { run_tile(self.kernel, rows, &tile) };
             if let Some(bias) = &bias {
                 for r in 0..rows {

@@ -517,6 +517,9 @@ impl<'a, T> TileMut<'a, T> {
     /// If `i >= rows`.
     pub fn row(&mut self, i: usize) -> &mut [T] {
         assert!(i < self.rows, "TileMut::row: row {i} of {}", self.rows);
+        if self.cols == 0 {
+            return &mut []; // an empty tile's pointer is dangling: no offset from it
+        }
         // SAFETY: row `i < rows` of the tile: `cols` elements from `i · row_stride`, inside
         // the output and this tile's alone (the `Sync` impl of `Tiled`); borrowed from
         // `&mut self`, so no other reference from this tile is live.
@@ -601,6 +604,8 @@ impl<'a, T: Send> Outputs for Tiled<'a, T> {
         self.grid.bands()
     }
 
+    /// # Safety
+    /// As [`Outputs::take`].
     unsafe fn take(&self, rb: usize, cb: usize) -> TileMut<'a, T> {
         // SAFETY: the caller takes each band once.
         unsafe { self.tile(rb, cb) }
@@ -616,6 +621,8 @@ impl<O: Outputs> Outputs for Option<O> {
         self.as_ref().map_or((0, 0), O::bands)
     }
 
+    /// # Safety
+    /// As [`Outputs::take`].
     unsafe fn take(&self, rb: usize, cb: usize) -> Option<O::Tile> {
         // SAFETY: the caller's contract, forwarded.
         self.as_ref().map(|o| unsafe { o.take(rb, cb) })
@@ -631,6 +638,8 @@ impl<O: Outputs, const N: usize> Outputs for [O; N] {
         self.iter().map(O::bands).fold((0, 0), merge)
     }
 
+    /// # Safety
+    /// As [`Outputs::take`].
     unsafe fn take(&self, rb: usize, cb: usize) -> [O::Tile; N] {
         // SAFETY: the caller's contract, forwarded.
         std::array::from_fn(|i| unsafe { self[i].take(rb, cb) })
@@ -649,6 +658,8 @@ macro_rules! tuple_outputs {
                 [$(self.$i.bands()),+].into_iter().fold((0, 0), merge)
             }
 
+            /// # Safety
+            /// As [`Outputs::take`].
             unsafe fn take(&self, rb: usize, cb: usize) -> Self::Tile {
                 // SAFETY: the caller's contract, forwarded.
                 unsafe { ($(self.$i.take(rb, cb),)+) }
