@@ -161,7 +161,7 @@ fn scope_figures_equal_the_pool_counter_deltas() -> Result<()> {
     let _turn = turn();
     let net = Net::new()?;
     let mut requests = Vec::new();
-    for threads in [1, 3] {
+    for threads in [1, 2, 3] {
         Compute::set_threads(threads)?;
         pool::trim(); // the first step allocates natively again
         for warm in [false, true] {
@@ -187,10 +187,13 @@ fn scope_figures_equal_the_pool_counter_deltas() -> Result<()> {
         }
     }
     Compute::set_threads(1)?;
-    // The same requests at every thread count (the scratch of a section is one request);
-    // with more threads, its parts make it larger.
-    assert_eq!(requests[0].0, requests[1].0, "the same pool requests at 1 and 3 threads");
-    assert!(requests[0].1 < requests[1].1, "three threads' scratch parts: {requests:?}");
+    // The same requests at every thread count above one (the scratch of a section is one
+    // request); with more threads, its parts make it larger. One thread may skip a buffer
+    // that only a split among threads needs (the convolution's weight gradient of a small
+    // `K` runs as one band and reads `g` in place: `kernels/conv/mod.rs`, `weight_bands`).
+    assert_eq!(requests[1].0, requests[2].0, "the same pool requests at 2 and 3 threads: {requests:?}");
+    assert!(requests[0].0 <= requests[1].0, "one thread needs no more requests: {requests:?}");
+    assert!(requests[1].1 < requests[2].1, "three threads' scratch parts: {requests:?}");
     Ok(())
 }
 
