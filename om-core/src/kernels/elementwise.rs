@@ -5,7 +5,7 @@
 //! lane loops (contiguous, broadcast or strided operands); [`unary_with`] and
 //! [`binary_with`] apply a scalar closure, for the few maps that have no lane kernel; in
 //! exact mode they write a NaN result as [`CANONICAL_NAN`] like the lane loops (so their
-//! outputs skip the NaN pass of `Tensor::build_f32`, whose [`canonicalise_nans`] lives
+//! outputs skip the NaN pass of `Tensor::build_f32`, whose `canonicalise_nans` lives
 //! here). Large maps over flat operands (contiguous, or one broadcast value) are cut into
 //! `PAR_CHUNK`-element chunks that the thread team shares; each element is computed alone,
 //! so the bits never depend on it. The tensor-level maps (operand checks, broadcasting, the
