@@ -18,15 +18,25 @@ pub fn copy_contiguous(t: &Tensor) -> Result<Tensor> {
     })?
 }
 
-/// `a + b` for two tensors of one shape, as a new contiguous tensor.
+/// Elements per chunk of [`add_same_shape`] shared by the thread team (128 KiB of
+/// output; a constant, and each element is one add, so the bits never depend on it).
+const ADD_CHUNK: usize = 1 << 15;
+
+/// `a + b` for two tensors of one shape, as a new contiguous tensor; large sums (the
+/// engine adding the gradients a tensor receives from several uses) in chunks shared by
+/// the thread team.
 pub fn add_same_shape(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     debug_assert_eq!(a.shape(), b.shape());
+    let threads = crate::compute::Compute::settings().threads;
     a.try_with_f32(|x| {
         b.try_with_f32(|y| {
             Tensor::build_f32(a.shape(), |out| {
-                for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
-                    *o = p + q;
-                }
+                crate::kernels::parallel::for_each_chunk_mut(threads, out, ADD_CHUNK, |i, o| {
+                    let start = i * ADD_CHUNK;
+                    for ((o, &p), &q) in o.iter_mut().zip(&x[start..]).zip(&y[start..]) {
+                        *o = p + q;
+                    }
+                });
                 Ok(())
             })
         })?
