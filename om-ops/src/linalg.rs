@@ -260,11 +260,13 @@ fn product_2d(a: MatRef, b: MatRef) -> Result<Tensor> {
     })
 }
 
-/// Columns of the bias gradient per chunk of the thread team (a constant: the chunks,
-/// and so the bits, never depend on the thread count). Each chunk walks the rows in order
-/// and reads this many contiguous values of each (2 KiB): with 64 columns, a `[1024, 1024]`
+/// Most columns of the bias gradient per chunk of the thread team. Each chunk walks the
+/// rows in order and reads its columns of each row contiguously: half the columns (two
+/// chunks for two threads), at most this many. With 64 columns per chunk, a `[1024, 1024]`
 /// gradient was read 256 bytes per 4 KiB row, a page per read, which the hardware
 /// prefetchers do not follow (3% of the encoder step at 1 thread, Intel Xeon, perf).
+/// The chunks depend on the shape only, and columns are independent: the bits never
+/// depend on them.
 const BIAS_COLS_PER_CHUNK: usize = 512;
 
 /// The column sums of the `[rows, cols]` row-major `g` as a `[cols]` tensor: each column
@@ -275,8 +277,9 @@ const BIAS_COLS_PER_CHUNK: usize = 512;
 fn column_sums(g: &[f32], rows: usize, cols: usize) -> Result<Tensor> {
     let settings = Compute::settings();
     Tensor::build_f32(&[cols], |out| {
-        for_each_chunk_mut(settings.threads, out, BIAS_COLS_PER_CHUNK, |i, o| {
-            let c0 = i * BIAS_COLS_PER_CHUNK;
+        let per = cols.div_ceil(2).next_multiple_of(16).min(BIAS_COLS_PER_CHUNK);
+        for_each_chunk_mut(settings.threads, out, per, |i, o| {
+            let c0 = i * per;
             let mut acc = [0.0f64; BIAS_COLS_PER_CHUNK];
             let acc = &mut acc[..o.len()];
             for row in g.chunks_exact(cols.max(1)).take(rows) {

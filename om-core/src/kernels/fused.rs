@@ -185,9 +185,10 @@ mod tests {
             for mode in [Mode::Fast, Mode::Exact] {
                 for threads in [1, 2] {
                     let settings = Settings { mode, threads, path };
-                    for (formula, fwd, bwd) in
-                        [(GeluFormula::Erf, Unary::GeluErf, Binary::GeluErfBackward), (GeluFormula::Tanh, Unary::GeluTanh, Binary::GeluTanhBackward)]
-                    {
+                    for (formula, fwd, bwd) in [
+                        (GeluFormula::Erf, Unary::GeluErf, Binary::GeluErfBackward),
+                        (GeluFormula::Tanh, Unary::GeluTanh, Binary::GeluTanhBackward),
+                    ] {
                         // Every length up to a few vectors, so tails of each width are covered.
                         for n in [0, 1, 5, 15, 16, 17, 33, 100, x.len()] {
                             let (mut y, mut s) = (vec![0.0; n], vec![0.0; n]);
