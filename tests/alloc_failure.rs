@@ -125,3 +125,26 @@ fn the_limit_is_a_setting() {
     assert!(ok.is_ok());
     assert_eq!(pool::max_buffer_bytes(), old);
 }
+
+/// The limit is an explicit setting: the library reads no environment variable (only the
+/// `om` binary maps `ONEMODEL_MAX_TENSOR_BYTES` to `set_max_buffer_bytes`, tested in
+/// `tests/cli_robust.rs`). The limit is read once per process, so this test runs itself
+/// again in a child process with the variable set.
+#[test]
+fn the_environment_does_not_set_the_limit() {
+    const CHILD: &str = "OM_TEST_LIMIT_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        assert_ne!(pool::max_buffer_bytes(), 4096, "ONEMODEL_MAX_TENSOR_BYTES set the library's limit");
+        assert!(Tensor::zeros(&[4096]).is_ok());
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["the_environment_does_not_set_the_limit", "--exact", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("ONEMODEL_MAX_TENSOR_BYTES", "4096")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("1 passed"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+}

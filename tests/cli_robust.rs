@@ -1,7 +1,9 @@
 //! The `om` binary when its output goes nowhere or fails (issue 22): a closed pipe ends it
 //! quietly (status 141, as a tool killed by SIGPIPE; never a panic's 101), a write error
 //! exits 1 with a message, oversized `bench gemm` sizes are usage errors before any
-//! allocation, and a usage error found after `--out` was checked leaves no directory.
+//! allocation, a usage error found after `--out` was checked leaves no directory, and
+//! `ONEMODEL_MAX_TENSOR_BYTES` sets the pool's limit (the `om` binary reads it; the library
+//! reads no environment).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -109,4 +111,29 @@ fn late_usage_errors_leave_no_directories() {
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!dir.join("new").exists(), "--save: a usage error left {}", dir.join("new").display());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_environment_sets_the_limit_of_the_om_binary() {
+    let run = |value: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_om"))
+            .args(args)
+            .current_dir(std::env::temp_dir())
+            .env("ONEMODEL_MAX_TENSOR_BYTES", value)
+            .output()
+            .expect("the om binary runs")
+    };
+    // 4 MiB operands under a 1 MiB limit: refused before any allocation.
+    let o = run("1048576", &["bench", "gemm", "--m", "1024", "--k", "1024", "--n", "1024"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("memory limit") && stderr.contains("1048576"), "{stderr}");
+    // A value that is not a positive number of bytes is a usage error naming the variable.
+    for bad in ["lots", "0", "-5"] {
+        let o = run(bad, &["ops"]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("ONEMODEL_MAX_TENSOR_BYTES must be a positive number of bytes"), "{stderr}");
+        assert!(o.stdout.is_empty());
+    }
 }

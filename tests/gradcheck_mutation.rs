@@ -205,7 +205,7 @@ fn family_of(path: &Path) -> &'static str {
         (_, "conv" | "pooling" | "resize") => "conv/pool/resize",
         (_, "norm") => "norms",
         (_, "normalizers" | "attention") => "softmax/attention",
-        (_, "indexing" | "selection" | "views") => "indexing/shape",
+        (_, "indexing" | "selection" | "views" | "triangular") => "indexing/shape",
         (_, "random") => "random (dropout)",
         _ => "other",
     }

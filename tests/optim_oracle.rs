@@ -128,6 +128,35 @@ fn scheduler_rates_match_pytorch_bit_for_bit() -> Result<()> {
             1.0,
             one(0.3, 24, OneCycleOptions { pct_start: 0.4, three_phase: true, anneal: Anneal::Linear, ..Default::default() }),
         ),
+        (
+            "sequential_warmup_cosine",
+            0.5,
+            Box::new(|o| {
+                let warm: Box<dyn LrScheduler> = Box::new(LinearLR::new(o, 0.25, 1.0, 4)?);
+                let cosine = Box::new(CosineAnnealingLR::new(o, 8, 0.01)?);
+                Ok(Box::new(SequentialLR::new(o, vec![warm, cosine], &[4])?))
+            }),
+        ),
+        (
+            "sequential_three",
+            0.25,
+            Box::new(|o| {
+                let step: Box<dyn LrScheduler> = Box::new(StepLR::new(o, 2, 0.5)?);
+                let exp = Box::new(ExponentialLR::new(o, 0.9)?);
+                let multi = Box::new(MultiStepLR::new(o, &[1, 3], 0.1)?);
+                Ok(Box::new(SequentialLR::new(o, vec![step, exp, multi], &[5, 11])?))
+            }),
+        ),
+        (
+            "sequential_same_milestone",
+            0.125,
+            Box::new(|o| {
+                let exp: Box<dyn LrScheduler> = Box::new(ExponentialLR::new(o, 0.5)?);
+                let linear = Box::new(LinearLR::new(o, 0.5, 1.0, 2)?);
+                let step = Box::new(StepLR::new(o, 3, 0.1)?);
+                Ok(Box::new(SequentialLR::new(o, vec![exp, linear, step], &[3, 3])?))
+            }),
+        ),
     ];
     for (case, base, make) in cases {
         let want = rates(&d, case);

@@ -71,6 +71,10 @@ SCHEDULERS = [
     ("onecycle_linear", 1.0, 18, lambda o: S.OneCycleLR(o, max_lr=0.05, total_steps=17, pct_start=0.25, anneal_strategy="linear", cycle_momentum=False)),
     ("onecycle_three", 1.0, 31, lambda o: S.OneCycleLR(o, max_lr=0.2, total_steps=30, three_phase=True, div_factor=10.0, final_div_factor=100.0, cycle_momentum=False)),
     ("onecycle_three_linear", 1.0, 25, lambda o: S.OneCycleLR(o, max_lr=0.3, total_steps=24, pct_start=0.4, three_phase=True, anneal_strategy="linear", cycle_momentum=False)),
+    # added later (schedulers draw nothing from the generator, so the data after them is unchanged)
+    ("sequential_warmup_cosine", 0.5, 16, lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.25, total_iters=4), S.CosineAnnealingLR(o, T_max=8, eta_min=0.01)], milestones=[4])),
+    ("sequential_three", 0.25, 18, lambda o: S.SequentialLR(o, [S.StepLR(o, step_size=2, gamma=0.5), S.ExponentialLR(o, gamma=0.9), S.MultiStepLR(o, milestones=[1, 3], gamma=0.1)], milestones=[5, 11])),
+    ("sequential_same_milestone", 0.125, 10, lambda o: S.SequentialLR(o, [S.ExponentialLR(o, gamma=0.5), S.LinearLR(o, start_factor=0.5, total_iters=2), S.StepLR(o, step_size=3, gamma=0.1)], milestones=[3, 3])),
 ]
 for case, base, epochs, make in SCHEDULERS:
     assert float(np.float32(base)) == base, "base rates must be exact in float32"

@@ -38,6 +38,7 @@ pub mod kernels;
 pub mod layout;
 pub mod module;
 pub mod pool;
+mod recycle;
 pub mod registry;
 pub mod rng;
 pub mod scope;

@@ -3,13 +3,16 @@
 //!
 //! While a scope is open on a thread, every buffer that thread requests from the [`pool`]
 //! (an operator's output, a copying `contiguous`/`reshape`, a kernel scratch, the engine's
-//! temporaries) is counted in it, and so are the requests the kernels' helper threads make
-//! on its behalf inside `for_each_chunk` (they adopt the
-//! caller's scope for the call). Every tensor handle created on the thread is remembered
-//! (weakly), so that [`ActivationScope::stats`] can report the ones still alive: the handles
-//! that keep a step's activations past the step. Leaf gradients written by `backward` are
-//! never tied to a scope (they are not reported). The log of weak handles keeps its
-//! capacity across steps (a warm step allocates nothing for it) and drops its dead entries
+//! temporaries) is counted in it: the scope reads the pool's counters of its thread when it
+//! opens and when asked, as it reads the counting allocator's. The kernels' helper threads
+//! take no pool memory (`kernels::parallel`), so the calling thread's counters hold all of
+//! a step's requests. Every tensor handle created on the thread is remembered (weakly, in a
+//! log of the scope's own keyed by handle, which the tensor layer feeds through the
+//! observer a scope installs), so that [`ActivationScope::stats`] can report the ones still
+//! alive: the handles that keep a step's activations past the step. Leaf gradients written
+//! by `backward` are never tied to a scope (they are not reported). A handle's entry goes
+//! when its last handle does; the log keeps its capacity across steps (a warm step
+//! allocates nothing for it) and drops dead entries (handles dropped on another thread)
 //! instead of growing past a few thousand, so a scope held open around a whole training
 //! loop costs memory only for the tensors still alive.
 //!
@@ -24,9 +27,8 @@
 //! Scopes may end in any order (spec section 3 assumes nesting; a guard can be moved or
 //! dropped early in Rust): a scope that ends while scopes opened after it are still open
 //! only leaves the thread's list of open scopes. Those keep counting, in themselves and in
-//! every scope open before them; the thread's accounting goes back to what it was before
-//! the first of them once the last one ends; the log of tensors is kept while any scope is
-//! open. A scope that ends while no scope opened before it is still open reports its peak
+//! every scope open before them (each counts what happened since it opened); the log of
+//! tensors is kept while any scope is open. A scope that ends while no scope opened before it is still open reports its peak
 //! to the pool (the outermost one, when they nest).
 //!
 //! Heap figures come from `CountingAlloc` when the
@@ -51,11 +53,10 @@
 //! ```
 
 use crate::alloc_count::{self, HeapCounts};
-use crate::pool;
-use crate::tensor::{Inner, Tensor};
+use crate::pool::{self, ThreadCounts};
+use crate::tensor::{set_observer, HandleObserver, Inner, Tensor};
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// What happened while a scope was open (see [`ActivationScope::stats`]).
@@ -79,71 +80,31 @@ pub struct ScopeStats {
     pub heap_bytes: Option<u64>,
 }
 
-/// The counters of one open scope, shared with the helper threads that adopt it.
-struct Counters {
-    requests: AtomicU64,
-    bytes: AtomicU64,
-    native: AtomicU64,
-    peak: AtomicU64,
-    parent: Option<Arc<Counters>>,
-}
-
 thread_local! {
-    /// The innermost scope this thread accounts to (its own, or one adopted for a kernel call).
-    static CURRENT: RefCell<Option<Arc<Counters>>> = const { RefCell::new(None) };
-    /// The scopes open on this thread (adoption does not count), in the order they were
-    /// opened: tensors are logged while one is open.
+    /// The scopes open on this thread, in the order they were opened.
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
     /// The id of the next scope opened on this thread.
     static NEXT_ID: Cell<u64> = const { Cell::new(0) };
-    /// Tensors created while a scope is open; cleared (capacity kept) when the outermost
-    /// ends, and compacted (dead entries dropped) when it would grow past [`COMPACT_AT`].
-    static LOG: RefCell<Vec<Weak<Inner>>> = const { RefCell::new(Vec::new()) };
-    /// The counters of the last scope that ended here, reused by the next one opened when
-    /// nothing else holds them (so opening a scope per step allocates nothing when warm).
-    static SPARE: RefCell<Option<Arc<Counters>>> = const { RefCell::new(None) };
-}
-
-impl Counters {
-    /// Fresh counters under `parent`, in the spare allocation if it is free.
-    fn open(parent: Option<Arc<Counters>>) -> Arc<Counters> {
-        let peak = pool::stats().outstanding_bytes;
-        let fresh = || Counters {
-            requests: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            native: AtomicU64::new(0),
-            peak: AtomicU64::new(peak),
-            parent,
-        };
-        let spare = SPARE.try_with(|s| s.borrow_mut().take()).ok().flatten();
-        match spare {
-            Some(mut c) => match Arc::get_mut(&mut c) {
-                Some(slot) => {
-                    *slot = fresh();
-                    c
-                }
-                None => Arc::new(fresh()),
-            },
-            None => Arc::new(fresh()),
-        }
-    }
+    /// Tensors created while a scope is open; cleared (capacity kept) when the last open
+    /// scope ends.
+    static LOG: RefCell<Log> = const { RefCell::new(Log::new()) };
 }
 
 /// One open scope in [`OPEN`].
 struct Open {
     /// The scope's id (unique on its thread).
     id: u64,
-    /// Where its tensors start in [`LOG`].
-    start: usize,
-    /// What the thread accounts to once this scope and every scope opened after it have
-    /// ended: the accounting when it was opened, or, if the scope opened just before it
-    /// ended first, what that one would have restored.
-    prev: Option<Arc<Counters>>,
+    /// The thread's pool counters when it opened.
+    start: ThreadCounts,
+    /// The sequence number of the first tensor it logs.
+    first_seq: u64,
+    /// Its peak of outstanding bytes up to the pool's current window of the thread's peak
+    /// (a new scope starts a new window; see [`ActivationScope::new`]).
+    peak: u64,
 }
 
-/// The log is compacted instead of grown once it holds this many entries, so a scope kept
-/// open around a whole training loop costs memory for its live tensors only.
-const COMPACT_AT: usize = 4096;
+/// The observer the open scopes install in the tensor layer.
+const OBSERVER: HandleObserver = HandleObserver { created: track, forget };
 
 /// A guard accounting the memory of everything done on this thread until it is dropped.
 ///
@@ -159,7 +120,6 @@ const COMPACT_AT: usize = 4096;
 /// # Ok::<(), om_core::Error>(())
 /// ```
 pub struct ActivationScope {
-    counters: Arc<Counters>,
     /// This scope's id in [`OPEN`].
     id: u64,
     heap_start: HeapCounts,
@@ -170,26 +130,38 @@ pub struct ActivationScope {
 impl ActivationScope {
     /// Opens a scope on this thread (inside any scope already open).
     pub fn new() -> ActivationScope {
-        let prev = CURRENT.with(|c| c.borrow().clone());
-        let counters = Counters::open(prev.clone());
-        CURRENT.with(|c| *c.borrow_mut() = Some(counters.clone()));
-        let start = LOG.with(|l| l.borrow().len());
         let id = NEXT_ID.with(|n| n.replace(n.get() + 1));
-        OPEN.with(|o| o.borrow_mut().push(Open { id, start, prev }));
-        ActivationScope { counters, id, heap_start: alloc_count::thread(), _not_send: PhantomData }
+        let first_seq = LOG.with(|l| l.borrow().next_seq);
+        OPEN.with(|o| {
+            let mut o = o.borrow_mut();
+            // The scopes already open take the peak of the window that ends here; the pool
+            // starts a new one, which every scope then open (this one included) spans.
+            let window = pool::take_thread_peak();
+            for e in o.iter_mut() {
+                e.peak = e.peak.max(window);
+            }
+            if o.is_empty() {
+                set_observer(Some(OBSERVER));
+            }
+            o.push(Open { id, start: pool::thread_counts(), first_seq, peak: pool::stats().outstanding_bytes });
+        });
+        ActivationScope { id, heap_start: alloc_count::thread(), _not_send: PhantomData }
     }
 
     /// The figures so far (call it before the scope ends, while the step's handles that
     /// should be gone are gone).
     pub fn stats(&self) -> ScopeStats {
         let heap = alloc_count::is_installed().then(|| alloc_count::thread().since(self.heap_start));
-        let c = &self.counters;
+        let (start, first_seq, peak) = OPEN
+            .with(|o| o.borrow().iter().find(|e| e.id == self.id).map(|e| (e.start, e.first_seq, e.peak)))
+            .unwrap_or((pool::thread_counts(), u64::MAX, 0));
+        let pool = pool::thread_counts().since(start);
         ScopeStats {
-            pool_requests: c.requests.load(Ordering::Relaxed),
-            pool_bytes_requested: c.bytes.load(Ordering::Relaxed),
-            pool_native_allocations: c.native.load(Ordering::Relaxed),
-            peak_outstanding_bytes: c.peak.load(Ordering::Relaxed),
-            live_tensors_created: LOG.with(|l| l.borrow()[self.log_start()..].iter().filter(|w| w.strong_count() > 0).count()),
+            pool_requests: pool.requests,
+            pool_bytes_requested: pool.bytes,
+            pool_native_allocations: pool.native,
+            peak_outstanding_bytes: peak.max(pool::thread_peak()),
+            live_tensors_created: LOG.with(|l| l.borrow().count_live_since(first_seq)),
             heap_allocations: heap.map(|h| h.allocations),
             heap_bytes: heap.map(|h| h.bytes),
         }
@@ -200,14 +172,14 @@ impl ActivationScope {
         self.stats()
     }
 
-    /// The tensors created in this scope that are still alive (new handles to them), to
-    /// find the one that keeps a step's activations: look at `shape()` and `grad_fn_name()`.
+    /// The tensors created in this scope that are still alive (new handles to them, in the
+    /// order they were created), to find the one that keeps a step's activations: look at
+    /// `shape()` and `grad_fn_name()`.
     pub fn live_tensors(&self) -> Vec<Tensor> {
-        LOG.with(|l| l.borrow()[self.log_start()..].iter().filter_map(Weak::upgrade).map(Tensor).collect())
-    }
-
-    fn log_start(&self) -> usize {
-        OPEN.with(|o| o.borrow().iter().find(|e| e.id == self.id).map(|e| e.start)).unwrap_or(0)
+        let first_seq = OPEN.with(|o| o.borrow().iter().find(|e| e.id == self.id).map(|e| e.first_seq)).unwrap_or(u64::MAX);
+        let mut live: Vec<(u64, Tensor)> = LOG.with(|l| l.borrow().live_since(first_seq).collect());
+        live.sort_by_key(|&(seq, _)| seq);
+        live.into_iter().map(|(_, t)| t).collect()
     }
 }
 
@@ -225,134 +197,176 @@ impl Drop for ActivationScope {
             let mut o = o.borrow_mut();
             let at = o.iter().position(|e| e.id == self.id)?;
             let me = o.remove(at);
-            if at == o.len() {
-                // The innermost: the thread accounts to what was there before it.
-                let _ = CURRENT.try_with(|c| *c.borrow_mut() = me.prev);
-            } else {
-                // Scopes opened after this one are still open: the next one restores, when
-                // it ends, what this one would have (this scope's counters stay in their
-                // chain of parents, counted but no longer read).
-                o[at].prev = me.prev;
-            }
-            Some((at == 0, o.is_empty()))
+            Some((at == 0, o.is_empty(), me.peak))
         });
-        let Ok(Some((outermost, none_open))) = ended else { return };
+        let Ok(Some((outermost, none_open, peak))) = ended else { return };
         if none_open {
+            set_observer(None);
             let _ = LOG.try_with(|l| l.borrow_mut().clear());
         }
         if outermost {
-            pool::note_step_peak(self.counters.peak.load(Ordering::Relaxed));
+            pool::note_step_peak(peak.max(pool::thread_peak()));
         }
-        let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(self.counters.clone()));
     }
 }
 
-/// Called by the pool for every request made on this thread.
-pub(crate) fn on_pool_request(bytes: u64, native: bool, outstanding_now: u64) {
-    let _ = CURRENT.try_with(|c| {
-        let Ok(c) = c.try_borrow() else { return };
-        let mut level = c.as_deref();
-        while let Some(l) = level {
-            l.requests.fetch_add(1, Ordering::Relaxed);
-            l.bytes.fetch_add(bytes, Ordering::Relaxed);
-            if native {
-                l.native.fetch_add(1, Ordering::Relaxed);
-            }
-            l.peak.fetch_max(outstanding_now, Ordering::Relaxed);
-            level = l.parent.as_deref();
+/// Logs a tensor handle created on this thread while a scope is open.
+fn track(t: &Tensor) {
+    let _ = LOG.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            l.insert(Arc::downgrade(&t.0));
         }
     });
 }
 
-/// Called for every tensor handle created (one line in `Tensor::from_storage`).
-pub(crate) fn track(t: &Tensor) {
-    if is_open() {
-        LOG.with(|l| {
-            let mut l = l.borrow_mut();
-            if l.len() >= COMPACT_AT && l.len() == l.capacity() {
-                OPEN.with(|o| compact(&mut l, &mut o.borrow_mut()));
-            }
-            t.0.log_slot.store(l.len(), Ordering::Relaxed);
-            l.push(Arc::downgrade(&t.0));
-        });
-    }
+/// Drops this thread's log entry for a handle (whose last handle is going, so that its
+/// allocation can be reused, or which became a leaf's gradient); a handle logged on another
+/// thread, or no longer, is left alone.
+fn forget(t: &Tensor) {
+    let _ = LOG.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            l.remove(Arc::as_ptr(&t.0));
+        }
+    });
 }
 
+#[cfg(test)]
 fn is_open() -> bool {
     OPEN.try_with(|o| !o.borrow().is_empty()).unwrap_or(false)
 }
 
-/// Drops the log's dead entries, moving each open scope's start to match (the starts
-/// increase in the order the scopes were opened).
-fn compact(log: &mut Vec<Weak<Inner>>, open: &mut [Open]) {
-    let (mut kept, mut scope) = (0, 0);
-    for i in 0..log.len() {
-        while scope < open.len() && open[scope].start <= i {
-            open[scope].start = kept;
-            scope += 1;
-        }
-        if let Some(t) = log[i].upgrade() {
-            t.log_slot.store(kept, Ordering::Relaxed);
-            log.swap(kept, i);
-            kept += 1;
-        }
-    }
-    for s in &mut open[scope..] {
-        s.start = kept;
-    }
-    log.truncate(kept);
+/// The log is compacted (dead entries dropped) before it grows past this many entries, so
+/// a scope kept open around a whole training loop costs memory for its live tensors only.
+const COMPACT_AT: usize = 4096;
+
+/// One logged handle.
+struct Entry {
+    /// The order it was created in (scopes log from a sequence number on).
+    seq: u64,
+    handle: Weak<Inner>,
 }
 
-/// Drops this thread's log entry for a tensor whose last handle is going (so that its
-/// allocation can be reused); a tensor logged on another thread, or no longer, is left alone.
-pub(crate) fn forget(inner: &Arc<Inner>) {
-    let (i, ptr) = (inner.log_slot.load(Ordering::Relaxed), Arc::as_ptr(inner));
-    let _ = LOG.try_with(|l| {
-        let Ok(mut l) = l.try_borrow_mut() else { return };
-        if l.get(i).is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr)) {
-            l[i] = Weak::new();
-        }
-    });
-}
-
-/// Forgets a tensor that became a leaf's gradient: leaf gradients are never tied to a scope.
-pub(crate) fn untrack(t: &Tensor) {
-    if !is_open() {
-        return;
-    }
-    let ptr = Arc::as_ptr(&t.0);
-    LOG.with(|l| {
-        let mut l = l.borrow_mut();
-        if let Some(i) = l.iter().rposition(|w| std::ptr::eq(w.as_ptr(), ptr)) {
-            l[i] = Weak::new();
-        }
-    });
-}
-
-/// The calling thread's scope, captured for the helper threads of one parallel call.
-pub(crate) struct Inherited(Option<Arc<Counters>>);
-
-impl Inherited {
-    /// The scope open on this thread, if any.
-    pub(crate) fn capture() -> Inherited {
-        Inherited(CURRENT.with(|c| c.borrow().clone()))
-    }
-
-    /// Makes this thread account to the captured scope until the guard drops.
-    pub(crate) fn adopt(&self) -> Adopted {
-        let Some(counters) = &self.0 else { return Adopted(None) };
-        Adopted(Some(CURRENT.with(|c| c.borrow_mut().replace(counters.clone()))))
+impl Entry {
+    fn key(&self) -> usize {
+        self.handle.as_ptr() as usize
     }
 }
 
-/// Restores a helper thread's own scope (see [`Inherited::adopt`]).
-pub(crate) struct Adopted(Option<Option<Arc<Counters>>>);
+/// The weak handles of the tensors created while a scope is open, keyed by handle (the
+/// address of its allocation, which a weak handle keeps from being reused): an
+/// open-addressing table with linear probing, a power of two long and at most half full,
+/// whose removal shifts entries back instead of leaving tombstones, so a steady step fills
+/// the same table every time and never grows it.
+struct Log {
+    slots: Vec<Option<Entry>>,
+    /// A table of the same length for rebuilding without allocating (compaction).
+    spare: Vec<Option<Entry>>,
+    len: usize,
+    next_seq: u64,
+}
 
-impl Drop for Adopted {
-    fn drop(&mut self) {
-        if let Some(prev) = self.0.take() {
-            CURRENT.with(|c| *c.borrow_mut() = prev);
+impl Log {
+    const fn new() -> Log {
+        Log { slots: Vec::new(), spare: Vec::new(), len: 0, next_seq: 0 }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The slot where a probe for `key` starts (Fibonacci hashing: the top bits of the
+    /// product, which mix every bit of an aligned address).
+    fn home(&self, key: usize) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+    }
+
+    fn insert(&mut self, handle: Weak<Inner>) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            if self.len >= COMPACT_AT {
+                self.rebuild(self.slots.len());
+            }
+            if 2 * (self.len + 1) > self.slots.len() {
+                self.rebuild((2 * self.slots.len()).max(64));
+            }
         }
+        let entry = Entry { seq: self.next_seq, handle };
+        self.next_seq += 1;
+        self.place(entry);
+        self.len += 1;
+    }
+
+    /// Puts `entry` in the first free slot from its home.
+    fn place(&mut self, entry: Entry) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(entry.key());
+        while self.slots[i].is_some() {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = Some(entry);
+    }
+
+    /// Rehashes the live entries into a table of `len` slots (dead ones are dropped).
+    fn rebuild(&mut self, len: usize) {
+        let mut old = std::mem::take(&mut self.spare);
+        std::mem::swap(&mut old, &mut self.slots);
+        self.slots.clear();
+        self.slots.resize_with(len, || None);
+        self.len = 0;
+        for e in old.iter_mut().filter_map(Option::take) {
+            if e.handle.strong_count() > 0 {
+                self.place(e);
+                self.len += 1;
+            }
+        }
+        self.spare = old;
+    }
+
+    fn remove(&mut self, key: *const Inner) {
+        if self.len == 0 {
+            return;
+        }
+        let (key, mask) = (key as usize, self.slots.len() - 1);
+        let mut i = self.home(key);
+        loop {
+            match &self.slots[i] {
+                None => return,
+                Some(e) if e.key() == key => break,
+                Some(_) => i = (i + 1) & mask,
+            }
+        }
+        self.slots[i] = None;
+        self.len -= 1;
+        // Shift back the entries after the hole that a probe from their home would no
+        // longer reach.
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let Some(e) = &self.slots[j] else { return };
+            let home = self.home(e.key());
+            let reachable = if i <= j { i < home && home <= j } else { i < home || home <= j };
+            if !reachable {
+                self.slots[i] = self.slots[j].take();
+                i = j;
+            }
+        }
+    }
+
+    /// The live handles logged from sequence number `first_seq` on, with their numbers.
+    fn live_since(&self, first_seq: u64) -> impl Iterator<Item = (u64, Tensor)> + '_ {
+        self.slots.iter().flatten().filter(move |e| e.seq >= first_seq).filter_map(|e| Some((e.seq, Tensor(e.handle.upgrade()?))))
+    }
+
+    /// How many handles logged from sequence number `first_seq` on are alive.
+    fn count_live_since(&self, first_seq: u64) -> usize {
+        self.slots.iter().flatten().filter(|e| e.seq >= first_seq && e.handle.strong_count() > 0).count()
+    }
+
+    /// Empties the log, keeping its capacity.
+    fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.len = 0;
     }
 }
 
@@ -377,9 +391,7 @@ mod tests {
         assert_eq!(s.live_tensors_created, 1);
         drop(a);
         drop(outer);
-        assert!(!is_open());
-        assert!(CURRENT.with(|c| c.borrow().is_none()));
-        assert!(LOG.with(|l| l.borrow().is_empty()));
+        assert!(thread_is_clean());
     }
 
     #[test]
@@ -410,12 +422,16 @@ mod tests {
     #[test]
     fn no_scope_logs_nothing() {
         let t = Tensor::zeros(&[3]).unwrap();
-        assert!(LOG.with(|l| l.borrow().is_empty()));
+        assert!(LOG.with(|l| l.borrow().len() == 0));
         drop(t);
     }
 
+    /// No scope open, nothing logged, and a new tensor is not logged (no observer).
     fn thread_is_clean() -> bool {
-        !is_open() && CURRENT.with(|c| c.borrow().is_none()) && LOG.with(|l| l.borrow().is_empty())
+        let probe = Tensor::zeros(&[1]).unwrap();
+        let clean = !is_open() && LOG.with(|l| l.borrow().len() == 0);
+        drop(probe);
+        clean
     }
 
     /// The outer scope ends first: the inner one keeps counting and logging (before, the
@@ -457,7 +473,7 @@ mod tests {
         assert_eq!((inner.stats().pool_requests, inner.stats().live_tensors_created), (1, 1));
         assert_eq!((outer.stats().pool_requests, outer.stats().live_tensors_created), (2, 2));
         drop(inner);
-        assert!(Arc::ptr_eq(CURRENT.with(|c| c.borrow().clone()).as_ref().unwrap(), &outer.counters), "back to the outer scope");
+        assert_eq!(OPEN.with(|o| o.borrow().iter().map(|e| e.id).collect::<Vec<_>>()), [outer.id], "back to the outer scope");
         let c = Tensor::zeros(&[5]).unwrap();
         assert_eq!((outer.stats().pool_requests, outer.stats().live_tensors_created), (3, 3));
         drop(outer);
@@ -489,6 +505,33 @@ mod tests {
                 }
             }
             assert!(thread_is_clean(), "order {order:?}");
+        }
+    }
+
+    /// Removing handles in any order leaves every other one reachable (the backward shift
+    /// of the open-addressing log), and a steady loop refills the same table: it never
+    /// grows after the first round.
+    #[test]
+    fn the_log_finds_every_handle_and_a_steady_loop_keeps_its_table() {
+        let scope = ActivationScope::new();
+        let mut size = 0;
+        for round in 0..5 {
+            let mut made: Vec<Option<Tensor>> = (0..400).map(|_| Some(Tensor::zeros(&[1]).unwrap())).collect();
+            for k in [3, 2, 1] {
+                for (i, t) in made.iter_mut().enumerate() {
+                    if (i * 7919 + round) % k == 0 {
+                        *t = None;
+                    }
+                }
+                let alive = made.iter().flatten().count();
+                assert_eq!(scope.stats().live_tensors_created, alive);
+                assert_eq!(LOG.with(|l| l.borrow().len()), alive, "every dropped handle's entry was found");
+            }
+            let slots = LOG.with(|l| l.borrow().slots.len());
+            if round > 0 {
+                assert_eq!(slots, size, "round {round} grew the table");
+            }
+            size = slots;
         }
     }
 }

@@ -2,22 +2,20 @@
 //! counter that every in-place write bumps (the engine compares it with the version
 //! recorded when a tensor was saved for backward).
 //!
-//! The shared allocation of a storage is recycled per thread (`shared`, `release`): when
-//! its last handle goes, its buffer goes back to the pool and the emptied allocation waits
-//! for the next tensor built on that thread, so a warm step allocates none.
+//! The shared allocation of a storage is recycled per thread (`shared`, `release`, through
+//! the one [`Recycler`](crate::recycle::Recycler)): when its last handle goes, its buffer
+//! goes back to the pool and the emptied allocation waits for the next tensor built on that
+//! thread, so a warm step allocates none.
 
 use crate::dtype::DType;
 use crate::pool::Buffer;
-use std::cell::RefCell;
+use crate::recycle::{take_last, Recycler};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Emptied storage allocations kept per thread for reuse (at most this many).
-const RECYCLED_MAX: usize = 4096;
-
 thread_local! {
     /// Emptied storage allocations, each with no other handle.
-    static RECYCLED: RefCell<Vec<Arc<Storage>>> = const { RefCell::new(Vec::new()) };
+    static RECYCLED: Recycler<Storage> = const { Recycler::new() };
     /// What a released handle's slot holds until the handle is gone.
     static PLACEHOLDER: Arc<Storage> = Arc::new(Storage::new(Buffer::empty(), 0, DType::F32));
 }
@@ -25,18 +23,7 @@ thread_local! {
 /// A shared storage of `buffer` (holding `len` elements of `dtype`), in a recycled
 /// allocation when this thread has one.
 pub(crate) fn shared(buffer: Buffer, len: usize, dtype: DType) -> Arc<Storage> {
-    let storage = Storage::new(buffer, len, dtype);
-    let spare = RECYCLED.try_with(|r| r.borrow_mut().pop()).ok().flatten();
-    match spare {
-        Some(mut a) => match Arc::get_mut(&mut a) {
-            Some(slot) => {
-                *slot = storage;
-                a
-            }
-            None => Arc::new(storage),
-        },
-        None => Arc::new(storage),
-    }
+    Recycler::arc(&RECYCLED, Storage::new(buffer, len, dtype))
 }
 
 /// This thread's empty placeholder storage (a clone of one handle), or `None` while the
@@ -48,16 +35,10 @@ pub(crate) fn placeholder() -> Option<Arc<Storage>> {
 /// Gives up one handle on a storage (a tensor handle being dropped): when it is the last,
 /// the buffer goes back to the pool now and the allocation is kept for [`shared`].
 pub(crate) fn release(slot: &mut Arc<Storage>) {
-    let Some(storage) = Arc::get_mut(slot) else { return };
-    drop(std::mem::replace(storage.data.get_mut().unwrap_or_else(|e| e.into_inner()), Buffer::empty()));
-    let Some(placeholder) = placeholder() else { return };
-    let emptied = std::mem::replace(slot, placeholder);
-    let _ = RECYCLED.try_with(|r| {
-        let mut r = r.borrow_mut();
-        if r.len() < RECYCLED_MAX {
-            r.push(emptied);
-        }
-    });
+    let empty = |s: &mut Storage| drop(std::mem::replace(s.data.get_mut().unwrap_or_else(|e| e.into_inner()), Buffer::empty()));
+    if let Some(emptied) = take_last(slot, placeholder, empty) {
+        Recycler::keep(&RECYCLED, emptied);
+    }
 }
 
 /// A buffer of `len` elements of one dtype, shared by views.

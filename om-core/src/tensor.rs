@@ -7,9 +7,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{self, contiguous_strides, for_each_row, Dims, ShapeStrides};
 use crate::pool::Buffer;
+use crate::recycle::{take_last, Recycler};
 use crate::storage::{self, Storage};
-use std::cell::RefCell;
-use std::sync::atomic::AtomicUsize;
+use std::cell::Cell;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub(crate) struct Inner {
@@ -18,8 +18,6 @@ pub(crate) struct Inner {
     pub(crate) offset: usize,
     /// This handle's autograd state (a leaf's gradient edge holds the handle itself).
     pub(crate) meta: Mutex<Meta>,
-    /// Where this thread's scope log holds the handle, if it does (see `scope::track`).
-    pub(crate) log_slot: AtomicUsize,
 }
 
 impl Drop for Inner {
@@ -28,22 +26,44 @@ impl Drop for Inner {
     }
 }
 
-/// Emptied handle allocations kept per thread for reuse (at most this many).
-const RECYCLED_MAX: usize = 4096;
-
 thread_local! {
     /// Emptied handle allocations, each with no other handle and no weak reference.
-    static RECYCLED: RefCell<Vec<Arc<Inner>>> = const { RefCell::new(Vec::new()) };
+    static RECYCLED: Recycler<Inner> = const { Recycler::new() };
     /// What a recycled handle's slot holds until the handle is gone.
     static PLACEHOLDER: Option<Arc<Inner>> =
         storage::placeholder().map(|storage| Arc::new(Inner::new(storage, &[], &[], 0)));
+    /// The observer of this thread's handles, if one is installed.
+    static OBSERVER: Cell<Option<HandleObserver>> = const { Cell::new(None) };
 }
 
 impl Inner {
     fn new(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Inner {
         let layout = ShapeStrides::new(shape, strides);
-        Inner { storage, layout, offset, meta: Mutex::new(Meta::default()), log_slot: AtomicUsize::new(usize::MAX) }
+        Inner { storage, layout, offset, meta: Mutex::new(Meta::default()) }
     }
+}
+
+/// What the tensor layer tells an observer of the calling thread's tensor handles: the
+/// activation scope's log (`scope.rs`) installs one while a scope is open on the thread,
+/// and keeps its entries (weak handles, keyed by handle) itself; the tensor layer knows
+/// nothing more of it.
+#[derive(Clone, Copy)]
+pub(crate) struct HandleObserver {
+    /// A handle was created on this thread.
+    pub(crate) created: fn(&Tensor),
+    /// Drop any weak reference to this handle: its last strong handle is going and the
+    /// observer holds its only weak one (so that its allocation can be reused), or it
+    /// became a leaf's gradient ([`Tensor::forget_observed`]).
+    pub(crate) forget: fn(&Tensor),
+}
+
+/// Installs (or, with `None`, removes) the observer of this thread's tensor handles.
+pub(crate) fn set_observer(observer: Option<HandleObserver>) {
+    let _ = OBSERVER.try_with(|o| o.set(observer));
+}
+
+fn observer() -> Option<HandleObserver> {
+    OBSERVER.try_with(Cell::get).ok().flatten()
 }
 
 /// The last handle of a tensor created on this thread gives its allocation back for reuse
@@ -55,23 +75,21 @@ impl Drop for Tensor {
             return;
         }
         if Arc::weak_count(&self.0) == 1 {
-            crate::scope::forget(&self.0);
-        }
-        let Some(placeholder) = PLACEHOLDER.try_with(Clone::clone).ok().flatten() else { return };
-        let Some(storage_placeholder) = storage::placeholder() else { return };
-        let Some(inner) = Arc::get_mut(&mut self.0) else { return };
-        let mut old = std::mem::replace(&mut inner.storage, storage_placeholder);
-        storage::release(&mut old);
-        drop(old);
-        drop(std::mem::take(inner.meta.get_mut().unwrap_or_else(PoisonError::into_inner)));
-        let emptied = std::mem::replace(&mut self.0, placeholder);
-        let _ = RECYCLED.try_with(|r| {
-            if let Ok(mut r) = r.try_borrow_mut() {
-                if r.len() < RECYCLED_MAX {
-                    r.push(emptied);
-                }
+            if let Some(o) = observer() {
+                (o.forget)(self);
             }
-        });
+        }
+        let Some(storage_placeholder) = storage::placeholder() else { return };
+        let placeholder = || PLACEHOLDER.try_with(Clone::clone).ok().flatten();
+        let empty = |inner: &mut Inner| {
+            let mut old = std::mem::replace(&mut inner.storage, storage_placeholder);
+            storage::release(&mut old);
+            drop(old);
+            drop(std::mem::take(inner.meta.get_mut().unwrap_or_else(PoisonError::into_inner)));
+        };
+        if let Some(emptied) = take_last(&mut self.0, placeholder, empty) {
+            Recycler::keep(&RECYCLED, emptied);
+        }
     }
 }
 
@@ -183,21 +201,19 @@ impl Tensor {
     // ----- construction -----
 
     pub(crate) fn from_storage(storage: Arc<Storage>, shape: &[usize], strides: &[usize], offset: usize) -> Tensor {
-        let fresh = Inner::new(storage, shape, strides, offset);
-        let spare = RECYCLED.try_with(|r| r.try_borrow_mut().ok().and_then(|mut r| r.pop())).ok().flatten();
-        let inner = match spare {
-            Some(mut a) => match Arc::get_mut(&mut a) {
-                Some(slot) => {
-                    *slot = fresh;
-                    a
-                }
-                None => Arc::new(fresh),
-            },
-            None => Arc::new(fresh),
-        };
-        let t = Tensor(inner);
-        crate::scope::track(&t);
+        let t = Tensor(Recycler::arc(&RECYCLED, Inner::new(storage, shape, strides, offset)));
+        if let Some(o) = observer() {
+            (o.created)(&t);
+        }
         t
+    }
+
+    /// Tells this thread's handle observer to forget this handle: a leaf's gradient, which
+    /// is never tied to an activation scope.
+    pub(crate) fn forget_observed(&self) {
+        if let Some(o) = observer() {
+            (o.forget)(self);
+        }
     }
 
     /// A contiguous tensor of `shape` whose values `fill` writes (it receives exactly
@@ -292,7 +308,8 @@ impl Tensor {
     /// assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+    pub fn from_vec(data: Vec<f32>, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::from_slice(&data, shape)
     }
 
@@ -305,7 +322,8 @@ impl Tensor {
     /// assert_eq!(Tensor::from_slice(&[1.0, 2.0], &[2, 1])?.shape(), &[2, 1]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Tensor> {
+    pub fn from_slice(data: &[f32], shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         check_len("from_slice", data.len(), shape)?;
         Tensor::build_f32(shape, |out| {
             out.copy_from_slice(data);
@@ -324,7 +342,8 @@ impl Tensor {
     /// assert_eq!(ids.to_vec_i32(), vec![3, 0, 7]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn from_vec_i32(data: Vec<i32>, shape: &[usize]) -> Result<Tensor> {
+    pub fn from_vec_i32(data: Vec<i32>, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         check_len("from_vec_i32", data.len(), shape)?;
         Tensor::build_i32(shape, |out| {
             out.copy_from_slice(&data);
@@ -382,7 +401,8 @@ impl Tensor {
     /// assert_eq!(Tensor::full(&[2, 2], 3.0)?.to_vec(), vec![3.0; 4]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn full(shape: &[usize], v: f32) -> Result<Tensor> {
+    pub fn full(shape: impl AsRef<[usize]>, v: f32) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::filled(shape, v).map_err(|e| e.with_op("full"))
     }
 
@@ -394,16 +414,21 @@ impl Tensor {
         })
     }
 
-    /// Zeros of `shape`.
+    /// Zeros of `shape`. Like every constructor, it takes the shape as an array, a slice,
+    /// a `Vec` or another tensor's `shape()`.
     ///
     /// # Examples
     ///
     /// ```
     /// use om_core::Tensor;
-    /// assert_eq!(Tensor::zeros(&[2, 3])?.to_vec(), vec![0.0; 6]);
+    /// assert_eq!(Tensor::zeros([2, 3])?.to_vec(), vec![0.0; 6]);
+    /// let x = Tensor::zeros(&[2, 3])?;
+    /// assert_eq!(Tensor::zeros(x.shape())?.shape(), Tensor::zeros(vec![2, 3])?.shape());
+    /// assert_eq!(Tensor::zeros([])?.shape(), &[] as &[usize]); // a scalar
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
+    pub fn zeros(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::filled(shape, 0.0).map_err(|e| e.with_op("zeros"))
     }
 
@@ -413,10 +438,11 @@ impl Tensor {
     ///
     /// ```
     /// use om_core::Tensor;
-    /// assert_eq!(Tensor::ones(&[3])?.to_vec(), vec![1.0; 3]);
+    /// assert_eq!(Tensor::ones([3])?.to_vec(), vec![1.0; 3]);
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn ones(shape: &[usize]) -> Result<Tensor> {
+    pub fn ones(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::filled(shape, 1.0).map_err(|e| e.with_op("ones"))
     }
 
@@ -639,7 +665,8 @@ impl Tensor {
     /// assert!(Tensor::randint(3, 3, &[1]).is_err());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randint(low: i32, high: i32, shape: &[usize]) -> Result<Tensor> {
+    pub fn randint(low: i32, high: i32, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         if low >= high {
             return Err(Error::argument(
                 "randint",
@@ -659,7 +686,8 @@ impl Tensor {
     /// assert_eq!(a.to_vec_i32(), Tensor::randint_with_seed(0, 5, &[6], 3)?.to_vec_i32());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randint_with_seed(low: i32, high: i32, shape: &[usize], seed: u64) -> Result<Tensor> {
+    pub fn randint_with_seed(low: i32, high: i32, shape: impl AsRef<[usize]>, seed: u64) -> Result<Tensor> {
+        let shape = shape.as_ref();
         if low >= high {
             return Err(Error::argument(
                 "randint",
@@ -731,7 +759,8 @@ impl Tensor {
     /// assert_eq!(Tensor::randn(&[4])?.to_vec(), a.to_vec());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randn(shape: &[usize]) -> Result<Tensor> {
+    pub fn randn(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::randn_with_seed(shape, crate::rng::next_seed())
     }
 
@@ -746,7 +775,8 @@ impl Tensor {
     /// assert!(u.to_vec().iter().all(|v| (0.0..1.0).contains(v)));
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn rand(shape: &[usize]) -> Result<Tensor> {
+    pub fn rand(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
         Tensor::rand_uniform(shape, 0.0, 1.0, crate::rng::next_seed()).map_err(|e| e.with_op("rand"))
     }
 
@@ -761,7 +791,8 @@ impl Tensor {
     /// assert_eq!(a.to_vec(), Tensor::randn_with_seed(&[3], 9)?.to_vec());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn randn_with_seed(shape: &[usize], seed: u64) -> Result<Tensor> {
+    pub fn randn_with_seed(shape: impl AsRef<[usize]>, seed: u64) -> Result<Tensor> {
+        let shape = shape.as_ref();
         let mut rng = crate::rng::Rng::new(seed);
         Tensor::build_f32(shape, |out| {
             out.iter_mut().for_each(|v| *v = rng.normal());
@@ -781,7 +812,8 @@ impl Tensor {
     /// assert!(Tensor::rand_uniform(&[1], 1.0, 1.0, 4).is_err());
     /// # Ok::<(), om_core::Error>(())
     /// ```
-    pub fn rand_uniform(shape: &[usize], lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
+    pub fn rand_uniform(shape: impl AsRef<[usize]>, lo: f32, hi: f32, seed: u64) -> Result<Tensor> {
+        let shape = shape.as_ref();
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
             return Err(Error::argument("rand_uniform", format!("need finite lo < hi, got [{lo}, {hi})")));
         }

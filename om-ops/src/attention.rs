@@ -9,8 +9,9 @@
 //! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
-use om_core::kernels::chunks::for_each_row_chunk_scratch;
-use om_core::kernels::gemm::{gemm, MatMut, MatRef};
+use om_core::kernels::chunks::row_tiles;
+use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
+use om_core::kernels::parallel::for_each_tile_scratch;
 use om_core::kernels::scratch::WorkerScratch;
 use om_core::kernels::softmax::softmax_rows;
 use om_core::kernels::transpose::transpose;
@@ -169,9 +170,24 @@ fn with_operands<R>(dims: Dims, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option
     })
 }
 
-/// Values of scratch [`probs`] needs (saturating: a size that overflows is refused).
-fn probs_scratch_len(dims: Dims, ops: &Operands) -> usize {
-    dims.d.saturating_mul(dims.tk).saturating_add(dims.tq.saturating_mul(dims.tk)).saturating_add(ops.q.scratch_len())
+/// Values of scratch [`probs`] needs at `settings` (saturating: a size that overflows is
+/// refused): its own, then the GEMM scratch of the largest product of a block
+/// ([`block_gemm_len`]), which the block reuses for its later products once `probs` is done.
+fn probs_scratch_len(settings: Settings, dims: Dims, ops: &Operands) -> usize {
+    let own = dims.d.saturating_mul(dims.tk).saturating_add(dims.tq.saturating_mul(dims.tk)).saturating_add(ops.q.scratch_len());
+    own.saturating_add(block_gemm_len(settings, dims))
+}
+
+/// Floats of GEMM scratch ([`gemm_scratch_len`]) that cover every product of a block, forward
+/// and backward, with C contiguous or token-major (row stride `H·n`): a GEMM inside a chunk
+/// of a parallel section takes no pool memory.
+fn block_gemm_len(settings: Settings, dims: Dims) -> usize {
+    let Dims { tq, tk, d, dv, heads, .. } = dims;
+    let shapes = [(tq, d, tk), (tq, tk, dv), (tk, tq, dv), (tq, dv, tk), (tq, tk, d), (tk, tq, d)];
+    let len = |&(m, k, n): &(usize, usize, usize)| {
+        gemm_scratch_len(settings, m, k, n, n).max(gemm_scratch_len(settings, m, k, n, heads.saturating_mul(n)))
+    };
+    shapes.iter().map(len).max().unwrap_or(0)
 }
 
 /// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
@@ -184,10 +200,12 @@ fn f32_count(counts: &[usize]) -> usize {
 fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p: &mut [f32], scratch: &mut [f32]) {
     let Dims { tq, tk, d, .. } = dims;
     let (kt, rest) = scratch.split_at_mut(d * tk);
-    let (s, q_scratch) = rest.split_at_mut(tq * tk);
+    let (s, rest) = rest.split_at_mut(tq * tk);
+    let (q_scratch, gemm_scratch) = rest.split_at_mut(ops.q.scratch_len());
     ops.k.transposed_into(b, kt);
     let (qm, ldq) = ops.q.matrix(b, q_scratch);
-    gemm(settings, MatRef::with_stride(qm, tq, d, ldq), MatRef::with_stride(kt, d, tk, tk), MatMut::with_stride(s, tq, tk, tk));
+    let (qm, kt) = (MatRef::with_stride(qm, tq, d, ldq), MatRef::with_stride(kt, d, tk, tk));
+    gemm_with_scratch(settings, qm, kt, MatMut::with_stride(s, tq, tk, tk), gemm_scratch);
     match ops.mask {
         Some(m) => {
             let [_, _, rs, cs] = m.strides;
@@ -231,7 +249,9 @@ fn per_block<const N: usize>(
     let chunks = blocks / group;
     let mut scratch = WorkerScratch::f32(settings.threads, chunks, floats)?;
     let per = scratch.per_worker();
-    for_each_row_chunk_scratch(settings.threads, outs, widths, chunks, 1, scratch.parts(), per, |c, _, mut parts, s| {
+    let outs = row_tiles(outs, widths, chunks, 1);
+    for_each_tile_scratch(settings.threads, outs, scratch.parts(), per, |c, tiles, s| {
+        let mut parts = tiles.map(|t| t.into_slice());
         for i in 0..group {
             f(inner, c * group + i, i, &mut parts, s);
         }
@@ -398,7 +418,7 @@ pub mod attention {
         let group = if lay.token_major { heads } else { 1 };
         let y = with_operands(dims, q, k, v, mask, |ops| {
             Tensor::build_f32(&shape, |out| {
-                let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(dims, &ops));
+                let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops));
                 let floats = f32_count(&[tq.saturating_mul(tk), vn, pn]);
                 per_block(settings, blocks, group, [out], [lay.chunk_width()], floats, |s, b, i, [o], buf| {
                     let (p, rest) = buf.split_at_mut(tq * tk);
@@ -406,7 +426,8 @@ pub mod attention {
                     probs(s, dims, scale, &ops, b, p, p_scratch);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
                     let (o, ldo) = lay.block(o, i);
-                    gemm(s, MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv), MatMut::with_stride(o, tq, dv, ldo));
+                    let (pm, vm) = (MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv));
+                    gemm_with_scratch(s, pm, vm, MatMut::with_stride(o, tq, dv, ldo), p_scratch);
                 })
             })
         })?;
@@ -435,7 +456,7 @@ pub mod attention {
                 let gview = View::new(gs, g, g.strides(), heads, tq, dv);
                 Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
                     let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
-                    let pn = probs_scratch_len(dims, &ops);
+                    let pn = probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops);
                     let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]);
                     let widths = [width(lq), width(lk), width(lv)];
                     per_block(settings, blocks, group, [dq_all, dk_all, dv_all], widths, floats, |s, b, i, [dq, dkb, dvb], buf| {
@@ -453,38 +474,42 @@ pub mod attention {
                         let (gm, ldg) = gview.matrix(b, g_scratch);
                         // dV = Pᵀ·g
                         transpose(p, tq, tk, tk, 1, pt);
-                        gemm(
+                        gemm_with_scratch(
                             s,
                             MatRef::with_stride(pt, tk, tq, tq),
                             MatRef::with_stride(gm, tq, dv, ldg),
                             MatMut::with_stride(dvb, tk, dv, ldv_out),
+                            p_scratch,
                         );
                         // dP = g·Vᵀ
                         ops.v.transposed_into(b, vt);
-                        gemm(
+                        gemm_with_scratch(
                             s,
                             MatRef::with_stride(gm, tq, dv, ldg),
                             MatRef::with_stride(vt, dv, tk, tk),
                             MatMut::with_stride(dp, tq, tk, tk),
+                            p_scratch,
                         );
                         softmax_backward(dp, p, tk);
                         // dQ = scale·(dS·K)
                         let (km, ldk) = ops.k.matrix(b, k_scratch);
-                        gemm(
+                        gemm_with_scratch(
                             s,
                             MatRef::with_stride(dp, tq, tk, tk),
                             MatRef::with_stride(km, tk, dk, ldk),
                             MatMut::with_stride(dq, tq, dk, ldq_out),
+                            p_scratch,
                         );
                         scale_rows(dq, tq, dk, ldq_out, scale);
                         // dK = scale·(dSᵀ·Q)
                         transpose(dp, tq, tk, tk, 1, pt);
                         let (qm, ldq) = ops.q.matrix(b, q_scratch);
-                        gemm(
+                        gemm_with_scratch(
                             s,
                             MatRef::with_stride(pt, tk, tq, tq),
                             MatRef::with_stride(qm, tq, dk, ldq),
                             MatMut::with_stride(dkb, tk, dk, ldk_out),
+                            p_scratch,
                         );
                         scale_rows(dkb, tk, dk, ldk_out, scale);
                     })

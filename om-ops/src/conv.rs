@@ -361,19 +361,19 @@ pub(crate) fn check_common<'a>(
     Ok((shapes, images))
 }
 
+/// The argument shapes of one convolution call: `x`, `w` and the optional `bias` (`None`
+/// when absent).
+#[derive(Clone, Copy)]
+pub(crate) struct ConvShapes<'a> {
+    pub(crate) x: &'a [usize],
+    pub(crate) w: &'a [usize],
+    pub(crate) bias: Option<&'a [usize]>,
+}
+
 /// Validates the shapes and attributes of a convolution and returns its geometry and `x`'s
-/// dimensions. `bias` is `None` when absent.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn geometry(
-    op: &'static str,
-    x: &[usize],
-    w: &[usize],
-    bias: Option<&[usize]>,
-    stride: [usize; 2],
-    padding: Padding2d,
-    dilation: [usize; 2],
-    groups: usize,
-) -> Result<(ConvGeom, Images)> {
+/// dimensions.
+pub(crate) fn geometry(op: &'static str, ConvShapes { x, w, bias }: ConvShapes, options: &Conv2dOptions) -> Result<(ConvGeom, Images)> {
+    let (stride, padding, dilation, groups) = options.get(op)?;
     let (shapes, im) = check_common(op, [x, w], bias, "[O, C/groups, kH, kW]", stride, dilation, groups)?;
     let Images { n, c, h, w: wd, .. } = im;
     let (o, kh, kw) = (w[0], w[2], w[3]);
@@ -528,8 +528,7 @@ pub mod conv2d {
 
     pub fn forward(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, options: Conv2dOptions) -> Result<Tensor> {
         expect_f32_args(NAME, x, w, bias)?;
-        let (stride, padding, dilation, groups) = options.get(NAME)?;
-        let (geo, im) = geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, dilation, groups)?;
+        let (geo, im) = geometry(NAME, ConvShapes { x: x.shape(), w: w.shape(), bias: bias.map(|b| b.shape()) }, &options)?;
         kernel_output(&im.shape(geo.o, [geo.oh, geo.ow]), [x, w], bias, |st, x, w, b, y| conv2d_forward(st, &geo, x, w, b, y))
     }
 
@@ -540,8 +539,7 @@ pub mod conv2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let (stride, padding, dilation, groups) = r.options.get(NAME)?;
-        let (geo, _) = geometry(NAME, &s[0], &s[1], bias_shape(s), stride, padding, dilation, groups)?;
+        let (geo, _) = geometry(NAME, ConvShapes { x: &s[0], w: &s[1], bias: bias_shape(s) }, &r.options)?;
         let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
         emit_gradients!(d, super::gradients(Side::Conv, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())
@@ -638,18 +636,12 @@ fn padded_len(op: &'static str, len: usize, lo: usize, hi: usize) -> Result<usiz
 /// the adjoint of: that convolution's input is the transposed convolution's output
 /// (`c = Cout`, `h × w = OH × OW`) and its output is the transposed convolution's input
 /// (`o = Cin`, `oh × ow = H × W`); both share the weight `[Cin, Cout/groups, kH, kW]`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn transpose_geometry(
     op: &'static str,
-    x: &[usize],
-    w: &[usize],
-    bias: Option<&[usize]>,
-    stride: [usize; 2],
-    padding: [usize; 2],
-    output_padding: [usize; 2],
-    dilation: [usize; 2],
-    groups: usize,
+    ConvShapes { x, w, bias }: ConvShapes,
+    options: &ConvTranspose2dOptions,
 ) -> Result<(ConvGeom, Images)> {
+    let (stride, padding, output_padding, dilation, groups) = options.get(op)?;
     let (shapes, im) = check_common(op, [x, w], bias, "[Cin, Cout/groups, kH, kW]", stride, dilation, groups)?;
     for i in 0..2 {
         if output_padding[i] >= stride[i].max(dilation[i]) {
@@ -756,9 +748,7 @@ pub mod conv_transpose2d {
 
     pub fn forward(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, options: ConvTranspose2dOptions) -> Result<Tensor> {
         expect_f32_args(NAME, x, w, bias)?;
-        let (stride, padding, output_padding, dilation, groups) = options.get(NAME)?;
-        let (geo, im) =
-            transpose_geometry(NAME, x.shape(), w.shape(), bias.map(|b| b.shape()), stride, padding, output_padding, dilation, groups)?;
+        let (geo, im) = transpose_geometry(NAME, ConvShapes { x: x.shape(), w: w.shape(), bias: bias.map(|b| b.shape()) }, &options)?;
         kernel_output(&im.shape(geo.c, [geo.h, geo.w]), [x, w], bias, |st, x, w, b, y| conv_transpose2d_forward(st, &geo, x, w, b, y))
     }
 
@@ -769,8 +759,7 @@ pub mod conv_transpose2d {
     /// The body of `backward` (`backward` names the operator in a refused buffer's error).
     fn gradients(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
         let s = &r.input_shapes;
-        let (stride, padding, output_padding, dilation, groups) = r.options.get(NAME)?;
-        let (geo, _) = transpose_geometry(NAME, &s[0], &s[1], bias_shape(s), stride, padding, output_padding, dilation, groups)?;
+        let (geo, _) = transpose_geometry(NAME, ConvShapes { x: &s[0], w: &s[1], bias: bias_shape(s) }, &r.options)?;
         let needs = [d.needs_x(), d.needs_w(), d.needs_bias()];
         emit_gradients!(d, super::gradients(Side::Transposed, &geo, [r.x(), r.w(), g], s, needs)?);
         Ok(())

@@ -50,6 +50,7 @@ mod recurrent;
 mod reductions;
 mod resize;
 mod selection;
+mod triangular;
 mod views;
 
 #[cfg(test)]
@@ -75,6 +76,7 @@ pub use recurrent::*;
 pub use reductions::*;
 pub use resize::*;
 pub use selection::*;
+pub use triangular::*;
 pub use views::*;
 
 pub use om_core::{Error, Result, Tensor};

@@ -5,8 +5,9 @@
 
 use crate::fallible::with_f32_opt;
 use om_core::compute::{Compute, Settings};
-use om_core::kernels::gemm::{gemm, gemm_bias, Bias, MatMut, MatRef};
-use om_core::kernels::parallel::for_each_chunk_mut;
+use om_core::kernels::gemm::{gemm, gemm_bias, gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef};
+use om_core::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
+use om_core::kernels::scratch::WorkerScratch;
 use om_core::layout::{broadcast_shapes, broadcast_strides, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::op;
@@ -122,10 +123,13 @@ fn batched_unnamed(op: &'static str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                     }
                     o
                 };
-                for_each_chunk_mut(outer, out, m * n, |i, c| {
+                // Each thread's GEMM scratch, taken here: none may be taken inside a chunk.
+                let mut scratch = WorkerScratch::f32(outer, chunk_count(out.len(), m * n), gemm_scratch_len(inner, m, k, n, n))?;
+                let per = scratch.per_worker();
+                for_each_chunk_mut_scratch(outer, out, m * n, scratch.parts(), per, |i, c, part| {
                     let am = a_mat.at(av, offset(i, a_off, &sa));
                     let bm = b_mat.at(bv, offset(i, b_off, &sb));
-                    gemm(inner, am, bm, MatMut::row_major(c, m, n));
+                    gemm_with_scratch(inner, am, bm, MatMut::row_major(c, m, n), part);
                 });
                 Ok(())
             })

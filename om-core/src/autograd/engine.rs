@@ -15,22 +15,22 @@
 //! The traversal's vectors, maps and the gradient sink are kept per thread and reused, so
 //! a warm step's backward pass does not allocate them again.
 
+use super::keys::{AddrMap, AddrSet};
 use super::{lock, Backward, Edge, GradSink, NoGradGuard, NodeRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::basic;
 use crate::tensor::{Inner, Tensor};
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// The engine's working set, reused across calls on one thread (cleared after each).
 #[derive(Default)]
 struct Scratch {
     order: Vec<NodeRef>,
-    seen: HashSet<*const ()>,
+    seen: AddrSet<*const ()>,
     stack: Vec<(NodeRef, usize)>,
-    index: HashMap<*const (), usize>,
+    index: AddrMap<*const (), usize>,
     pending: Vec<Option<Tensor>>,
     sink: GradSink,
     leaves: LeafUpdates,
@@ -43,7 +43,7 @@ struct LeafUpdates {
     /// (built as emissions arrive: the first adopted or copied, the rest added into it, as
     /// `.grad` itself would have been).
     leaves: Vec<(Arc<Inner>, Option<Tensor>)>,
-    index: HashMap<*const Inner, usize>,
+    index: AddrMap<*const Inner, usize>,
     /// Emissions to leaves that already had a gradient: (leaf position, contiguous
     /// gradient), in emission order, added into `.grad` at the end.
     adds: Vec<(usize, Tensor)>,
@@ -205,7 +205,7 @@ fn route(
     node: &NodeRef,
     record: &dyn Backward,
     sink: &mut GradSink,
-    index: &HashMap<*const (), usize>,
+    index: &AddrMap<*const (), usize>,
     pending: &mut [Option<Tensor>],
     leaves: &mut LeafUpdates,
 ) -> Result<()> {
@@ -250,7 +250,7 @@ fn release(node: &NodeRef) {
 
 /// Iterative post-order DFS over node edges in input order into `order` (empty on entry);
 /// the root comes last.
-fn post_order(root: &NodeRef, order: &mut Vec<NodeRef>, seen: &mut HashSet<*const ()>, stack: &mut Vec<(NodeRef, usize)>) {
+fn post_order(root: &NodeRef, order: &mut Vec<NodeRef>, seen: &mut AddrSet<*const ()>, stack: &mut Vec<(NodeRef, usize)>) {
     stack.push((root.clone(), 0));
     seen.insert(root.key());
     while let Some((node, next)) = stack.last_mut() {
@@ -311,7 +311,7 @@ fn install_leaf_grad(leaf: &Arc<Inner>, grad: Tensor) -> Result<()> {
         Some(acc) => return basic::add_assign(acc, &grad),
     }
     if let Some(g) = &m.grad {
-        crate::scope::untrack(g); // leaf gradients are never tied to a scope
+        g.forget_observed(); // leaf gradients are never tied to a scope
     }
     Ok(())
 }

@@ -9,6 +9,7 @@
 //! under the hidden `om_core::__private`.
 
 mod engine;
+mod keys;
 #[doc(hidden)]
 pub mod mutation;
 mod node;

@@ -1,14 +1,16 @@
 //! Graph nodes: one allocation per recorded operator holding its input edges and its typed
 //! record (until released), behind [`NodeRef`]. When the last reference to a node goes, its
 //! record and edges are dropped as before and the emptied allocation is kept per thread and
-//! per record type, so recording the same operators again (a warm step) allocates nothing.
+//! per record type (a [`Recycler`] per node type), so recording the same operators again (a
+//! warm step) allocates nothing.
 
+use super::keys::AddrMap;
 use super::{lock, Backward, Edge};
 use crate::error::Result;
 use crate::inline_vec::InlineVec;
+use crate::recycle::{reuse, take_last, Recycler};
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The edges a node keeps inline (more inputs spill to the heap): 16 covers every
@@ -18,12 +20,9 @@ pub(crate) const INLINE_EDGES: usize = 16;
 /// A node's input edges: one per tensor input, `None` where no gradient flows.
 pub(crate) type Edges = InlineVec<Option<Edge>, INLINE_EDGES>;
 
-/// Emptied nodes kept per thread and record type for reuse (at most this many each).
-const RECYCLED_MAX: usize = 4096;
-
 thread_local! {
-    /// Emptied nodes (no other reference), by node type.
-    static RECYCLED: RefCell<HashMap<TypeId, Vec<Arc<dyn Any + Send + Sync>>>> = RefCell::new(HashMap::new());
+    /// Emptied nodes (no other reference): a `Recycler<Node<R>>` per node type.
+    static RECYCLED: RefCell<AddrMap<TypeId, Box<dyn Any>>> = RefCell::new(AddrMap::default());
     /// What a recycled node's reference holds until the reference is gone.
     static PLACEHOLDER: Arc<dyn GraphNode> = Arc::new(Node::<Placeholder> { name: "", edges: Edges::new(), record: Mutex::new(None) });
 }
@@ -61,8 +60,10 @@ pub(crate) trait GraphNode: Send + Sync {
     fn edges(&self) -> &[Option<Edge>];
     /// Runs `f` on the record slot, locked.
     fn with_record(&self, f: &mut dyn FnMut(&mut dyn RecordSlot) -> Result<()>) -> Result<()>;
-    /// Empties the node and keeps it for reuse if this is its last reference.
-    fn recycle(self: Arc<Self>);
+    /// Drops the record (and the tensors it saved) and the edges.
+    fn empty(&mut self);
+    /// Keeps an emptied node (no other reference) for reuse.
+    fn keep(self: Arc<Self>);
 }
 
 impl<R: Backward + 'static> GraphNode for Node<R> {
@@ -78,17 +79,17 @@ impl<R: Backward + 'static> GraphNode for Node<R> {
         f(&mut *lock(&self.record))
     }
 
-    fn recycle(mut self: Arc<Self>) {
-        let Some(node) = Arc::get_mut(&mut self) else { return };
-        // Dropped here, before the free list is borrowed (they may release further nodes).
-        drop(node.record.get_mut().unwrap_or_else(|e| e.into_inner()).take());
-        drop(std::mem::take(&mut node.edges));
-        let emptied: Arc<dyn Any + Send + Sync> = self;
+    fn empty(&mut self) {
+        drop(self.record.get_mut().unwrap_or_else(|e| e.into_inner()).take());
+        drop(std::mem::take(&mut self.edges));
+    }
+
+    fn keep(self: Arc<Self>) {
         let _ = RECYCLED.try_with(|r| {
             if let Ok(mut r) = r.try_borrow_mut() {
-                let list = r.entry(TypeId::of::<Node<R>>()).or_default();
-                if list.len() < RECYCLED_MAX {
-                    list.push(emptied);
+                let list = r.entry(TypeId::of::<Node<R>>()).or_insert_with(|| Box::new(Recycler::<Node<R>>::new()));
+                if let Some(list) = list.downcast_ref::<Recycler<Node<R>>>() {
+                    list.push(self);
                 }
             }
         });
@@ -121,20 +122,10 @@ impl NodeRef {
     pub(crate) fn new<R: Backward + 'static>(name: &'static str, edges: Edges, record: R) -> NodeRef {
         let fresh = Node { name, edges, record: Mutex::new(Some(record)) };
         let spare = RECYCLED
-            .try_with(|r| r.try_borrow_mut().ok()?.get_mut(&TypeId::of::<Node<R>>())?.pop())
+            .try_with(|r| r.try_borrow().ok()?.get(&TypeId::of::<Node<R>>())?.downcast_ref::<Recycler<Node<R>>>()?.spare())
             .ok()
-            .flatten()
-            .and_then(|a| a.downcast::<Node<R>>().ok());
-        let node = match spare {
-            Some(mut a) => match Arc::get_mut(&mut a) {
-                Some(slot) => {
-                    *slot = fresh;
-                    a
-                }
-                None => Arc::new(fresh),
-            },
-            None => Arc::new(fresh),
-        };
+            .flatten();
+        let node: Arc<Node<R>> = reuse(spare, fresh);
         NodeRef(node)
     }
 
@@ -152,11 +143,12 @@ impl std::ops::Deref for NodeRef {
 }
 
 impl Drop for NodeRef {
+    /// The last reference empties the node (its record and edges are dropped here, before the
+    /// free list is borrowed: they may release further nodes) and keeps it for reuse.
     fn drop(&mut self) {
-        if Arc::strong_count(&self.0) != 1 {
-            return;
+        let placeholder = || PLACEHOLDER.try_with(Arc::clone).ok();
+        if let Some(emptied) = take_last(&mut self.0, placeholder, |n| n.empty()) {
+            emptied.keep();
         }
-        let Ok(placeholder) = PLACEHOLDER.try_with(Arc::clone) else { return };
-        std::mem::replace(&mut self.0, placeholder).recycle();
     }
 }

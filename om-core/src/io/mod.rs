@@ -112,11 +112,49 @@ pub fn to_bytes<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>) ->
     Ok(out)
 }
 
-/// Writes named tensors to a safetensors file.
+/// Writes named tensors to a safetensors file, atomically: the bytes go to a temporary
+/// file beside `path`, which is synced and then renamed over `path`. A failure (a name
+/// given twice, a full disk, a missing directory) is an error that leaves any existing
+/// file at `path` as it was and no temporary file behind.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::{io, Tensor};
+/// let path = std::env::temp_dir().join(format!("om-io-save-{}.safetensors", std::process::id()));
+/// let w = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// io::save(&path, [("w", &w)])?;
+/// assert!(io::save(&path, [("w", &w), ("w", &w)]).is_err()); // refused...
+/// assert_eq!(io::load(&path)?["w"].to_vec(), vec![1.0, 2.0]); // ...and the file is intact
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), om_core::Error>(())
+/// ```
 pub fn save<'a>(path: impl AsRef<Path>, tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>) -> Result<()> {
     let path = path.as_ref();
     let bytes = to_bytes(tensors)?;
-    std::fs::write(path, bytes).map_err(|e| Error::argument(OP, format!("cannot write {}: {e}", path.display())))
+    write_atomic(path, &bytes).map_err(|e| Error::argument(OP, format!("cannot write {}: {e}", path.display())))
+}
+
+/// Writes `bytes` to a temporary file in `path`'s directory (named after `path`, the
+/// process and a counter, so concurrent saves never share one), syncs it and renames it
+/// over `path`; on failure removes the temporary file.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{}.{}.{n}.tmp", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 #[cfg(test)]
@@ -134,6 +172,49 @@ mod tests {
         assert_eq!(bits(&back["a"]), bits(&a));
         assert_eq!(back["b"].dtype(), DType::I32);
         assert_eq!(back["b"].to_vec_i32(), vec![7, -8, 9]);
+    }
+
+    #[test]
+    fn a_failed_save_leaves_the_old_file_and_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("om-io-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.safetensors");
+        let a = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
+        save(&path, [("a", &a)]).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        // A directory where the file should go: the rename fails after the bytes are written.
+        let blocked = dir.join("blocked.safetensors");
+        std::fs::create_dir_all(blocked.join("inside")).unwrap();
+        assert!(save(&blocked, [("a", &a)]).is_err());
+        assert!(save(dir.join("missing").join("w.safetensors"), [("a", &a)]).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 2, "only the file and the blocking directory remain: {left:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_reader_never_sees_a_half_written_file() {
+        let path = std::env::temp_dir().join(format!("om-io-reader-{}.safetensors", std::process::id()));
+        let versions: Vec<Tensor> = (0..2).map(|v| Tensor::full([1 << 20], v as f32).unwrap()).collect();
+        save(&path, [("w", &versions[0])]).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..16 {
+                    save(&path, [("w", &versions[i % 2])]).unwrap();
+                }
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let mut reads = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                let w = load(&path).expect("a reader saw a partial file");
+                let v = w["w"].to_vec();
+                assert!(v.iter().all(|&x| x == v[0]) && v.len() == 1 << 20);
+                reads += 1;
+            }
+        });
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -1,26 +1,17 @@
-//! Row chunks of several outputs at once: [`for_each_row_chunk`] cuts `N` row-major
+//! Row chunks of several outputs at once: [`for_each_row_chunk`] cuts `N` dense row-major
 //! outputs that share a row count into the same ranges of whole rows and runs one chunk
-//! per call of `f`, on the thread team of
-//! [`for_each_chunk`](crate::kernels::parallel::for_each_chunk). For kernels that write more
-//! than one result per row (an LSTM step writes its gates, cell, `tanh` of the cell and
-//! hidden state; an attention block its `dQ`, `dK` and `dV`), where `for_each_chunk_mut`
-//! would need one slice. The chunk size is the caller's, a function of the shape only.
-//! [`for_each_row_chunk_scratch`] also hands each thread its own part of a scratch taken
-//! before the loop (see [`crate::kernels::scratch`]).
+//! per call of `f`, a thin safe layer over
+//! [`for_each_tile`](crate::kernels::parallel::for_each_tile) with
+//! [`Grid::row_bands`](crate::kernels::parallel::Grid::row_bands) outputs. For kernels that
+//! write more than one result per row (an LSTM step writes its gates, cell, `tanh` of the
+//! cell and hidden state; an attention block its `dQ`, `dK` and `dV`), where
+//! `for_each_chunk_mut` would need one slice. The chunk size is the caller's, a function of
+//! the shape only. With a scratch per thread, use
+//! [`for_each_tile_scratch`](crate::kernels::parallel::for_each_tile_scratch) with the
+//! outputs of [`row_tiles`].
 
-use crate::kernels::parallel::for_each_chunk_scratch;
+use crate::kernels::parallel::{for_each_tile, Tiled};
 use std::ops::Range;
-
-/// A base pointer that may cross threads; chunks only ever touch disjoint rows of it.
-#[derive(Clone, Copy)]
-struct Base(*mut f32);
-
-// SAFETY: the pointer is only dereferenced through the disjoint row ranges handed out by
-// `for_each_row_chunk` (one range per chunk, each chunk run once), so sharing it between
-// threads never gives two threads the same element.
-unsafe impl Send for Base {}
-// SAFETY: as for `Send`; the pointer itself is never written after construction.
-unsafe impl Sync for Base {}
 
 /// Runs `f(chunk, rows, parts)` for consecutive ranges of `rows_per_chunk` rows (the last
 /// may be shorter) out of `rows`, where `parts[i]` is rows `rows` of `outs[i]`, a row-major
@@ -28,6 +19,20 @@ unsafe impl Sync for Base {}
 /// exactly once, so `f` may write its parts freely.
 ///
 /// Panics if an output holds fewer than `rows · widths[i]` values.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::chunks::for_each_row_chunk;
+///
+/// let (mut a, mut b) = (vec![0.0f32; 5 * 3], vec![0.0f32; 5]);
+/// for_each_row_chunk(2, [&mut a, &mut b], [3, 1], 5, 2, |_, rows, [a, b]| {
+///     a.fill(rows.start as f32);
+///     b.fill(rows.len() as f32);
+/// });
+/// assert_eq!(b, [2.0, 2.0, 2.0, 2.0, 1.0]);
+/// assert_eq!(&a[6..9], &[2.0; 3]);
+/// ```
 pub fn for_each_row_chunk<const N: usize>(
     threads: usize,
     outs: [&mut [f32]; N],
@@ -36,54 +41,55 @@ pub fn for_each_row_chunk<const N: usize>(
     rows_per_chunk: usize,
     f: impl Fn(usize, Range<usize>, [&mut [f32]; N]) + Sync + Send,
 ) {
-    for_each_row_chunk_scratch(threads, outs, widths, rows, rows_per_chunk, &mut [], 0, |c, r, parts, _| f(c, r, parts));
+    let per = rows_per_chunk.max(1);
+    for_each_tile(threads, row_tiles(outs, widths, rows, rows_per_chunk), |c, tiles| {
+        let r = c * per..((c + 1) * per).min(rows);
+        f(c, r, tiles.map(|t| t.into_slice()));
+    });
 }
 
-/// The number of chunks of [`for_each_row_chunk`] over `rows` rows: `rows / rows_per_chunk`
-/// rounded up (`rows_per_chunk` 0 counts as 1). Size a [`for_each_row_chunk_scratch`]
-/// with it.
-pub fn row_chunk_count(rows: usize, rows_per_chunk: usize) -> usize {
-    rows.div_ceil(rows_per_chunk.max(1))
-}
-
-/// As [`for_each_row_chunk`], and `f(chunk, rows, parts, scratch)` also gets the running
-/// thread's own part of `scratch` (`per_worker` values), as in
-/// [`for_each_chunk_scratch`] with [`row_chunk_count`]`(rows, rows_per_chunk)` chunks:
-/// take it with [`WorkerScratch`](crate::kernels::scratch::WorkerScratch) before the loop.
+/// `outs[i]` as `rows` dense rows of `widths[i]` values in chunks of `rows_per_chunk` rows
+/// ([`Tiled::row_bands`]): the outputs of [`for_each_row_chunk`], for
+/// [`for_each_tile_scratch`](crate::kernels::parallel::for_each_tile_scratch) when each
+/// thread also needs a scratch.
 ///
-/// Panics if an output holds fewer than `rows · widths[i]` values, or `scratch` fewer than
-/// [`workers`](crate::kernels::parallel::workers)`(threads, chunks) · per_worker`.
-#[allow(clippy::too_many_arguments)]
-pub fn for_each_row_chunk_scratch<const N: usize>(
-    threads: usize,
-    outs: [&mut [f32]; N],
+/// Panics if an output holds fewer than `rows · widths[i]` values.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::chunks::row_tiles;
+/// use om_core::kernels::parallel::for_each_tile_scratch;
+///
+/// let (mut a, mut b) = (vec![0.0f32; 4 * 2], vec![0.0f32; 4]);
+/// let mut scratch = vec![0.0f32; 2 * 3]; // two threads' parts of 3
+/// for_each_tile_scratch(2, row_tiles([&mut a, &mut b], [2, 1], 4, 1), &mut scratch, 3, |r, tiles, part| {
+///     let [a, b] = tiles.map(|t| t.into_slice());
+///     part[0] = r as f32; // this thread's own
+///     a.fill(part[0]);
+///     b[0] = 2.0 * part[0];
+/// });
+/// assert_eq!(b, [0.0, 2.0, 4.0, 6.0]);
+/// ```
+pub fn row_tiles<'a, const N: usize>(
+    outs: [&'a mut [f32]; N],
     widths: [usize; N],
     rows: usize,
     rows_per_chunk: usize,
-    scratch: &mut [f32],
-    per_worker: usize,
-    f: impl Fn(usize, Range<usize>, [&mut [f32]; N], &mut [f32]) + Sync + Send,
-) {
-    let per = rows_per_chunk.max(1);
-    for (o, &w) in outs.iter().zip(&widths) {
-        assert!(o.len() >= rows * w, "for_each_row_chunk: an output holds {} values, {rows} rows of {w} need more", o.len());
-    }
-    // The outputs stay mutably borrowed (and unused) until every chunk has run.
-    let mut outs = outs;
-    let bases: [Base; N] = std::array::from_fn(|i| Base(outs[i].as_mut_ptr()));
-    let chunks = row_chunk_count(rows, per);
-    for_each_chunk_scratch(threads, chunks, scratch, per_worker, |c, scratch| {
-        let r = c * per..((c + 1) * per).min(rows);
-        let parts: [&mut [f32]; N] = std::array::from_fn(|i| {
-            let w = widths[i];
-            // SAFETY: `r` lies within `0..rows` and each output holds at least
-            // `rows · w` values (asserted above), so the range is in bounds; chunks cover
-            // disjoint row ranges and each chunk runs once, so no two live slices overlap;
-            // the outputs stay mutably borrowed by this call until all chunks finish.
-            unsafe { std::slice::from_raw_parts_mut(bases[i].0.add(r.start * w), r.len() * w) }
-        });
-        f(c, r, parts, scratch);
-    });
+) -> [Tiled<'a, f32>; N] {
+    let mut widths = widths.into_iter();
+    outs.map(|o| {
+        let w = widths.next().unwrap_or(0);
+        let len = o.len();
+        assert!(len >= rows * w, "for_each_row_chunk: an output holds {len} values, {rows} rows of {w} need more");
+        Tiled::row_bands(o, rows, w, rows_per_chunk)
+    })
+}
+
+/// The number of chunks of [`for_each_row_chunk`] over `rows` rows: `rows / rows_per_chunk`
+/// rounded up (`rows_per_chunk` 0 counts as 1). Size a scratch per thread with it.
+pub fn row_chunk_count(rows: usize, rows_per_chunk: usize) -> usize {
+    rows.div_ceil(rows_per_chunk.max(1))
 }
 
 #[cfg(test)]

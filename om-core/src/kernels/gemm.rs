@@ -13,18 +13,22 @@
 //! transposed or strided operand is read in place by the packers (`pack.rs`). The output
 //! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
 //! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
-//! is computed independently by one thread: for each k-block it packs its B columns once
-//! into a thread-local scratch buffer, then for each row panel of up to MR rows packs
-//! those A rows (an L1-sized panel) and runs the path's register-tile kernel across the
-//! packed B; an optional [`Bias`] is added to each row panel after its last k-block.
+//! is computed independently by one thread, as a rectangle of C handed out by
+//! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
+//! columns once into its thread's part of the packing scratch, then for each row panel of
+//! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
+//! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
+//! k-block. The packing scratch comes from the pool, taken on the calling thread before
+//! the chunks run, or, inside another kernel's chunk, from the caller
+//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::{for_each_chunk, in_parallel_chunk};
-use std::cell::Cell;
+use crate::kernels::parallel::{for_each_tile_scratch, in_parallel_chunk, workers, Grid, TileMut, Tiled};
+use crate::pool::Buffer;
 
 mod cache;
 #[cfg(target_arch = "aarch64")]
@@ -63,10 +67,46 @@ pub fn padded_c_len(m: usize, n: usize, ldc: usize) -> usize {
     }
 }
 
-/// As [`gemm`], with the caller's `scratch` for the padded copy of C (at least
-/// [`padded_c_len`] floats; a shorter one is not used) instead of a pooled one, so that a
-/// GEMM inside a chunk of a parallel section keeps its padded copy without taking pool
-/// memory there (`kernels::parallel`). The same bits as [`gemm`].
+/// Floats of scratch [`gemm_with_scratch`] uses for `C (m × n, row stride ldc) = A (m × k)
+/// · B (k × n)` at `settings`: the packing scratch of every thread that may take part
+/// (an A panel and a packed B block each, a few hundred KiB at most per thread whatever
+/// the shape), then room for the padded copy of C ([`padded_c_len`]). A function of the
+/// shape and the settings only.
+///
+/// # Examples
+///
+/// A GEMM inside a chunk of a parallel section takes its scratch from the section's:
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
+/// use om_core::kernels::parallel::for_each_chunk_mut_scratch;
+///
+/// let one = om_core::compute::Settings { threads: 1, ..Compute::settings() };
+/// let (a, b) = (vec![1.0f32; 4 * 3], vec![2.0f32; 3 * 5]); // 4 × 3 and 3 × 5
+/// let per = gemm_scratch_len(one, 4, 3, 5, 5);
+/// let mut scratch = vec![0.0f32; 2 * per]; // taken before the section, one part per thread
+/// let mut c = vec![0.0f32; 2 * 4 * 5]; // two products, one per chunk
+/// for_each_chunk_mut_scratch(2, &mut c, 4 * 5, &mut scratch, per, |_, c, part| {
+///     gemm_with_scratch(one, MatRef::row_major(&a, 4, 3), MatRef::row_major(&b, 3, 5), MatMut::row_major(c, 4, 5), part);
+/// });
+/// assert!(c.iter().all(|&v| v == 6.0));
+/// ```
+pub fn gemm_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: usize) -> usize {
+    if m == 0 || n == 0 || k == 0 {
+        return 0;
+    }
+    let kernel = Kernel::select(settings.path, settings.mode);
+    let parts = workers(threads_for(settings, m, k, n), usize::MAX);
+    parts.saturating_mul(kernel.packing_floats(k, n)).saturating_add(padded_c_len(m, n, ldc))
+}
+
+/// As [`gemm`], with the caller's `scratch` (at least [`gemm_scratch_len`] floats) for the
+/// packed operands and the padded copy of C instead of a pooled one, so that a GEMM
+/// inside a chunk of a parallel section needs no pool memory there
+/// (`kernels::parallel`). A shorter scratch still holds the padded copy if it has
+/// [`padded_c_len`] floats; the packing then comes from the pool (inside a chunk, from the
+/// heap). The same bits as [`gemm`] in every case.
 ///
 /// # Panics
 /// As [`gemm`].
@@ -106,30 +146,61 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
         return;
     }
+    let kernel = Kernel::select(settings.path, settings.mode);
+    let plan = Plan::new(&kernel, m, k, n, &b);
+    let threads = threads_for(settings, m, k, n);
+    // The packing scratch: one part per thread that may take part, each for the largest
+    // chunk of the plan.
+    let per = kernel.packing_floats(plan.kc, plan.nc);
+    let packing = workers(threads, plan.chunks()) * per;
+    // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
+    // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
+    // to C (the arithmetic, and so every bit, is the same).
     let padded_len = padded_c_len(m, n, c.row_stride());
-    if padded_len > 0 {
-        // Rows of C a multiple of 1 KiB apart map to few cache sets; keep the accumulators
-        // between k-blocks in a padded scratch, and store the last k-block's tiles
-        // straight to C (the arithmetic, and so every bit, is the same).
-        // The scratch only saves time: the caller's if it is long enough, else a pooled one,
-        // except inside a chunk of a parallel section, where no pool memory may be taken
-        // (`kernels::parallel`: how many chunks run at once depends on timing); if the pool
-        // refuses it, or none may be taken, C is computed in place.
-        let mut pooled: Option<crate::pool::Buffer>;
-        let tmp = match scratch {
-            Some(s) if s.len() >= padded_len => Some(&mut s[..padded_len]),
-            _ if in_parallel_chunk() => None,
-            _ => {
-                pooled = crate::pool::Buffer::try_new(padded_len.saturating_mul(4)).ok();
-                pooled.as_mut().map(|buf| &mut buf.f32_mut()[..padded_len])
+    // The packing: from the caller's scratch if it covers it, else from a pooled buffer
+    // taken here, on the calling thread, before the section — except inside a chunk of a
+    // parallel section, where no pool memory may be taken (`kernels::parallel`: how many
+    // chunks run at once depends on timing; a caller there sizes its scratch with
+    // `gemm_scratch_len`): there, or if the pool refuses, from a heap buffer. The padded
+    // copy only saves time: it comes from what the caller's scratch has left, else with
+    // the pooled packing, else C is computed in place.
+    let caller = scratch.unwrap_or(&mut []);
+    let (mut pooled, mut heap): (Option<Buffer>, Vec<f32>);
+    let (packs, rest): (&mut [f32], &mut [f32]) = if caller.len() >= packing {
+        caller.split_at_mut(packing)
+    } else {
+        let padded_from_caller = caller.len() >= padded_len;
+        let want = packing.saturating_add(if padded_from_caller { 0 } else { padded_len });
+        pooled = (!in_parallel_chunk()).then(|| Buffer::try_new(want.saturating_mul(4)).ok()).flatten();
+        match pooled.as_mut() {
+            Some(buf) => {
+                let (packs, own) = buf.f32_mut()[..want].split_at_mut(packing);
+                (packs, if padded_from_caller { caller } else { own })
             }
-        };
-        if let Some(tmp) = tmp {
-            unaliased(settings, a, b, c, bias, Some(tmp));
-            return;
+            None => {
+                heap = vec![0.0; packing];
+                (&mut heap, caller)
+            }
         }
+    };
+    let stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
+    let job = Job { kernel: &kernel, plan: &plan, k, a, b, bias };
+    // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
+    let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
+    let ldc = c.row_stride();
+    let out = Tiled::new(c.span(), grid(ldc));
+    let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
+    for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| job.run_chunk(ChunkOut { c, stage }, part));
+}
+
+/// The threads a product runs on: one below [`SERIAL_WORK`] multiply-adds, else the
+/// setting's.
+fn threads_for(settings: Settings, m: usize, k: usize, n: usize) -> usize {
+    if m.saturating_mul(n).saturating_mul(k) <= SERIAL_WORK {
+        1
+    } else {
+        settings.threads
     }
-    unaliased(settings, a, b, c, bias, None);
 }
 
 /// Whether a row stride of C makes its rows collide in the L1 cache: a multiple of a
@@ -146,30 +217,6 @@ const ALIAS_MIN_ROWS: usize = 256;
 
 /// Floats of padding per row of the scratch used for aliasing strides.
 const ALIAS_PAD: usize = 16;
-
-/// [`product`] once the shape is known not to be empty. `stage`, if given, holds
-/// `m × (n + ALIAS_PAD)` floats: the tiles of every k-block but the last are stored there
-/// (rows `n + ALIAS_PAD` apart, so they do not collide in L1 when reloaded) and the last
-/// k-block's straight to C.
-fn unaliased(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, stage: Option<&mut [f32]>) {
-    let (m, k, n) = (a.rows(), a.cols(), b.cols());
-    let kernel = Kernel::select(settings.path, settings.mode);
-    let plan = Plan::new(&kernel, m, k, n, &b);
-    let threads = if m.saturating_mul(n).saturating_mul(k) <= SERIAL_WORK { 1 } else { settings.threads };
-    let ldc = c.row_stride();
-    let out = SharedOut(c.span().as_mut_ptr());
-    let stage = stage.map(|s| {
-        assert!(s.len() >= m * (n + ALIAS_PAD), "gemm: staging scratch too short");
-        (SharedOut(s.as_mut_ptr()), n + ALIAS_PAD)
-    });
-    let job = Job { kernel: &kernel, plan: &plan, m, k, n, a, b, ldc, bias, stage };
-    for_each_chunk(threads, plan.chunks(), |chunk| {
-        // SAFETY: chunks cover disjoint rectangles of C (and of the stage), all inside the
-        // `c` view checked at its construction (and the stage's length checked above), so
-        // no two threads write the same element and every write is in bounds.
-        unsafe { job.run_chunk(chunk, out.ptr()) }
-    });
-}
 
 /// Below this many multiply-adds (`m·n·k`) the call stays on the calling thread: at 64³
 /// two threads were slower than one.
@@ -297,6 +344,16 @@ impl Kernel {
         Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), masked: false, direct_panels: 1, tile }
     }
 
+    /// Floats of packing scratch one thread needs for chunks of at most `cols` columns and
+    /// k-blocks of at most `kc` steps: an A panel (MR rows, [`A_STRIDE`] apart, rounded up
+    /// to 64 bytes), a packed B block of whole micro-panels, and the slack that aligns the
+    /// A panel to 64 bytes.
+    fn packing_floats(&self, kc: usize, cols: usize) -> usize {
+        let kc = kc.min(self.kc);
+        let cols = cols.min(self.nc).div_ceil(self.nr) * self.nr;
+        (self.mr * A_STRIDE).next_multiple_of(ALIGN) + cols * kc + ALIGN
+    }
+
     /// `nc` of [`Kernel::new`] for a tile `nr` columns wide.
     fn block_columns(nr: usize) -> usize {
         (cache::caches().l2.size / 2 / (KC * 4) / nr).clamp(4, 64) * nr
@@ -417,130 +474,98 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
     a
 }
 
-/// The output pointer, shared by the threads that write disjoint chunks of it.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-
-// SAFETY: the pointer is only used to write disjoint chunks of C (see `gemm`), and the
-// borrow of C outlives the parallel loop.
-unsafe impl Send for SharedOut {}
-// SAFETY: as above.
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn ptr(self) -> *mut f32 {
-        self.0
-    }
-}
-
-/// Everything one chunk needs besides its index and the output.
+/// Everything one chunk needs besides its tiles.
 struct Job<'a> {
     kernel: &'a Kernel,
     plan: &'a Plan,
-    m: usize,
     k: usize,
-    n: usize,
     a: MatRef<'a>,
     b: MatRef<'a>,
-    ldc: usize,
     bias: Option<Bias<'a>>,
-    /// A staging copy of C for the k-blocks before the last, with its row stride.
-    stage: Option<(SharedOut, usize)>,
 }
 
-/// One rectangle of C: rows `row..row + rows`, columns `col..col + cols`.
-#[derive(Clone, Copy)]
-struct Rect {
+/// One chunk's rectangle of C, and of the staging copy of C (for the k-blocks before the
+/// last) when there is one.
+struct ChunkOut<'c> {
+    c: TileMut<'c, f32>,
+    stage: Option<TileMut<'c, f32>>,
+}
+
+/// One row panel of a chunk for one k-block: `rows` (≤ MR) rows from row `row` of the
+/// chunk, steps `pc..pc + kb`, over the packed A panel `a` and packed B block `b`.
+struct Panel<'p> {
     row: usize,
     rows: usize,
-    col: usize,
-    cols: usize,
+    pc: usize,
+    kb: usize,
+    a: &'p [f32],
+    b: &'p [f32],
 }
 
 impl Job<'_> {
-    /// The rectangle of chunk `chunk` (row-major over the chunk grid).
-    fn rect(&self, chunk: usize) -> Rect {
-        let (p, m, n) = (self.plan, self.m, self.n);
-        let (ri, ci) = (chunk / p.col_chunks, chunk % p.col_chunks);
-        let (row, col) = (ri * p.mc, ci * p.nc);
-        Rect { row, rows: p.mc.min(m - row), col, cols: p.nc.min(n - col) }
-    }
-
-    /// Computes chunk `chunk` of C, all k-blocks, on the calling thread. The chunk's rows
+    /// Computes one chunk of C, all k-blocks, on the calling thread. The chunk's rows
     /// are cut into `ceil(rows / MR)` panels of equal height (±1), so a chunk never ends in
     /// a short, inefficient tile.
-    ///
-    /// # Safety
-    /// `c` must point to the (checked) output of `gemm`, and no other thread may access
-    /// this chunk's rectangle meanwhile.
-    unsafe fn run_chunk(&self, chunk: usize, c: *mut f32) {
-        let rect = self.rect(chunk);
+    fn run_chunk(&self, mut out: ChunkOut, part: &mut [f32]) {
+        let ((row0, col0), rows, cols) = (out.c.origin(), out.c.rows(), out.c.cols());
         let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
         let a_len = mr * A_STRIDE;
-        let b_len = rect.cols.div_ceil(nr) * nr * kc;
-        let panels = rect.rows.div_ceil(mr);
-        with_scratch(a_len, b_len, |apack, bpack| {
-            for pc in (0..self.k).step_by(kc) {
-                let kb = kc.min(self.k - pc);
-                let first = if self.plan.direct_b { rect.cols / nr } else { 0 };
-                pack::pack_b(&self.b, nr, rect.col, rect.cols, first, pc, kb, bpack);
-                for q in 0..panels {
-                    let (row, end) = (q * rect.rows / panels, (q + 1) * rect.rows / panels);
-                    pack::pack_a(&self.a, rect.row + row, end - row, pc, kb, apack);
-                    // SAFETY: forwarded from this function's contract.
-                    unsafe { self.run_panel(rect, row, end - row, pc, kb, apack, bpack, c) };
-                }
+        let b_len = cols.div_ceil(nr) * nr * kc;
+        let panels = rows.div_ceil(mr);
+        // The A panel starts on a 64-byte boundary (the part has room for the shift).
+        let skew = part.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
+        let (apack, bpack) = part[skew..].split_at_mut(a_len.next_multiple_of(ALIGN));
+        let (apack, bpack) = (&mut apack[..a_len], &mut bpack[..b_len]);
+        for pc in (0..self.k).step_by(kc) {
+            let kb = kc.min(self.k - pc);
+            let first = if self.plan.direct_b { cols / nr } else { 0 };
+            pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
+            for q in 0..panels {
+                let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
+                pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
+                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a: apack, b: bpack });
             }
-        });
+        }
     }
 
-    /// Runs the register tiles of one row panel (`rows` ≤ MR rows from `row` of `rect`)
-    /// for one k-block over the packed operands; after the last k-block, adds the bias
-    /// to the panel while it is still in cache.
-    ///
-    /// # Safety
-    /// As [`Job::run_chunk`].
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn run_panel(&self, rect: Rect, row: usize, rows: usize, pc: usize, kb: usize, apack: &[f32], bpack: &[f32], c: *mut f32) {
+    /// Runs the register tiles of one row panel for one k-block over the packed operands;
+    /// after the last k-block, adds the bias to each tile while it is still in L1.
+    fn run_panel(&self, out: &mut ChunkOut, p: Panel) {
         let nr = self.kernel.nr;
-        let a = apack.as_ptr();
+        let ((row0, col0), chunk_cols) = (out.c.origin(), out.c.cols());
+        let (pc, kb, rows) = (p.pc, p.kb, p.rows);
         let bias = self.bias.filter(|_| pc + kb == self.k);
-        for (jp, col) in (0..rect.cols).step_by(nr).enumerate() {
-            let cols = nr.min(rect.cols - col);
+        for (jp, col) in (0..chunk_cols).step_by(nr).enumerate() {
+            let cols = nr.min(chunk_cols - col);
             let (b, ldb) = if self.plan.direct_b && cols == nr {
                 let ldb = self.b.row_stride();
-                (self.b.data()[pc * ldb + rect.col + col..].as_ptr(), ldb)
+                (self.b.data()[pc * ldb + col0 + col..].as_ptr(), ldb)
             } else {
-                (bpack[jp * nr * kb..].as_ptr(), nr)
+                (p.b[jp * nr * kb..].as_ptr(), nr)
             };
-            let (i, j) = (rect.row + row, rect.col + col);
-            // SAFETY: the tile's top-left element lies inside the checked C slice.
-            let top_left = unsafe { c.add(i * self.ldc + j) };
-            // SAFETY: the stage has an element for every output (checked in `unaliased`).
-            let staged = self.stage.map(|(s, ld)| (unsafe { s.ptr().add(i * ld + j) }, ld));
-            let (out, ldo) = match staged {
+            // The register tile: rows `p.row..p.row + rows`, columns `col..col + cols` of
+            // the chunk (of C, and of the stage).
+            let (top_left, ldc) = (out.c.ptr_at(p.row, col), out.c.row_stride());
+            let staged = out.stage.as_mut().map(|s| (s.ptr_at(p.row, col), s.row_stride()));
+            let (dst, ldd) = match staged {
                 Some(st) if pc + kb < self.k => st,
-                _ => (top_left, self.ldc),
+                _ => (top_left, ldc),
             };
             let (src, lds) = match staged {
                 Some((s, ld)) if pc > 0 => (s as *const f32, ld),
-                _ => (top_left as *const f32, self.ldc),
+                _ => (top_left as *const f32, ldc),
             };
-            let tile = Tile { kc: kb, a, b, ldb, c: out, ldc: ldo, src, lds, cols, accumulate: pc > 0 };
-            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B)
-            // values; a full tile lies inside C; the kernel was selected for a
+            let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0 };
+            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (B
+            // read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
+            // outputs lie inside this chunk's tiles of C and the stage, whose pointers
+            // `ptr_at` gave for exactly that (`TileMut`); the kernel was selected for a
             // supported path.
             unsafe { run_tile(self.kernel, rows, &tile) };
-        }
-        // The bias once the panel's tiles are stored (not right after each tile's store:
-        // reloading a tile just written by masked stores waited for them, 1.3% of the
-        // encoder step on the Intel Xeon); the panel is still in cache.
-        if let Some(bias) = &bias {
-            for r in 0..rows {
-                // SAFETY: row `r` of the panel has `rect.cols` outputs inside C, written by
-                // this thread only (its chunk).
-                let out = unsafe { std::slice::from_raw_parts_mut(c.add((rect.row + row + r) * self.ldc + rect.col), rect.cols) };
-                bias.add_to_row(rect.row + row + r, rect.col, out);
+            if let Some(bias) = &bias {
+                for r in 0..rows {
+                    bias.add_to_row(row0 + p.row + r, col0 + col, &mut out.c.row(p.row + r)[col..col + cols]);
+                }
             }
         }
     }
@@ -580,52 +605,5 @@ unsafe fn run_tile(kernel: &Kernel, rows: usize, tile: &Tile) {
     }
 }
 
-thread_local! {
-    /// Packing scratch of this thread; sized at once to the largest any GEMM needs
-    /// ([`packing_bound`]), so warm calls never allocate, whichever chunks ran on it.
-    static SCRATCH: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-}
-
-/// Floats of packing scratch that cover every GEMM chunk on any path: the widest A panel
-/// (at most 14 rows, [`A_STRIDE`] apart), the largest packed B block of the paths' blocking (`KC` ×
-/// their `nc`, from the L2 size) and the alignment slack. A few hundred KiB (544 KiB on a
-/// 1 MiB L2).
-fn packing_bound() -> usize {
-    const ALIGN: usize = 16;
-    let nc = [8, 16, 32].map(Kernel::block_columns).into_iter().max().unwrap_or(0);
-    (14 * A_STRIDE).div_ceil(ALIGN) * ALIGN + nc * KC + ALIGN
-}
-
-/// Grows this thread's packing scratch to [`packing_bound`] now. The thread team's helpers
-/// call it when they start, so that a warm step's heap use does not depend on which GEMM
-/// chunks a helper happened to join.
-pub(crate) fn reserve_packing_scratch() {
-    let mut buf = SCRATCH.with(|s| s.take());
-    let bound = packing_bound();
-    if buf.len() < bound {
-        buf.resize(bound, 0.0);
-    }
-    SCRATCH.with(|s| s.set(buf));
-}
-
-/// Runs `f` with two 64-byte aligned scratch slices of `a_len` and `b_len` floats.
-/// Both are bounded by the blocking (an A panel and a `KC × nc` B block, at most a few
-/// MiB whatever the shape), so this allocation is infallible by design. The first call
-/// on a thread grows its scratch to [`packing_bound`] at once (a longer request, beyond
-/// the bound, would grow it further).
-///
-/// The buffer is taken out of the thread-local while in use, so a nested call (a GEMM run
-/// from inside another kernel's chunk) gets a fresh buffer instead of a conflict.
-fn with_scratch<R>(a_len: usize, b_len: usize, f: impl FnOnce(&mut [f32], &mut [f32]) -> R) -> R {
-    const ALIGN: usize = 16; // floats per 64 bytes
-    let a_room = a_len.div_ceil(ALIGN) * ALIGN;
-    let mut buf = SCRATCH.with(|s| s.take());
-    if buf.len() < a_room + b_len + ALIGN {
-        buf.resize((a_room + b_len + ALIGN).max(packing_bound()), 0.0);
-    }
-    let skew = buf.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
-    let (a, b) = buf[skew..].split_at_mut(a_room);
-    let result = f(&mut a[..a_len], &mut b[..b_len]);
-    SCRATCH.with(|s| s.set(buf));
-    result
-}
+/// Floats per 64 bytes: the packed A panel starts on a 64-byte boundary.
+const ALIGN: usize = 16;

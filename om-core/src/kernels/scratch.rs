@@ -2,9 +2,9 @@
 //! calling thread before the section, holding one part per thread that may take part
 //! ([`workers`]`(threads, chunks)`, a function of the shape and the thread setting only),
 //! each part starting on a 64-byte boundary. The `_scratch` forms of the parallel loops
-//! ([`for_each_chunk_scratch`], [`for_each_chunk_mut_scratch`],
-//! [`for_each_row_chunk_scratch`](crate::kernels::chunks::for_each_row_chunk_scratch))
-//! hand each thread its own part.
+//! ([`for_each_tile_scratch`](crate::kernels::parallel::for_each_tile_scratch),
+//! [`for_each_chunk_scratch`], [`for_each_chunk_mut_scratch`]) hand each thread its own
+//! part.
 //!
 //! Why not one buffer per chunk, taken inside it: how many chunks run at the same time
 //! depends on when the helper threads wake, so the number of buffers of one size class

@@ -1,8 +1,8 @@
 //! Learning-rate schedulers as `torch.optim.lr_scheduler`: [`StepLR`], [`MultiStepLR`],
-//! [`ExponentialLR`], [`CosineAnnealingLR`], [`LinearLR`] (linear warm-up) and
-//! [`OneCycleLR`], each computing its rates with PyTorch's `get_lr` — the chained form
+//! [`ExponentialLR`], [`CosineAnnealingLR`], [`LinearLR`] (linear warm-up),
+//! [`OneCycleLR`] and [`SequentialLR`] (one after another at milestones), each computing its rates with PyTorch's `get_lr` — the chained form
 //! (from the previous rate) where PyTorch chains, in `f64` as PyTorch's Python floats —
-//! so the sequence of rates is PyTorch's (`tests/lr_scheduler.rs` compares them).
+//! so the sequence of rates is PyTorch's, bit for bit (`tests/optim_oracle.rs` compares them).
 //!
 //! A scheduler is made from the optimizer (whose learning rate is the base rate) and, as
 //! in PyTorch, sets the optimizer's rate for epoch 0 at once; each [`LrScheduler::step`]
@@ -62,6 +62,19 @@ pub trait LrScheduler {
         opt.set_lr(lr as f32);
         Ok(())
     }
+
+    /// The base rate the schedule starts from (PyTorch's `base_lrs[0]`): the optimizer's
+    /// rate when the scheduler was made ([`OneCycleLR`]: `max_lr / div_factor`).
+    fn base_lr(&self) -> f64;
+
+    /// Starts the schedule again at epoch 0 from the base rate `base_lr` and returns epoch
+    /// 0's rate, without touching an optimizer: what [`SequentialLR`] does at a milestone
+    /// (PyTorch's `scheduler.step(0)`). A scheduler that cannot start again returns an
+    /// error (the default).
+    fn restart(&mut self, base_lr: f64) -> Result<f64> {
+        let _ = base_lr;
+        Err(Error::argument("LrScheduler::restart", "this scheduler cannot start again at epoch 0"))
+    }
 }
 
 /// The state every scheduler keeps: the base rate, the current rate (PyTorch's
@@ -74,14 +87,8 @@ struct Schedule {
 }
 
 impl Schedule {
-    /// Epoch 0 of a schedule starting from `opt`'s rate: `first(base)` is epoch 0's rate,
-    /// set on `opt`.
-    fn start(opt: &mut dyn Optimizer, first: impl FnOnce(f64) -> f64) -> Schedule {
-        let base_lr = opt.lr() as f64;
-        let lr = first(base_lr);
-        opt.set_lr(lr as f32);
-        Schedule { base_lr, lr, epoch: 0 }
-    }
+    /// A schedule not started yet (replaced by [`begin`] before a scheduler is returned).
+    const UNSTARTED: Schedule = Schedule { base_lr: 0.0, lr: 0.0, epoch: 0 };
 
     /// Moves to the next epoch with the rate `next(epoch, previous rate, base rate)`.
     fn advance(&mut self, next: impl FnOnce(usize, f64, f64) -> Result<f64>) -> Result<f64> {
@@ -92,8 +99,17 @@ impl Schedule {
     }
 }
 
-/// Implements [`LrScheduler`] for a scheduler with a `schedule` field and a
-/// `next(&self, epoch, lr, base_lr) -> Result<f64>` method.
+/// Starts `s` at epoch 0 from `opt`'s rate and sets epoch 0's rate on `opt`, as a
+/// PyTorch scheduler's constructor does.
+fn begin<S: LrScheduler>(mut s: S, opt: &mut dyn Optimizer) -> Result<S> {
+    let lr = s.restart(opt.lr() as f64)?;
+    opt.set_lr(lr as f32);
+    Ok(s)
+}
+
+/// Implements [`LrScheduler`] for a scheduler with a `schedule` field, a
+/// `first(&self, base_lr) -> Result<(f64, f64)>` method (the base rate it uses and epoch
+/// 0's rate) and a `next(&self, epoch, lr, base_lr) -> Result<f64>` method.
 macro_rules! scheduler {
     ($name:ident) => {
         impl LrScheduler for $name {
@@ -110,6 +126,16 @@ macro_rules! scheduler {
                 let mut schedule = this.schedule;
                 let lr = schedule.advance(|e, lr, base| this.next(e, lr, base))?;
                 self.schedule = schedule;
+                Ok(lr)
+            }
+
+            fn base_lr(&self) -> f64 {
+                self.schedule.base_lr
+            }
+
+            fn restart(&mut self, base_lr: f64) -> Result<f64> {
+                let (base_lr, lr) = self.first(base_lr)?;
+                self.schedule = Schedule { base_lr, lr, epoch: 0 };
                 Ok(lr)
             }
         }
@@ -159,7 +185,11 @@ impl StepLR {
     pub fn new(opt: &mut dyn Optimizer, step_size: usize, gamma: f64) -> Result<StepLR> {
         check("StepLR", step_size >= 1, || "step_size must be at least 1".into())?;
         check_gamma("StepLR", gamma)?;
-        Ok(StepLR { schedule: Schedule::start(opt, |b| b), step_size, gamma })
+        begin(StepLR { schedule: Schedule::UNSTARTED, step_size, gamma }, opt)
+    }
+
+    fn first(&self, base: f64) -> Result<(f64, f64)> {
+        Ok((base, base))
     }
 
     fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
@@ -200,9 +230,12 @@ impl MultiStepLR {
     /// Decays `opt`'s rate by `gamma` at each epoch of `milestones`.
     pub fn new(opt: &mut dyn Optimizer, milestones: &[usize], gamma: f64) -> Result<MultiStepLR> {
         check_gamma("MultiStepLR", gamma)?;
+        begin(MultiStepLR { schedule: Schedule::UNSTARTED, milestones: milestones.to_vec(), gamma }, opt)
+    }
+
+    fn first(&self, base: f64) -> Result<(f64, f64)> {
         // PyTorch's get_lr also applies at epoch 0 (a milestone 0 decays the first rate).
-        let schedule = Schedule::start(opt, |b| decay_at(milestones, gamma, 0, b));
-        Ok(MultiStepLR { schedule, milestones: milestones.to_vec(), gamma })
+        Ok((base, decay_at(&self.milestones, self.gamma, 0, base)))
     }
 
     fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
@@ -245,7 +278,11 @@ impl ExponentialLR {
     /// Decays `opt`'s rate by `gamma` every epoch.
     pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> Result<ExponentialLR> {
         check_gamma("ExponentialLR", gamma)?;
-        Ok(ExponentialLR { schedule: Schedule::start(opt, |b| b), gamma })
+        begin(ExponentialLR { schedule: Schedule::UNSTARTED, gamma }, opt)
+    }
+
+    fn first(&self, base: f64) -> Result<(f64, f64)> {
+        Ok((base, base))
     }
 
     fn next(&self, _: usize, lr: f64, _: f64) -> Result<f64> {
@@ -286,7 +323,11 @@ impl CosineAnnealingLR {
     pub fn new(opt: &mut dyn Optimizer, t_max: usize, eta_min: f64) -> Result<CosineAnnealingLR> {
         check("CosineAnnealingLR", t_max >= 1, || "t_max must be at least 1".into())?;
         check("CosineAnnealingLR", eta_min.is_finite(), || format!("eta_min must be finite, got {eta_min}"))?;
-        Ok(CosineAnnealingLR { schedule: Schedule::start(opt, |b| b), t_max, eta_min })
+        begin(CosineAnnealingLR { schedule: Schedule::UNSTARTED, t_max, eta_min }, opt)
+    }
+
+    fn first(&self, base: f64) -> Result<(f64, f64)> {
+        Ok((base, base))
     }
 
     fn next(&self, epoch: usize, lr: f64, base: f64) -> Result<f64> {
@@ -337,8 +378,11 @@ impl LinearLR {
     pub fn new(opt: &mut dyn Optimizer, start_factor: f64, end_factor: f64, total_iters: usize) -> Result<LinearLR> {
         check("LinearLR", start_factor > 0.0 && start_factor <= 1.0, || format!("start_factor must be in (0, 1], got {start_factor}"))?;
         check("LinearLR", (0.0..=1.0).contains(&end_factor), || format!("end_factor must be in [0, 1], got {end_factor}"))?;
-        let schedule = Schedule::start(opt, |b| b * start_factor);
-        Ok(LinearLR { schedule, start_factor, end_factor, total_iters })
+        begin(LinearLR { schedule: Schedule::UNSTARTED, start_factor, end_factor, total_iters }, opt)
+    }
+
+    fn first(&self, base: f64) -> Result<(f64, f64)> {
+        Ok((base, base * self.start_factor))
     }
 
     fn next(&self, epoch: usize, lr: f64, _: f64) -> Result<f64> {
@@ -441,6 +485,8 @@ pub struct OneCycleLR {
     schedule: Schedule,
     total_steps: usize,
     anneal: Anneal,
+    /// The first rate, `max_lr / div_factor` (the base rate).
+    initial: f64,
     phases: Vec<Phase>,
 }
 
@@ -468,11 +514,12 @@ impl OneCycleLR {
         } else {
             vec![Phase { end_step: p * n - 1.0, start: initial, end: max_lr }, Phase { end_step: last, start: max_lr, end: min }]
         };
-        let mut s = OneCycleLR { schedule: Schedule { base_lr: initial, lr: initial, epoch: 0 }, total_steps, anneal: o.anneal, phases };
-        let first = s.next(0, initial, initial)?;
-        opt.set_lr(first as f32);
-        s.schedule.lr = first;
-        Ok(s)
+        begin(OneCycleLR { schedule: Schedule::UNSTARTED, total_steps, anneal: o.anneal, initial, phases }, opt)
+    }
+
+    /// The optimizer's own rate is replaced: the base is always `max_lr / div_factor`.
+    fn first(&self, _: f64) -> Result<(f64, f64)> {
+        Ok((self.initial, self.next(0, self.initial, self.initial)?))
     }
 
     fn next(&self, step: usize, _: f64, _: f64) -> Result<f64> {
@@ -501,3 +548,97 @@ impl OneCycleLR {
     }
 }
 scheduler!(OneCycleLR);
+
+/// `torch.optim.lr_scheduler.SequentialLR`: `schedulers` one after another, switching at
+/// the `milestones` (one fewer than the schedulers, non-decreasing, each at least 1): at
+/// milestone `m_i` scheduler `i + 1` starts again at its epoch 0 from the first scheduler's
+/// base rate (PyTorch's `step(0)`), and steps from there. Each scheduler is made over the
+/// same optimizer first (their constructors' changes to its rate are undone, as in PyTorch).
+///
+/// # Examples
+///
+/// ```
+/// use om_ops::optim::{CosineAnnealingLR, LinearLR, LrScheduler, Optimizer, SequentialLR, Sgd};
+/// use om_ops::Tensor;
+/// let mut opt = Sgd::new(vec![Tensor::ones([2])?.requires_grad()?], 0.5)?;
+/// // Linear warm-up for 4 epochs, then a cosine over 8:
+/// // SequentialLR(opt, [LinearLR(opt, 0.25, total_iters=4), CosineAnnealingLR(opt, 8)], [4])
+/// let warm = LinearLR::new(&mut opt, 0.25, 1.0, 4)?;
+/// let cosine = CosineAnnealingLR::new(&mut opt, 8, 0.0)?;
+/// let mut sched = SequentialLR::new(&mut opt, vec![Box::new(warm), Box::new(cosine)], &[4])?;
+/// let mut rates = vec![opt.lr()];
+/// for _epoch in 0..12 {
+///     sched.step(&mut opt)?;
+///     rates.push(opt.lr());
+/// }
+/// assert_eq!((rates[0], rates[3], rates[4], rates[12]), (0.125, 0.40625, 0.5, 0.0));
+/// assert!(SequentialLR::new(&mut opt, vec![], &[]).is_err());
+/// # Ok::<(), om_ops::Error>(())
+/// ```
+pub struct SequentialLR {
+    schedulers: Vec<Box<dyn LrScheduler>>,
+    milestones: Vec<usize>,
+    schedule: Schedule,
+}
+
+impl SequentialLR {
+    /// `schedulers` (at least one) switching at `milestones` (one fewer), starting with
+    /// the first scheduler's epoch 0, whose rate is set on `opt`.
+    pub fn new(opt: &mut dyn Optimizer, schedulers: Vec<Box<dyn LrScheduler>>, milestones: &[usize]) -> Result<SequentialLR> {
+        const OP: &str = "SequentialLR";
+        check(OP, !schedulers.is_empty(), || "needs at least one scheduler".into())?;
+        check(OP, milestones.len() + 1 == schedulers.len(), || {
+            format!(
+                "needs one milestone fewer than schedulers, got {} scheduler(s) and {} milestone(s)",
+                schedulers.len(),
+                milestones.len()
+            )
+        })?;
+        check(OP, milestones.iter().all(|&m| m >= 1) && milestones.is_sorted(), || {
+            format!("milestones must be non-decreasing epochs of at least 1, got {milestones:?}")
+        })?;
+        let mut s = SequentialLR { schedulers, milestones: milestones.to_vec(), schedule: Schedule::UNSTARTED };
+        let base = s.schedulers[0].base_lr();
+        let lr = s.restart(base).map_err(|e| e.with_op(OP))?;
+        opt.set_lr(lr as f32);
+        Ok(s)
+    }
+}
+
+impl LrScheduler for SequentialLR {
+    fn lr(&self) -> f64 {
+        self.schedule.lr
+    }
+
+    fn last_epoch(&self) -> usize {
+        self.schedule.epoch
+    }
+
+    fn advance(&mut self) -> Result<f64> {
+        let epoch = self.schedule.epoch + 1;
+        // PyTorch's `bisect_right(milestones, epoch)`: the scheduler of this epoch.
+        let i = self.milestones.partition_point(|&m| m <= epoch);
+        let lr = if i > 0 && self.milestones[i - 1] == epoch {
+            self.schedulers[i].restart(self.schedule.base_lr)?
+        } else {
+            self.schedulers[i].advance()?
+        };
+        self.schedule.epoch = epoch;
+        self.schedule.lr = lr;
+        Ok(lr)
+    }
+
+    fn base_lr(&self) -> f64 {
+        self.schedule.base_lr
+    }
+
+    /// Every scheduler starts again from `base_lr`; the first one's epoch 0 is the rate.
+    fn restart(&mut self, base_lr: f64) -> Result<f64> {
+        for s in self.schedulers.iter_mut().rev() {
+            self.schedule.lr = s.restart(base_lr)?;
+        }
+        self.schedule.base_lr = base_lr;
+        self.schedule.epoch = 0;
+        Ok(self.schedule.lr)
+    }
+}

@@ -47,7 +47,9 @@ pub(crate) mod state;
 pub use adagrad::{Adagrad, AdagradConfig};
 pub use adam::{Adam, AdamConfig};
 pub use clip::{clip_grad_norm, clip_grad_value};
-pub use lr_scheduler::{Anneal, CosineAnnealingLR, ExponentialLR, LinearLR, LrScheduler, MultiStepLR, OneCycleLR, OneCycleOptions, StepLR};
+pub use lr_scheduler::{
+    Anneal, CosineAnnealingLR, ExponentialLR, LinearLR, LrScheduler, MultiStepLR, OneCycleLR, OneCycleOptions, SequentialLR, StepLR,
+};
 pub use params::Params;
 pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{Sgd, SgdConfig};

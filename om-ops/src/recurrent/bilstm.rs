@@ -8,7 +8,10 @@
 
 use super::lstm_cell::{backward_loop, forward_loop, DirBackward, DirForward, ForwardBufs};
 use super::*;
-use om_core::kernels::chunks::for_each_row_chunk;
+use om_core::kernels::chunks::row_tiles;
+use om_core::kernels::gemm::gemm_scratch_len;
+use om_core::kernels::parallel::for_each_tile_scratch;
+use om_core::kernels::scratch::WorkerScratch;
 
 /// Direction `dir`'s states `[T, B, H]` from the `[T(+1), B, 2H]` output values `out`.
 fn direction_states(out: &[f32], dm: Dims, dir: usize) -> Result<Scratch> {
@@ -81,45 +84,41 @@ pub mod lstm_pair_layer {
         let mut y2 = Scratch::new(2 * t_len * bh)?;
         let mut hp2 = Scratch::new(2 * b * gh)?;
         let one = Settings { threads: 1, ..settings };
-        let [gates, c, tanh_c] = w_hh.try_with_f32(|whf| {
-            w_hh_r.try_with_f32(|whr| {
-                let dirs = [
-                    DirForward {
-                        xp: pf.xp.get(),
-                        b_ih: pf.b_ih.as_ref().map(Scratch::get),
-                        b_hh: pf.b_hh.as_ref().map(Scratch::get),
-                        h0: pf.h0.get(),
-                        c0: c0f.as_ref().map(Scratch::get),
-                        whh: whf,
-                        reverse: false,
-                    },
-                    DirForward {
-                        xp: pr.xp.get(),
-                        b_ih: pr.b_ih.as_ref().map(Scratch::get),
-                        b_hh: pr.b_hh.as_ref().map(Scratch::get),
-                        h0: pr.h0.get(),
-                        c0: c0r.as_ref().map(Scratch::get),
-                        whh: whr,
-                        reverse: true,
-                    },
-                ];
-                let (y2, hp2) = (y2.get_mut(), hp2.get_mut());
-                Tensor::build_many_f32([&[2, t_len, b, gh], &[2, t_len, b, h], &[2, t_len, b, h]], |[g2, c2, tc2]| {
-                    let widths = [t_len * b * gh, t_len * bh, t_len * bh, t_len * bh, b * gh];
-                    for_each_row_chunk(
-                        settings.threads,
-                        [g2, c2, tc2, &mut y2[..], &mut hp2[..]],
-                        widths,
-                        2,
-                        1,
-                        |dir, _, [gates, c, tanh_c, y, hp]| {
-                            forward_loop(one, dm, dirs[dir], ForwardBufs { gates, c, tanh_c, y, hp });
-                        },
-                    );
-                    Ok(())
-                })
+        // Each thread's scratch for the step products, taken here: none inside a chunk.
+        let mut gemm_scratch = WorkerScratch::f32(settings.threads, 2, gemm_scratch_len(one, b, h, gh, gh))?;
+        let per = gemm_scratch.per_worker();
+        let [gates, c, tanh_c] = {
+            let dirs = [
+                DirForward {
+                    xp: pf.xp.get(),
+                    b_ih: pf.b_ih.as_ref().map(Scratch::get),
+                    b_hh: pf.b_hh.as_ref().map(Scratch::get),
+                    h0: pf.h0.get(),
+                    c0: c0f.as_ref().map(Scratch::get),
+                    whh_t: pf.whh_t.get(),
+                    reverse: false,
+                },
+                DirForward {
+                    xp: pr.xp.get(),
+                    b_ih: pr.b_ih.as_ref().map(Scratch::get),
+                    b_hh: pr.b_hh.as_ref().map(Scratch::get),
+                    h0: pr.h0.get(),
+                    c0: c0r.as_ref().map(Scratch::get),
+                    whh_t: pr.whh_t.get(),
+                    reverse: true,
+                },
+            ];
+            let (y2, hp2) = (y2.get_mut(), hp2.get_mut());
+            Tensor::build_many_f32([&[2, t_len, b, gh], &[2, t_len, b, h], &[2, t_len, b, h]], |[g2, c2, tc2]| {
+                let widths = [t_len * b * gh, t_len * bh, t_len * bh, t_len * bh, b * gh];
+                let outs = row_tiles([g2, c2, tc2, &mut y2[..], &mut hp2[..]], widths, 2, 1);
+                for_each_tile_scratch(settings.threads, outs, gemm_scratch.parts(), per, |dir, tiles, gemm| {
+                    let [gates, c, tanh_c, y, hp] = tiles.map(|t| t.into_slice());
+                    forward_loop(one, dm, dirs[dir], ForwardBufs { gates, c, tanh_c, y, hp, gemm });
+                });
+                Ok(())
             })
-        })???;
+        }?;
         let y = c.try_with_f32(|c2| {
             Tensor::build_f32(&[t_len + 1, b, 2 * h], |out| {
                 let y2 = y2.get();
@@ -168,6 +167,9 @@ pub mod lstm_pair_layer {
         })?;
         let mut dg2 = Scratch::new(2 * t_len * b * gh)?;
         let mut dh2 = Scratch::zeroed(2 * bh)?;
+        // Each thread's scratch for the step products, taken here: none inside a chunk.
+        let mut gemm_scratch = WorkerScratch::f32(settings.threads, 2, gemm_scratch_len(one, b, gh, h, h))?;
+        let per = gemm_scratch.per_worker();
         r.gates().try_with_f32(|gates| {
             r.c().try_with_f32(|c_all| {
                 r.tanh_c().try_with_f32(|tc_all| {
@@ -187,14 +189,11 @@ pub mod lstm_pair_layer {
                                         reverse: k == 1,
                                     }
                                 });
-                            for_each_row_chunk(
-                                settings.threads,
-                                [dg2.get_mut(), dh2.get_mut(), dc2.get_mut()],
-                                [n_g, bh, bh],
-                                2,
-                                1,
-                                |k, _, [dg, dh, dc]| backward_loop(one, dm, dirs[k], dg, dh, dc),
-                            );
+                            let outs = row_tiles([dg2.get_mut(), dh2.get_mut(), dc2.get_mut()], [n_g, bh, bh], 2, 1);
+                            for_each_tile_scratch(settings.threads, outs, gemm_scratch.parts(), per, |k, tiles, gemm| {
+                                let [dg, dh, dc] = tiles.map(|t| t.into_slice());
+                                backward_loop(one, dm, dirs[k], dg, dh, dc, gemm)
+                            });
                         })
                     })
                 })

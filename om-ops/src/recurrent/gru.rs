@@ -45,10 +45,10 @@ pub mod gru_layer {
         let mut p = Prologue::new(NAME, 3, x, w_ih, w_hh, b_ih, b_hh, &[("h0", h0)])?;
         let (Dims { t: t_len, b, h, .. }, settings) = (p.dm, p.settings);
         let (gh, bh) = (3 * h, b * h);
-        let [y, gates, hn] = w_hh.try_with_f32(|whh| {
+        let [y, gates, hn] = {
             Tensor::build_many_f32([&[t_len, b, h], &[t_len, b, gh], &[t_len, b, h]], |[y, gates, hn_all]| {
-                // W_hhᵀ is read transposed in place by every step's product.
-                let whh_t = MatRef::row_major(whh, gh, h).t();
+                // W_hhᵀ, copied row-major once by the prologue, for every step's product.
+                let whh_t = MatRef::row_major(p.whh_t.get(), h, gh);
                 for s in 0..t_len {
                     let t = time_of(s, t_len, reverse);
                     let (y_t, y_prev) = step_and_prev(y, t, prev_time(t, t_len, reverse), bh);
@@ -62,7 +62,7 @@ pub mod gru_layer {
                 }
                 Ok(())
             })
-        })??;
+        }?;
         Ok((y, Owned { gates, hn }))
     }
 

@@ -2,6 +2,7 @@
 
 use super::stack::{check_stack, run_stack, stack_cases, state};
 use super::*;
+use om_core::kernels::gemm::gemm_with_scratch;
 
 /// The read-only inputs of one direction's forward time loop.
 #[derive(Clone, Copy)]
@@ -13,8 +14,8 @@ pub(super) struct DirForward<'a> {
     /// The initial hidden state `[B, H]` (zeros when absent).
     pub(super) h0: &'a [f32],
     pub(super) c0: Option<&'a [f32]>,
-    /// `W_hh` `[4H, H]`.
-    pub(super) whh: &'a [f32],
+    /// `W_hhᵀ` `[H, 4H]`, row-major.
+    pub(super) whh_t: &'a [f32],
     pub(super) reverse: bool,
 }
 
@@ -26,6 +27,10 @@ pub(super) struct ForwardBufs<'o> {
     pub(super) y: &'o mut [f32],
     /// One step's `h·W_hhᵀ`, `[B, 4H]`.
     pub(super) hp: &'o mut [f32],
+    /// The scratch of that product (`gemm_scratch_len(settings, B, H, 4H, 4H)` values, so
+    /// that a loop run inside a chunk of a parallel section takes no pool memory), or
+    /// empty: the product then takes a pooled one.
+    pub(super) gemm: &'o mut [f32],
 }
 
 /// One direction's forward time loop, `lstm_layer`'s and each direction's of
@@ -33,14 +38,14 @@ pub(super) struct ForwardBufs<'o> {
 pub(super) fn forward_loop(settings: Settings, dm: Dims, d: DirForward, o: ForwardBufs) {
     let Dims { t: t_len, b, h, .. } = dm;
     let (gh, bh) = (4 * h, b * h);
-    let whh_t = MatRef::row_major(d.whh, gh, h).t();
+    let whh_t = MatRef::row_major(d.whh_t, h, gh);
     for s in 0..t_len {
         let t = time_of(s, t_len, d.reverse);
         let prev = prev_time(t, t_len, d.reverse);
         let (y_t, y_prev) = step_and_prev(o.y, t, prev, bh);
         let (c_t, c_prev) = step_and_prev(o.c, t, prev, bh);
         let h_prev = MatRef::row_major(y_prev.unwrap_or(d.h0), b, h);
-        gemm(settings, h_prev, whh_t, MatMut::row_major(o.hp, b, gh));
+        gemm_with_scratch(settings, h_prev, whh_t, MatMut::row_major(o.hp, b, gh), o.gemm);
         let inp = CellInputs { xp: &d.xp[t * b * gh..(t + 1) * b * gh], hp: o.hp, b_ih: d.b_ih, b_hh: d.b_hh, prev: c_prev.or(d.c0) };
         gates::lstm_forward(settings, h, inp, &mut o.gates[t * b * gh..(t + 1) * b * gh], c_t, &mut o.tanh_c[t * bh..(t + 1) * bh], y_t);
     }
@@ -63,7 +68,17 @@ pub(super) struct DirBackward<'a> {
 /// `lstm_pair_layer`. `dc_next`
 /// holds the gradient of the final cell state on entry; `dg` receives every step's
 /// pre-activation gradients `[T, B, 4H]`, `dh_next` and `dc_next` those of `h0`, `c0`.
-pub(super) fn backward_loop(settings: Settings, dm: Dims, d: DirBackward, dg: &mut [f32], dh_next: &mut [f32], dc_next: &mut [f32]) {
+/// `gemm` is the scratch of each step's `dg·W_hh` (`gemm_scratch_len(settings, B, 4H, H, H)`
+/// values, or empty: the product then takes a pooled one).
+pub(super) fn backward_loop(
+    settings: Settings,
+    dm: Dims,
+    d: DirBackward,
+    dg: &mut [f32],
+    dh_next: &mut [f32],
+    dc_next: &mut [f32],
+    gemm: &mut [f32],
+) {
     let Dims { t: t_len, b, h, .. } = dm;
     let (gh, bh) = (4 * h, b * h);
     for s in (0..t_len).rev() {
@@ -80,11 +95,12 @@ pub(super) fn backward_loop(settings: Settings, dm: Dims, d: DirBackward, dg: &m
             dh_next,
         };
         gates::lstm_backward(settings, h, inp, dc_next, &mut dg[t * b * gh..(t + 1) * b * gh]);
-        gemm(
+        gemm_with_scratch(
             settings,
             MatRef::with_stride(&dg[t * b * gh..], b, gh, gh),
             MatRef::with_stride(d.whh, gh, h, h),
             MatMut::with_stride(dh_next, b, h, h),
+            gemm,
         );
     }
 }
@@ -141,7 +157,7 @@ pub mod lstm_layer {
         let (gh, bh) = (4 * h, b * h);
         let c0 = Scratch::of(c0)?;
         let mut owned = None;
-        let y = w_hh.try_with_f32(|whh| {
+        let y = {
             Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
                 // The time loop `lstm_pair_layer` runs for each of its directions.
                 let dir = DirForward {
@@ -150,12 +166,13 @@ pub mod lstm_layer {
                     b_hh: p.b_hh.as_ref().map(Scratch::get),
                     h0: p.h0.get(),
                     c0: c0.as_ref().map(Scratch::get),
-                    whh,
+                    whh_t: p.whh_t.get(),
                     reverse,
                 };
                 let [gates, c, tanh_c] =
                     Tensor::build_many_f32([&[t_len, b, gh], &[t_len, b, h], &[t_len, b, h]], |[gates, c_all, tc_all]| {
-                        let bufs = ForwardBufs { gates, c: c_all, tanh_c: tc_all, y: &mut y[..t_len * bh], hp: p.hp.get_mut() };
+                        let bufs =
+                            ForwardBufs { gates, c: c_all, tanh_c: tc_all, y: &mut y[..t_len * bh], hp: p.hp.get_mut(), gemm: &mut [] };
                         forward_loop(settings, p.dm, dir, bufs);
                         if final_cell {
                             let last = time_of(t_len - 1, t_len, reverse);
@@ -166,7 +183,7 @@ pub mod lstm_layer {
                 owned = Some(Owned { gates, c, tanh_c });
                 Ok(())
             })
-        })??;
+        }?;
         Ok((y, owned.expect("built")))
     }
 
@@ -202,7 +219,7 @@ pub mod lstm_layer {
                                 whh,
                                 reverse: r.reverse,
                             };
-                            backward_loop(settings, dm, dir, dg.get_mut(), dh_next.get_mut(), dc_next.get_mut());
+                            backward_loop(settings, dm, dir, dg.get_mut(), dh_next.get_mut(), dc_next.get_mut(), &mut []);
                         })
                     })
                 })

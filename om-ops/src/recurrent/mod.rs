@@ -21,6 +21,7 @@
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
 use om_core::kernels::gemm::{gemm, MatMut, MatRef};
+use om_core::kernels::transpose::transpose;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -315,6 +316,10 @@ struct Prologue {
     h0: Scratch,
     has_h0: bool,
     hp: Scratch,
+    /// `W_hhᵀ`, `[H, gH]` row-major: copied once per call, so every step's product packs a
+    /// row-major operand instead of transposing `W_hh` again (the same bits: the GEMM
+    /// reads a transposed view exactly as its row-major copy).
+    whh_t: Scratch,
 }
 
 impl Prologue {
@@ -349,6 +354,11 @@ impl Prologue {
             },
             has_h0: h0.is_some(),
             hp: Scratch::new(dm.b * gh)?,
+            whh_t: w_hh.try_with_f32(|w| {
+                let mut t = Scratch::new(gh * dm.h)?;
+                transpose(w, gh, dm.h, dm.h, 1, t.get_mut());
+                Ok::<_, Error>(t)
+            })??,
         })
     }
 

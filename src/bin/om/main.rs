@@ -37,7 +37,27 @@ mod plot;
 mod train;
 
 const EXIT_CODES: &str = "Exit codes: 0 success, 1 runtime failure (a failed gradient check, an error while training or \
-benchmarking), 2 usage error (unknown command or option, invalid value, unwritable output path; nothing has run).";
+benchmarking), 2 usage error (unknown command or option, invalid value, unwritable output path; nothing has run).
+
+Environment: ONEMODEL_MAX_TENSOR_BYTES=<bytes> sets the largest buffer the pool hands out (default: the machine's \
+memory); a larger tensor is an out-of-memory error.";
+
+/// The environment variable `om` maps to `pool::set_max_buffer_bytes` (the library itself
+/// reads no environment: its settings are explicit).
+const MAX_TENSOR_BYTES_VAR: &str = "ONEMODEL_MAX_TENSOR_BYTES";
+
+/// Applies `ONEMODEL_MAX_TENSOR_BYTES` if it is set: a positive number of bytes, else a
+/// usage error.
+fn apply_environment() -> Outcome {
+    let Some(value) = std::env::var_os(MAX_TENSOR_BYTES_VAR) else { return Ok(()) };
+    match value.to_str().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&n| n > 0) {
+        Some(bytes) => {
+            onemodel::core::pool::set_max_buffer_bytes(bytes);
+            Ok(())
+        }
+        None => Err(Failure::Usage(format!("{MAX_TENSOR_BYTES_VAR} must be a positive number of bytes, got {value:?}"))),
+    }
+}
 
 /// Float32 CPU tensors with autograd: train a model, check every operator's gradients,
 /// list the operators, run the benchmarks.
@@ -76,15 +96,9 @@ static ALLOC: onemodel::core::alloc_count::CountingAlloc = onemodel::core::alloc
 fn main() -> ExitCode {
     // clap prints --help and --version (exit 0) and usage errors (exit 2) itself.
     let cli = Cli::parse();
-    let (name, outcome) = match &cli.command {
-        Command::Train(a) => ("train", train::run(a)),
-        Command::Gradcheck(a) => ("gradcheck", run_gradcheck(a.mode.modes())),
-        Command::Ops => {
-            let md = registry::markdown();
-            outln!("{}", md.strip_suffix('\n').unwrap_or(&md));
-            ("ops", Ok(()))
-        }
-        Command::Bench(b) => (b.name(), bench::run(b)),
+    let (name, outcome) = match apply_environment() {
+        Err(e) => (cli.command.name(), Err(e)),
+        Ok(()) => (cli.command.name(), run(&cli.command)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -96,6 +110,32 @@ fn main() -> ExitCode {
             eprintln!("om {name}: {msg}");
             ExitCode::FAILURE
         }
+    }
+}
+
+impl Command {
+    /// The command's name in messages (`om <name>: ...`).
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Train(_) => "train",
+            Command::Gradcheck(_) => "gradcheck",
+            Command::Ops => "ops",
+            Command::Bench(b) => b.name(),
+        }
+    }
+}
+
+/// Runs a command.
+fn run(command: &Command) -> Outcome {
+    match command {
+        Command::Train(a) => train::run(a),
+        Command::Gradcheck(a) => run_gradcheck(a.mode.modes()),
+        Command::Ops => {
+            let md = registry::markdown();
+            outln!("{}", md.strip_suffix('\n').unwrap_or(&md));
+            Ok(())
+        }
+        Command::Bench(b) => bench::run(b),
     }
 }
 

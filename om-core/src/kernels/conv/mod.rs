@@ -10,7 +10,8 @@
 //! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
-//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`).
+//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`;
+//!   read transposed in place by the GEMM's packer when a single band reads it).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
@@ -22,20 +23,21 @@
 //! are chunked by image (a function of the shape only) and each image's GEMMs run on one
 //! thread; with one image the GEMM itself uses the threads. The GEMM is bit-identical at
 //! every thread count, so the result does not depend on that choice. The weight gradient
-//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K`): each chunk
+//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and, for a
+//! small `K`, of whether there is more than one thread; never of the bits): each chunk
 //! runs over all images in item order, so no addition is reordered. The bias gradient runs
 //! on the calling thread.
 //!
 //! Every scratch buffer comes from the pool through the fallible path: a refused request
 //! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
 //! operator; the caller's output is then incomplete and is discarded). The scratch of a
-//! chunked loop (an unfolding per thread) is taken before the loop, one part per thread
+//! chunked loop (an unfolding and a GEMM scratch per thread) is taken before the loop, one part per thread
 //! that may take part ([`WorkerScratch`]), never inside a chunk, so the pool memory a call
 //! needs does not depend on how many chunks happen to run at once.
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm, gemm_with_scratch, padded_c_len, MatMut, MatRef};
+use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
@@ -118,8 +120,8 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
-    // Per thread: the unfolding, and room for the GEMM's padded copy of an output image.
-    let padded = padded_c_len(og, p, p);
+    // Per thread: the unfolding, and the GEMM's scratch (packing, padded copy of C).
+    let padded = gemm_scratch_len(inner, og, k, p, p);
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, y, image_out, scratch.parts(), per, |n, yn, scratch| {
@@ -154,8 +156,8 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
-    // Per thread: the unfolding's gradient, and room for the GEMM's padded copy of it.
-    let padded = padded_c_len(k, p, p);
+    // Per thread: the unfolding's gradient, and the GEMM's scratch.
+    let padded = gemm_scratch_len(inner, k, og, p, p);
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(dx.len(), image_in), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, dx, image_in, scratch.parts(), per, |n, dxn, scratch| {
@@ -177,10 +179,11 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// same `Σ_p g[o, p]·cols[p, k]` (one accumulator, `p` increasing; a product is the same
 /// bits in either operand order), each image's product is rounded on its own and added to
 /// the running sum in item order, exactly as `S = g·cols; dW += S`. Only the `[K, P]`
-/// unfolding is needed (row-wise), and `g` is transposed once per call.
+/// unfolding is needed (row-wise), and `g` is transposed once per call (or, with a single
+/// band, read transposed in place by the packer: the same bits as the row-major copy).
 ///
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
-/// the shape); a chunk unfolds only its rows, runs over every image in item order and
+/// the shape and, for a small `K`, of whether there is more than one thread); a chunk unfolds only its rows, runs over every image in item order and
 /// accumulates into its own band of `dWᵀ`, so each element's additions keep their order.
 ///
 /// Fails if a scratch buffer is refused.
@@ -191,21 +194,30 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     }
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
-    // gᵀ per image and group: [N, groups, P, Og].
-    let mut gt_buf = Buffer::try_new(geo.n * image_out * 4)?;
-    let gt = &mut gt_buf.f32_mut()[..geo.n * image_out];
-    for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
-        for gi in 0..geo.groups {
-            transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
-        }
-    });
-    let gt = &*gt;
-    let (band, bands) = weight_bands(k);
+    let (band, bands) = weight_bands(k, settings.threads);
+    // gᵀ per image and group, `[N, groups, P, Og]`, when several bands read it: each band's
+    // GEMM packs its B again, a plain copy from this transposed copy. With one band, `g`
+    // is read transposed in place instead (the packer transposes it block-wise, once per
+    // image), saving the copy and its `N·O·P` scratch. The same bits either way.
+    // Measured (Intel Xeon model 167, `om bench conv --stat min`, 1 thread): reading in
+    // place with 6 and 8 bands made the convnet's layer 2 and 3 weight gradients ~8% slower.
+    let mut gt_buf = if bands > 1 { Some(Buffer::try_new(geo.n * image_out * 4)?) } else { None };
+    if let Some(buf) = gt_buf.as_mut() {
+        let gt = &mut buf.f32_mut()[..geo.n * image_out];
+        for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
+            for gi in 0..geo.groups {
+                transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
+            }
+        });
+    }
+    let gt = gt_buf.as_ref().map(|buf| &buf.f32()[..geo.n * image_out]);
     let chunks = geo.groups * bands;
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
     let inner = inner_settings(settings, chunks);
-    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), band.saturating_mul(p.saturating_add(og)))?;
+    // Per thread: the unfolding of a band, its product, and the GEMM's scratch.
+    let floats = band.saturating_mul(p.saturating_add(og)).saturating_add(gemm_scratch_len(inner, band, p, og, og));
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), floats)?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, acc, band * og, scratch.parts(), per, |i, acc, scratch| {
         let (gi, b) = (i / bands, i % bands);
@@ -213,13 +225,18 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         let m = rows.len();
         let acc = &mut acc[..m * og];
         acc.fill(0.0);
-        let (cols, part) = scratch.split_at_mut(m * p);
-        let part = &mut part[..m * og];
+        let (cols, rest) = scratch.split_at_mut(band * p);
+        let (part, tmp) = rest.split_at_mut(band * og);
+        let (cols, part) = (&mut cols[..m * p], &mut part[..m * og]);
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             im2col_kp_rows(geo, xg, rows.clone(), cols);
-            let ggt = MatRef::row_major(&gt[n * image_out + gi * og * p..][..p * og], p, og);
-            gemm(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og));
+            let at = n * image_out + gi * og * p;
+            let ggt = match gt {
+                Some(gt) => MatRef::row_major(&gt[at..][..p * og], p, og),
+                None => MatRef::row_major(&g[at..][..og * p], og, p).t(),
+            };
+            gemm_with_scratch(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og), tmp);
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });
@@ -240,11 +257,21 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// shorter). About one band per 64 rows, an even number of them (two threads then get equal
 /// shares), each a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles;
 /// the AVX-512 path cuts a band into panels of equal height, at most 14 rows each) when `K`
-/// spans at least two 24-row panels per band. Depends on `K` only. Measured on the
-/// convnet layers (AMD EPYC, 1 thread, fastest of 15): one band per 32 rows was 7% slower
-/// than per 64 (more, smaller GEMMs); per 64, per 128 and a single pair of bands were
-/// within 2% of each other, so 64 keeps 6–8 bands for the threads to share at little cost.
-fn weight_bands(k: usize) -> (usize, usize) {
+/// spans at least two 24-row panels per band. Measured on the convnet layers (AMD EPYC,
+/// 1 thread, fastest of 15): one band per 32 rows was 7% slower than per 64 (more, smaller
+/// GEMMs); per 64, per 128 and a single pair of bands were within 2% of each other, so 64
+/// keeps 6–8 bands for the threads to share at little cost.
+///
+/// One thread and `K` below two 24-row panels (the first layer of an image model: `K = 9`
+/// or `27`) take a single band: a pair would be two GEMMs of at most 24 rows (panels of
+/// 5 and 4 rows for `K = 9`, where the 14-row AVX-512 tile runs a third full) that each
+/// pack the whole `gᵀ` of every image again. The bands never change a bit (each element
+/// is one `dWᵀ` row's own sum, whichever band computes it), so they may depend on the
+/// thread count.
+fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
+    if threads <= 1 && k < 48 {
+        return (k.max(1), 1);
+    }
     let target = k.div_ceil(64).next_multiple_of(2);
     let panels = k.div_ceil(24);
     let band = if panels >= 2 * target { 24 * panels.div_ceil(target) } else { k.div_ceil(target) };

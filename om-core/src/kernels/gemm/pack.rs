@@ -36,11 +36,22 @@ pub(super) fn pack_a(a: &MatRef, row: usize, rows: usize, pc: usize, kb: usize, 
     }
 }
 
-/// Packs the B micro-panels `first..` (NR columns each, from column `col`) of k-block
-/// `pc..pc + kb`, panel `jp` at `dst[jp·NR·kb..]`; `cols` columns exist from `col`, so
-/// the last panel may be partial (zero-padded).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn pack_b(b: &MatRef, nr: usize, col: usize, cols: usize, first: usize, pc: usize, kb: usize, dst: &mut [f32]) {
+/// Which B micro-panels [`pack_b`] packs: panels `first..` of `nr` columns each from
+/// column `col` (`cols` columns exist from `col`, so the last panel may be partial), steps
+/// `pc..pc + kb`.
+pub(super) struct BPanels {
+    pub nr: usize,
+    pub col: usize,
+    pub cols: usize,
+    pub first: usize,
+    pub pc: usize,
+    pub kb: usize,
+}
+
+/// Packs the B micro-panels of `part`, panel `jp` at `dst[jp·NR·kb..]`; a partial last
+/// panel is zero-padded.
+pub(super) fn pack_b(b: &MatRef, part: BPanels, dst: &mut [f32]) {
+    let BPanels { nr, col, cols, first, pc, kb } = part;
     let (data, rs, cs) = (b.data(), b.row_stride(), b.col_stride());
     let full = (cols / nr).max(first);
     if full > first && b.rows_contiguous() {

@@ -1,18 +1,18 @@
 //! Every supported path × both modes × several thread counts against the plain canonical
 //! loop, bit for bit.
 
-use super::{gemm, gemm_bias, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef};
+use super::{gemm, gemm_bias, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef};
 use crate::compute::{KernelPath, Mode, Settings};
 
 /// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
-#[allow(clippy::too_many_arguments)]
-fn reference(fast: bool, m: usize, k: usize, n: usize, a: &[f32], lda: usize, b: &[f32], ldb: usize) -> Vec<f32> {
+fn reference(fast: bool, a: MatRef, b: MatRef) -> Vec<f32> {
+    let (m, k, n) = (a.rows(), a.cols(), b.cols());
     let mut c = vec![0.0; m * n];
     for i in 0..m {
         for j in 0..n {
             let mut acc = 0.0f32;
             for p in 0..k {
-                let (x, y) = (a[i * lda + p], b[p * ldb + j]);
+                let (x, y) = (a.at(i, p), b.at(p, j));
                 acc = if fast { x.mul_add(y, acc) } else { acc + x * y };
             }
             c[i * n + j] = acc;
@@ -147,8 +147,8 @@ fn every_path_and_thread_count_matches_the_canonical_loop_bit_for_bit() {
         let a = values(case.a_len(), 2 * ci as u64 + 1);
         let b = values(case.b_len(), 2 * ci as u64 + 2);
         let (m, k, n) = (case.m, case.k, case.n);
-        let exact = reference(false, m, k, n, &a, case.lda, &b, case.ldb);
-        let fused = reference(true, m, k, n, &a, case.lda, &b, case.ldb);
+        let exact = reference(false, MatRef::with_stride(&a, m, k, case.lda), MatRef::with_stride(&b, k, n, case.ldb));
+        let fused = reference(true, MatRef::with_stride(&a, m, k, case.lda), MatRef::with_stride(&b, k, n, case.ldb));
         for path in KernelPath::supported() {
             for threads in [1, 2, 3, 8] {
                 let got = case.run(settings(path, Mode::Exact, threads), &a, &b);
@@ -166,7 +166,7 @@ fn every_path_and_thread_count_matches_the_canonical_loop_bit_for_bit() {
 fn fast_mode_is_close_to_the_exact_product() {
     let case = Case::new(33, 500, 29);
     let (a, b) = (values(case.a_len(), 7), values(case.b_len(), 8));
-    let exact = reference(false, 33, 500, 29, &a, 500, &b, 29);
+    let exact = reference(false, MatRef::with_stride(&a, 33, 500, 500), MatRef::with_stride(&b, 500, 29, 29));
     for path in KernelPath::supported() {
         let got = case.run(settings(path, Mode::Fast, 2), &a, &b);
         for (i, (&x, &y)) in got.iter().zip(&exact).enumerate() {
@@ -218,7 +218,7 @@ fn signed_zero_nan_and_infinity_propagate_like_the_canonical_loop() {
     for path in KernelPath::supported() {
         for (mode, fast) in [(Mode::Exact, false), (Mode::Fast, true)] {
             let fused = fast && path != KernelPath::Sse;
-            let want = reference(fused, m, k, n, &a, k, &b, n);
+            let want = reference(fused, MatRef::with_stride(&a, m, k, k), MatRef::with_stride(&b, k, n, n));
             let got = Case::new(m, k, n).run(settings(path, mode, 3), &a, &b);
             for (i, (x, y)) in got.iter().zip(&want).enumerate() {
                 let same = (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits();
@@ -278,8 +278,8 @@ fn strided_and_transposed_operands_match_the_dense_product_bit_for_bit() {
                 let a = MatRef::new(&adata, m, k, ars, acs).unwrap();
                 let b = MatRef::new(&bdata, k, n, brs, bcs).unwrap();
                 let (ad, bd) = (dense(&a), dense(&b));
-                let exact = reference(false, m, k, n, &ad, k, &bd, n);
-                let fused = reference(true, m, k, n, &ad, k, &bd, n);
+                let exact = reference(false, MatRef::with_stride(&ad, m, k, k), MatRef::with_stride(&bd, k, n, n));
+                let fused = reference(true, MatRef::with_stride(&ad, m, k, k), MatRef::with_stride(&bd, k, n, n));
                 let bias_c = values(n, seed + 20);
                 let bias_r = values(m, seed + 21);
                 for path in KernelPath::supported() {
@@ -353,7 +353,11 @@ fn bias_and_transposed_operands_take_the_padded_scratch_path_unchanged() {
     let ad = dense(&a);
     for path in KernelPath::supported() {
         for (mode, fused) in [(Mode::Exact, false), (Mode::Fast, path != KernelPath::Sse)] {
-            let want: Vec<f32> = reference(fused, m, k, n, &ad, k, &b, n).iter().enumerate().map(|(i, &y)| y + bias[i % n]).collect();
+            let want: Vec<f32> = reference(fused, MatRef::with_stride(&ad, m, k, k), MatRef::with_stride(&b, k, n, n))
+                .iter()
+                .enumerate()
+                .map(|(i, &y)| y + bias[i % n])
+                .collect();
             let mut c = vec![f32::NAN; m * ldc];
             let out = MatMut::with_stride(&mut c, m, n, ldc);
             gemm_bias(settings(path, mode, 2), a, MatRef::row_major(&b, k, n), out, Bias::PerCol(&bias));
@@ -370,7 +374,7 @@ fn the_padded_copy_from_the_callers_scratch_or_none_inside_a_chunk_gives_the_sam
     // accumulators between k-blocks, so k spans two of them).
     let (m, k, n, ldc) = (260, 300, 45, 512);
     let (a, b) = (values(m * k, 4), values(k * n, 5));
-    let want = reference(false, m, k, n, &a, k, &b, n);
+    let want = reference(false, MatRef::with_stride(&a, m, k, k), MatRef::with_stride(&b, k, n, n));
     let need = padded_c_len(m, n, ldc);
     for path in KernelPath::supported() {
         let s = settings(path, Mode::Exact, 1);
@@ -399,4 +403,37 @@ fn the_padded_copy_from_the_callers_scratch_or_none_inside_a_chunk_gives_the_sam
     }
     assert!(need == 0 || need >= m * n, "{need}");
     assert_eq!(padded_c_len(m, n, n + 1), 0, "an odd stride needs no copy");
+}
+
+#[test]
+fn gemm_scratch_len_covers_the_packing_of_every_plan_inside_a_chunk() {
+    // Small and large, narrow and wide, long and short k, B row-major and transposed, one
+    // and two threads: with `gemm_scratch_len` floats of the caller's, a GEMM inside a
+    // chunk packs into them (no pool request: debug builds assert that in
+    // `Buffer::try_new`; no heap fallback: the scratch is written) with the same bits.
+    let shapes = [(1, 1, 1), (5, 300, 7), (33, 17, 100), (70, 600, 40), (128, 64, 600), (300, 40, 33), (200, 520, 200)];
+    for (m, k, n) in shapes {
+        let (a, b) = (values(m * k, 6), values(k * n, 7));
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let want = reference(false, MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));
+        for path in KernelPath::supported() {
+            for threads in [1, 2] {
+                let s = settings(path, Mode::Exact, threads);
+                let len = gemm_scratch_len(s, m, k, n, n);
+                assert_eq!(padded_c_len(m, n, n), 0, "{m}×{n}: a dense C needs no padded copy");
+                for (layout, bm) in [("row-major", MatRef::row_major(&b, k, n)), ("transposed", MatRef::row_major(&bt, n, k).t())] {
+                    let what = || format!("{path}, {threads} thread(s), {m}×{k}×{n}, B {layout}");
+                    crate::kernels::parallel::for_each_chunk(2, 2, |chunk| {
+                        if chunk == 0 {
+                            let mut room = vec![f32::NAN; len];
+                            let mut c = vec![f32::NAN; m * n];
+                            gemm_with_scratch(s, MatRef::row_major(&a, m, k), bm, MatMut::row_major(&mut c, m, n), &mut room);
+                            assert_bits_eq(&c, &want, what);
+                            assert!(room.iter().any(|v| !v.is_nan()), "{}: the packing was not in the caller's scratch", what());
+                        }
+                    });
+                }
+            }
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! Data are generated from seeded generators, nothing is downloaded: 1000 held-out sums
 //! from their own generator, and fresh training sums every epoch (drawn from the run's
 //! generator into the loader's dataset, in order) that never include a held-out pair. Trained with AdamW, a linear warm-up then cosine decay of the learning
-//! rate per step (`optim::LinearLR`, then `optim::CosineAnnealingLR`) and gradient
+//! rate per step (`optim::SequentialLR` of `LinearLR` and `CosineAnnealingLR`) and gradient
 //! clipping (`optim::clip_grad_norm`); after each epoch, the held-out exact-match accuracy
 //! of greedy decoding (the prompt `"123+456="` alone, the 4 answer tokens generated one at
 //! a time).
@@ -18,7 +18,7 @@ use om_models::{DecoderConfig, DecoderOnly};
 use onemodel::core::rng::Rng;
 use onemodel::data::{DataLoader, Dataset};
 use onemodel::ops::nn::Module;
-use onemodel::ops::optim::{Adam, AdamConfig, CosineAnnealingLR, LinearLR, LrScheduler};
+use onemodel::ops::optim::{Adam, AdamConfig, CosineAnnealingLR, LinearLR, LrScheduler, SequentialLR};
 use onemodel::ops::{self, CrossEntropyOptions};
 use onemodel::{Error, Result, Tensor};
 use std::collections::HashSet;
@@ -83,49 +83,14 @@ fn draw(n: usize, rng: &mut Rng, exclude: &HashSet<Sum>) -> Vec<Sum> {
 }
 
 /// Linear warm-up then cosine decay to 0, per optimizer step: `LinearLR` from
-/// `WARMUP_START` to 1 over the first `warmup` steps, then `CosineAnnealingLR` over the
-/// rest: the rates of PyTorch's `SequentialLR([LinearLR, CosineAnnealingLR],
-/// milestones=[warmup])` (compared once with PyTorch 2.15 over 100 steps: within 1e-16; the
-/// test below checks them against the formulas).
-struct WarmupCosine {
-    warmup: LinearLR,
-    cosine: CosineAnnealingLR,
-    steps: usize,
-    epoch: usize,
-}
-
-impl WarmupCosine {
-    fn new(opt: &mut Adam, total_steps: usize) -> Result<WarmupCosine> {
-        let steps = ((total_steps as f64 * WARMUP_FRACTION).round() as usize).clamp(1, total_steps.max(2) - 1);
-        // the cosine first (it starts at the base rate), then the warm-up, which leaves the
-        // optimizer at its first rate
-        let cosine = CosineAnnealingLR::new(opt, total_steps.saturating_sub(steps).max(1), 0.0)?;
-        let warmup = LinearLR::new(opt, WARMUP_START, 1.0, steps)?;
-        Ok(WarmupCosine { warmup, cosine, steps, epoch: 0 })
-    }
-}
-
-impl LrScheduler for WarmupCosine {
-    fn lr(&self) -> f64 {
-        if self.epoch <= self.steps {
-            self.warmup.lr()
-        } else {
-            self.cosine.lr()
-        }
-    }
-
-    fn last_epoch(&self) -> usize {
-        self.epoch
-    }
-
-    fn advance(&mut self) -> Result<f64> {
-        self.epoch += 1;
-        if self.epoch <= self.steps {
-            self.warmup.advance()
-        } else {
-            self.cosine.advance()
-        }
-    }
+/// `WARMUP_START` to 1 over the first `warm-up` steps (returned), then `CosineAnnealingLR`
+/// over the rest, as PyTorch's `SequentialLR([LinearLR, CosineAnnealingLR],
+/// milestones=[warm-up])` (whose rates `tests/optim_oracle.rs` checks bit for bit).
+fn warmup_cosine(opt: &mut Adam, total_steps: usize) -> Result<(SequentialLR, usize)> {
+    let steps = ((total_steps as f64 * WARMUP_FRACTION).round() as usize).clamp(1, total_steps.max(2) - 1);
+    let warmup: Box<dyn LrScheduler> = Box::new(LinearLR::new(opt, WARMUP_START, 1.0, steps)?);
+    let cosine = Box::new(CosineAnnealingLR::new(opt, total_steps.saturating_sub(steps).max(1), 0.0)?);
+    Ok((SequentialLR::new(opt, vec![warmup, cosine], &[steps])?, steps))
 }
 
 /// Sums as examples: the model's input, the first `LEN - 1` tokens (`i32` `[LEN - 1]`), and
@@ -215,7 +180,7 @@ impl Task for AddTask {
     }
 
     fn scheduler(&self, opt: &mut Adam, total_steps: usize) -> Result<Option<Box<dyn LrScheduler>>> {
-        Ok(Some(Box::new(WarmupCosine::new(opt, total_steps)?)))
+        Ok(Some(Box::new(warmup_cosine(opt, total_steps)?.0)))
     }
 
     fn max_grad_norm(&self) -> Option<f32> {
@@ -282,8 +247,8 @@ mod tests {
         use onemodel::ops::optim::Optimizer;
         let mut opt = Adam::adamw(vec![Tensor::ones(&[1])?.requires_grad()?], 0.5)?;
         let total = 100;
-        let mut s = WarmupCosine::new(&mut opt, total)?;
-        assert_eq!(s.steps, 5);
+        let (mut s, steps) = warmup_cosine(&mut opt, total)?;
+        assert_eq!(steps, 5);
         let mut rates = vec![opt.lr() as f64];
         for _ in 0..total {
             s.step(&mut opt)?;
