@@ -139,7 +139,7 @@ const ROWS: &[(&str, &str, &[Ours], &str)] = &[
     ("0 = a (for b); 1 = b", "", &[Primitive("div", &["a if b", "b"], &[])], ""),
     ("none", "", &[Primitive("neg", &[], &[])], ""),
     ("0 = output", "", &[Primitive("relu", &["out"], &[])], ""),
-    ("0 = input", "Ints [0 erf, 1 tanh]", &[Primitive("gelu", &["x"], &["form"])], "the form is an enum, `GeluForm`"),
+    ("0 = input", "Ints [0 erf, 1 tanh]", &[Primitive("gelu", &["slope (owned)"], &["form"])], "the form is an enum, `GeluForm`; the forward writes the slope with the value (one evaluation of the erf form's Gaussian terms) and the record keeps it instead of the input: the same storage, the bits of recomputing it"),
     ("0 = output y", "", &[Primitive("sigmoid", &["out"], &[])], ""),
     ("0 = output y", "", &[Primitive("tanh", &["out"], &[])], ""),
     ("as Mul", "", &[Primitive("matmul", &["a if b", "b if a"], &[])], ""),

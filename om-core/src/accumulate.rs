@@ -26,7 +26,7 @@ pub(crate) fn add_same_shape(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     a.try_with_f32(|x| {
         b.try_with_f32(|y| {
             Tensor::build_f32(a.shape(), |out| {
-                basic::add(x, y, out);
+                basic::add(crate::compute::Compute::settings().threads, x, y, out);
                 Ok(())
             })
         })?

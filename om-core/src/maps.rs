@@ -118,9 +118,47 @@ fn map2(op: &'static str, a: &Tensor, b: &Tensor, fill: impl FnOnce(&[usize], Op
     })
 }
 
+/// [`gelu_with_slope`](crate::kernels::fused::gelu_with_slope) of a tensor: `[gelu(x), gelu'(x)]` as two new contiguous tensors
+/// of `x`'s shape (a strided `x` is read through a contiguous copy, which changes no
+/// value), with the current [`Compute`] settings. Fails if `x` is not `f32` (naming `op`)
+/// or a buffer is refused.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::fused::GeluFormula;
+/// use om_core::maps::gelu_with_slope_tensors;
+/// use om_core::Tensor;
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// let [y, slope] = gelu_with_slope_tensors("gelu", &x, GeluFormula::Erf)?;
+/// assert_eq!(y.to_vec()[0], 0.0);
+/// assert_eq!(slope.to_vec()[0], 0.5);
+/// # Ok::<(), om_core::Error>(())
+/// ```
+pub fn gelu_with_slope_tensors(op: &'static str, x: &Tensor, formula: crate::kernels::fused::GeluFormula) -> Result<[Tensor; 2]> {
+    x.expect_f32(op, "x")?;
+    let settings = Compute::settings();
+    let x = if x.is_contiguous() { x.clone() } else { x.try_to_contiguous()? };
+    let n = x.numel();
+    x.with_storage_f32(|xs| {
+        let xs = &xs[x.offset()..x.offset() + n];
+        let mut slope_t = None;
+        let y = Tensor::build_f32_raw(x.shape(), |y| {
+            // Raw: `y` is written by the lane code (canonical NaNs in exact mode) and the
+            // slope must keep its NaNs as computed (see `kernels::fused::gelu_with_slope`).
+            slope_t = Some(Tensor::build_f32_raw(x.shape(), |slope| {
+                crate::kernels::fused::gelu_with_slope(settings, formula, xs, y, slope);
+                Ok(())
+            })?);
+            Ok(())
+        })?;
+        Ok([y, slope_t.expect("the slope is built with y")])
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{binary, unary};
+    use super::{binary, gelu_with_slope_tensors, unary};
     use crate::compute::{Compute, KernelPath, Mode, Settings};
     use crate::kernels::CANONICAL_NAN;
     use crate::tensor::Tensor;
@@ -147,5 +185,19 @@ mod tests {
         assert_eq!(bits(&d), [n, 4f32.to_bits(), n, n]);
         // (−1)^∞ = 1 (C99).
         assert_eq!(bits(&p), [1f32.to_bits(), 16f32.to_bits(), n, 1f32.to_bits()]);
+    }
+
+    #[test]
+    fn tensors_of_a_strided_input_and_a_wrong_dtype() {
+        let x = Tensor::from_vec((0..12).map(|i| i as f32 * 0.5 - 3.0).collect(), &[3, 4]).unwrap();
+        let xt = x.as_strided([4, 3], [1, 4], 0).unwrap();
+        let [y, s] = gelu_with_slope_tensors("gelu", &xt, crate::kernels::fused::GeluFormula::Erf).unwrap();
+        assert_eq!(y.shape(), &[4, 3]);
+        let c = xt.try_to_contiguous().unwrap();
+        let [y2, s2] = gelu_with_slope_tensors("gelu", &c, crate::kernels::fused::GeluFormula::Erf).unwrap();
+        assert_eq!((y.to_vec(), s.to_vec()), (y2.to_vec(), s2.to_vec()));
+        let ids = Tensor::from_vec_i32(vec![1, 2], &[2]).unwrap();
+        let e = gelu_with_slope_tensors("gelu", &ids, crate::kernels::fused::GeluFormula::Erf).unwrap_err();
+        assert!(e.to_string().contains("gelu"), "{e}");
     }
 }

@@ -6,9 +6,10 @@
 //! transcendentals of `om_core::kernels::math`, the same code on every path and thread count.
 
 use crate::elementwise_cases::unary_cases;
+use om_core::kernels::fused::GeluFormula;
 use om_core::kernels::lanes::{Binary, Unary};
 use om_core::kernels::math;
-use om_core::maps::{binary, binary_op, unary, unary_op};
+use om_core::maps::{binary, binary_op, gelu_with_slope_tensors, unary, unary_op};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
@@ -109,8 +110,11 @@ pub enum GeluForm {
 }
 
 /// Gaussian error linear unit, erf or tanh form. Backward: `g·(Φ(x) + x·φ(x))` (erf) or
-/// `g·(½(1+t) + ½x(1−t²)k(1+3·0.044715x²))` with `t = tanh(k(x+0.044715x³))` (tanh);
-/// the slope is recomputed from the saved input.
+/// `g·(½(1+t) + ½x(1−t²)k(1+3·0.044715x²))` with `t = tanh(k(x+0.044715x³))` (tanh).
+/// When `x` needs a gradient, the forward writes that slope next to the value in the same
+/// pass (the erf form's Gaussian terms are then evaluated once, not again in the
+/// backward) and the record keeps the slope instead of `x`: the same storage, and the
+/// bits of recomputing it from `x` (`om_core::kernels::fused`).
 ///
 /// # Examples
 ///
@@ -123,23 +127,30 @@ pub enum GeluForm {
 /// assert!((exact.to_vec()[2] - approx.to_vec()[2]).abs() < 1e-3);
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[op(saved = [x], attrs = [form: GeluForm])]
+#[op(saved = [slope: owned], attrs = [form: GeluForm])]
 pub mod gelu {
     use super::*;
 
-    pub fn forward(x: &Tensor, form: GeluForm) -> Result<Tensor> {
-        match form {
-            GeluForm::Erf => unary_op(NAME, x, Unary::GeluErf),
-            GeluForm::Tanh => unary_op(NAME, x, Unary::GeluTanh),
+    pub fn forward(x: &Tensor, form: GeluForm) -> Result<(Tensor, Owned)> {
+        if !x.needs_grad() {
+            // Not recorded (the input needs no gradient): the value alone.
+            let y = match form {
+                GeluForm::Erf => unary_op(NAME, x, Unary::GeluErf),
+                GeluForm::Tanh => unary_op(NAME, x, Unary::GeluTanh),
+            }?;
+            return Ok((y, Owned { slope: Tensor::zeros(&[0])? }));
         }
+        let formula = match form {
+            GeluForm::Erf => GeluFormula::Erf,
+            GeluForm::Tanh => GeluFormula::Tanh,
+        };
+        let [y, slope] = gelu_with_slope_tensors(NAME, x, formula)?;
+        Ok((y, Owned { slope }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        let op = match r.form {
-            GeluForm::Erf => Binary::GeluErfBackward,
-            GeluForm::Tanh => Binary::GeluTanhBackward,
-        };
-        d.x(binary_op(NAME, g, r.x(), op)?);
+        // `g·slope`: the bits of `GeluErfBackward` / `GeluTanhBackward` of `(g, x)`.
+        d.x(binary_op(NAME, g, r.slope(), Binary::Mul)?);
         Ok(())
     }
 

@@ -179,11 +179,15 @@ fn probs_scratch_len(settings: Settings, dims: Dims, ops: &Operands) -> usize {
 }
 
 /// Floats of GEMM scratch ([`gemm_scratch_len`]) that cover every product of a block, forward
-/// and backward: a GEMM inside a chunk of a parallel section takes no pool memory.
+/// and backward, with C contiguous or token-major (row stride `H·n`): a GEMM inside a chunk
+/// of a parallel section takes no pool memory.
 fn block_gemm_len(settings: Settings, dims: Dims) -> usize {
-    let Dims { tq, tk, d, dv, .. } = dims;
+    let Dims { tq, tk, d, dv, heads, .. } = dims;
     let shapes = [(tq, d, tk), (tq, tk, dv), (tk, tq, dv), (tq, dv, tk), (tq, tk, d), (tk, tq, d)];
-    shapes.iter().map(|&(m, k, n)| gemm_scratch_len(settings, m, k, n, n)).max().unwrap_or(0)
+    let len = |&(m, k, n): &(usize, usize, usize)| {
+        gemm_scratch_len(settings, m, k, n, n).max(gemm_scratch_len(settings, m, k, n, heads.saturating_mul(n)))
+    };
+    shapes.iter().map(len).max().unwrap_or(0)
 }
 
 /// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
@@ -222,25 +226,116 @@ fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p
     }
 }
 
-/// Runs `f(settings, block, outs, scratch)` for every (batch, head) block, one block per
-/// chunk, in parallel over blocks; `outs[i]` is the block's `widths[i]` values of output
-/// `i`, and `scratch` (at least `floats` values) the running thread's own scratch, taken
-/// from the pool before the loop (one part per thread, never per block: the pool memory a
-/// call needs must not depend on how many blocks run at once). Fails if it is refused.
+/// Runs `f(settings, block, index, outs, scratch)` for every (batch, head) block, `group`
+/// consecutive blocks per chunk (1, or the heads of one batch item when an output is
+/// token-major: its blocks interleave within the item), in parallel over chunks;
+/// `outs[i]` is the chunk's `widths[i]` values of output `i` (see [`Out::block`] for a
+/// block's part, `index` being its place in the chunk), and `scratch` (at least `floats`
+/// values) the running thread's own scratch, taken from the pool before the loop (one part
+/// per thread, never per block: the pool memory a call needs must not depend on how many
+/// blocks run at once). Fails if it is refused.
+#[allow(clippy::too_many_arguments)]
 fn per_block<const N: usize>(
     settings: Settings,
     blocks: usize,
+    group: usize,
     outs: [&mut [f32]; N],
     widths: [usize; N],
     floats: usize,
-    f: impl Fn(Settings, usize, [&mut [f32]; N], &mut [f32]) + Sync + Send,
+    f: impl Fn(Settings, usize, usize, &mut [&mut [f32]; N], &mut [f32]) + Sync + Send,
 ) -> Result<()> {
     let inner = Settings { threads: 1, ..settings };
-    let mut scratch = WorkerScratch::f32(settings.threads, blocks, floats)?;
+    let group = group.max(1);
+    let chunks = blocks / group;
+    let mut scratch = WorkerScratch::f32(settings.threads, chunks, floats)?;
     let per = scratch.per_worker();
-    let outs = row_tiles(outs, widths, blocks, 1);
-    for_each_tile_scratch(settings.threads, outs, scratch.parts(), per, |b, tiles, s| f(inner, b, tiles.map(|t| t.into_slice()), s));
+    let outs = row_tiles(outs, widths, chunks, 1);
+    for_each_tile_scratch(settings.threads, outs, scratch.parts(), per, |c, tiles, s| {
+        let mut parts = tiles.map(|t| t.into_slice());
+        for i in 0..group {
+            f(inner, c * group + i, i, &mut parts, s);
+        }
+    });
     Ok(())
+}
+
+/// Where a `[B, H, rows, cols]` output of a call keeps its values: contiguous (block after
+/// block), or token-major (`[B, rows, H, cols]` in memory, the layout a head view of a
+/// `[B, T, H·D]` projection has): then the heads are joined again by a view, with no copy.
+#[derive(Clone, Copy)]
+struct Out {
+    token_major: bool,
+    heads: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl Out {
+    /// The layout of `t`'s gradient (`cols` its own D) or of an output of `cols` values per
+    /// row of `t`: token-major if `t` (`[B, H, T, D]`) is itself the head view of a
+    /// token-major tensor, with more than one head and a few batch items to share among
+    /// threads (a chunk then holds all heads of a batch item).
+    fn like(t: &Tensor, cols: usize) -> Out {
+        let (s, st) = (t.shape(), t.strides());
+        let (h, rows, d) = (s[1], s[2], s[3]);
+        let token_major = h > 1 && s[0] >= MIN_TOKEN_MAJOR_BATCH && st == [rows * h * d, d, h * d, 1];
+        Out { token_major, heads: h, rows, cols }
+    }
+
+    /// Strides of the `[B, H, rows, cols]` tensor.
+    fn strides(&self) -> [usize; 4] {
+        let (h, r, c) = (self.heads, self.rows, self.cols);
+        if self.token_major {
+            [r * h * c, c, h * c, 1]
+        } else {
+            [h * r * c, r * c, c, 1]
+        }
+    }
+
+    /// Values of one chunk: a batch item's when token-major, else a block's.
+    fn chunk_width(&self) -> usize {
+        if self.token_major {
+            self.heads * self.rows * self.cols
+        } else {
+            self.rows * self.cols
+        }
+    }
+
+    /// Block `index` of a chunk's values `part`, with its row stride.
+    fn block<'p>(&self, part: &'p mut [f32], index: usize) -> (&'p mut [f32], usize) {
+        let (r, c) = (self.rows, self.cols);
+        if r == 0 || c == 0 {
+            return (&mut [], c);
+        }
+        if self.token_major {
+            let ld = self.heads * c;
+            (&mut part[index * c..index * c + (r - 1) * ld + c], ld)
+        } else {
+            (&mut part[index * r * c..(index + 1) * r * c], c)
+        }
+    }
+
+    /// `t`, a new contiguous `[B, H, rows, cols]` tensor whose storage was written in this
+    /// layout, viewed with this layout's strides.
+    fn wrap(&self, t: Tensor) -> Result<Tensor> {
+        if self.token_major {
+            let shape = om_core::layout::Dims::from_slice(t.shape());
+            t.as_strided(shape, om_core::layout::Dims::from_slice(&self.strides()), 0)
+        } else {
+            Ok(t)
+        }
+    }
+}
+
+/// Fewest batch items for which outputs are token-major (a chunk then holds a batch item's
+/// heads, so fewer items would leave threads idle).
+const MIN_TOKEN_MAJOR_BATCH: usize = 4;
+
+/// `m *= s` for the `rows × cols` matrix `m` with row stride `ld`.
+fn scale_rows(m: &mut [f32], rows: usize, cols: usize, ld: usize, s: f32) {
+    for r in 0..rows {
+        m[r * ld..r * ld + cols].iter_mut().for_each(|x| *x *= s);
+    }
 }
 
 /// Rows of the softmax backward summed in lockstep (independent f64 accumulators, so the
@@ -313,23 +408,30 @@ pub mod attention {
 
     pub fn forward(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, scale: f32) -> Result<Tensor> {
         let dims = check(NAME, q, k, v, mask, scale)?;
-        let Dims { blocks, tq, tk, dv, .. } = dims;
+        let Dims { blocks, heads, tq, tk, dv, .. } = dims;
         let settings = Compute::settings();
         let mut shape = om_core::layout::Dims::from_slice(q.shape());
         shape[3] = dv;
-        with_operands(dims, q, k, v, mask, |ops| {
+        // The output follows q's layout: token-major for the heads of a projection, so
+        // that joining the heads again is a view.
+        let lay = Out::like(q, dv);
+        let group = if lay.token_major { heads } else { 1 };
+        let y = with_operands(dims, q, k, v, mask, |ops| {
             Tensor::build_f32(&shape, |out| {
                 let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops));
-                per_block(settings, blocks, [out], [tq * dv], f32_count(&[tq.saturating_mul(tk), vn, pn]), |s, b, [o], buf| {
+                let floats = f32_count(&[tq.saturating_mul(tk), vn, pn]);
+                per_block(settings, blocks, group, [out], [lay.chunk_width()], floats, |s, b, i, [o], buf| {
                     let (p, rest) = buf.split_at_mut(tq * tk);
                     let (v_scratch, p_scratch) = rest.split_at_mut(vn);
                     probs(s, dims, scale, &ops, b, p, p_scratch);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
+                    let (o, ldo) = lay.block(o, i);
                     let (pm, vm) = (MatRef::with_stride(p, tq, tk, tk), MatRef::with_stride(vm, tk, dv, ldv));
-                    gemm_with_scratch(s, pm, vm, MatMut::with_stride(o, tq, dv, dv), p_scratch);
+                    gemm_with_scratch(s, pm, vm, MatMut::with_stride(o, tq, dv, ldo), p_scratch);
                 })
             })
-        })
+        })?;
+        lay.wrap(y)
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -344,7 +446,11 @@ pub mod attention {
         let Dims { blocks, heads, tq, tk, d: dk, dv } = dims;
         let scale = r.scale;
         let settings = Compute::settings();
-        let (nq, nk, nv) = (tq * dk, tk * dk, tk * dv);
+        // Each gradient in its input's layout (token-major for the heads of a projection,
+        // so that the head split's backward is a view).
+        let (lq, lk, lv) = (Out::like(q, dk), Out::like(k, dk), Out::like(v, dv));
+        let group = if lq.token_major || lk.token_major || lv.token_major { heads } else { 1 };
+        let width = |l: Out| if group > 1 { l.heads * l.rows * l.cols } else { l.rows * l.cols };
         let [dq_t, dk_t, dv_t] = with_operands(dims, q, k, v, mask, |ops| {
             g.with_storage_f32(|gs| {
                 let gview = View::new(gs, g, g.strides(), heads, tq, dv);
@@ -352,7 +458,11 @@ pub mod attention {
                     let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
                     let pn = probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops);
                     let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]);
-                    per_block(settings, blocks, [dq_all, dk_all, dv_all], [nq, nk, nv], floats, |s, b, [dq, dkb, dvb], buf| {
+                    let widths = [width(lq), width(lk), width(lv)];
+                    per_block(settings, blocks, group, [dq_all, dk_all, dv_all], widths, floats, |s, b, i, [dq, dkb, dvb], buf| {
+                        let (dq, ldq_out) = lq.block(dq, i);
+                        let (dkb, ldk_out) = lk.block(dkb, i);
+                        let (dvb, ldv_out) = lv.block(dvb, i);
                         let (p, rest) = buf.split_at_mut(tq * tk);
                         let (pt, rest) = rest.split_at_mut(tq * tk);
                         let (dp, rest) = rest.split_at_mut(tq * tk);
@@ -368,7 +478,7 @@ pub mod attention {
                             s,
                             MatRef::with_stride(pt, tk, tq, tq),
                             MatRef::with_stride(gm, tq, dv, ldg),
-                            MatMut::with_stride(dvb, tk, dv, dv),
+                            MatMut::with_stride(dvb, tk, dv, ldv_out),
                             p_scratch,
                         );
                         // dP = g·Vᵀ
@@ -387,10 +497,10 @@ pub mod attention {
                             s,
                             MatRef::with_stride(dp, tq, tk, tk),
                             MatRef::with_stride(km, tk, dk, ldk),
-                            MatMut::with_stride(dq, tq, dk, dk),
+                            MatMut::with_stride(dq, tq, dk, ldq_out),
                             p_scratch,
                         );
-                        dq.iter_mut().for_each(|x| *x *= scale);
+                        scale_rows(dq, tq, dk, ldq_out, scale);
                         // dK = scale·(dSᵀ·Q)
                         transpose(dp, tq, tk, tk, 1, pt);
                         let (qm, ldq) = ops.q.matrix(b, q_scratch);
@@ -398,14 +508,15 @@ pub mod attention {
                             s,
                             MatRef::with_stride(pt, tk, tq, tq),
                             MatRef::with_stride(qm, tq, dk, ldq),
-                            MatMut::with_stride(dkb, tk, dk, dk),
+                            MatMut::with_stride(dkb, tk, dk, ldk_out),
                             p_scratch,
                         );
-                        dkb.iter_mut().for_each(|x| *x *= scale);
+                        scale_rows(dkb, tk, dk, ldk_out, scale);
                     })
                 })
             })
         })?;
+        let (dq_t, dk_t, dv_t) = (lq.wrap(dq_t)?, lk.wrap(dk_t)?, lv.wrap(dv_t)?);
         if d.needs_q() {
             d.q(dq_t);
         }
@@ -499,6 +610,52 @@ mod tests {
                 assert!(run(path, threads) == reference, "{path} with {threads} threads differs");
             }
         }
+    }
+
+    /// Heads of token-major projections (`[B, T, H·D]` viewed as `[B, H, T, D]`) give
+    /// token-major outputs and gradients, with the bits of contiguous operands, in both
+    /// modes and at any thread count; mixed layouts (k contiguous, D ≠ Dv) too.
+    #[test]
+    fn token_major_heads_have_the_bits_of_contiguous_operands() {
+        let (b, t, h, d, dv) = (5, 7, 3, 4, 6);
+        let heads = |x: &Tensor, w: usize| {
+            crate::permute(&crate::reshape(x, [b as isize, t as isize, h as isize, w as isize]).unwrap(), [0, 2, 1, 3]).unwrap()
+        };
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mask = Tensor::rand_uniform(&[t, t], -1.0, 1.0, 9).unwrap();
+        let c = Tensor::rand_uniform(&[b, h, t, dv], -1.0, 1.0, 10).unwrap();
+        // Returns the bits of y, dq, dk, dv and whether y and dq came out token-major.
+        let run = |token_major_k: bool, contiguous: bool| {
+            let q = Tensor::rand_uniform(&[b, t, h * d], -1.0, 1.0, 1).unwrap().requires_grad().unwrap();
+            let k = Tensor::rand_uniform(&[b, t, h * d], -1.0, 1.0, 2).unwrap().requires_grad().unwrap();
+            let v = Tensor::rand_uniform(&[b, t, h * dv], -1.0, 1.0, 3).unwrap().requires_grad().unwrap();
+            let (mut qh, mut kh, mut vh) = (heads(&q, d), heads(&k, d), heads(&v, dv));
+            if contiguous {
+                (qh, vh) = (crate::contiguous(&qh).unwrap(), crate::contiguous(&vh).unwrap());
+            }
+            if contiguous || !token_major_k {
+                kh = crate::contiguous(&kh).unwrap();
+            }
+            let y = crate::attention(&qh, &kh, &vh, Some(&mask), 0.4).unwrap();
+            let strided = y.strides() != [h * t * dv, t * dv, dv, 1];
+            crate::sum(&crate::mul(&y, &c).unwrap(), None, false).unwrap().backward().unwrap();
+            let grads = [&q, &k, &v].map(|x| bits(&x.grad().unwrap()));
+            (bits(&y), grads, strided)
+        };
+        both_modes(|| {
+            Compute::set_threads(1).unwrap();
+            let (want_y, want_g, strided) = run(false, true);
+            assert!(!strided);
+            for threads in [1, 2, 3] {
+                Compute::set_threads(threads).unwrap();
+                for token_major_k in [true, false] {
+                    let (y, g, strided) = run(token_major_k, false);
+                    assert!(strided, "the output of token-major heads is token-major");
+                    assert!(y == want_y && g == want_g, "threads {threads}, token-major k {token_major_k}");
+                }
+            }
+            Compute::set_threads(1).unwrap();
+        });
     }
 
     #[test]

@@ -2,12 +2,20 @@
 //! the sum of two equal-length gradients, in-place accumulation, and sum-to (undoing a
 //! broadcast, accumulated in f64 in increasing element order, then rounded once).
 
-/// `out[i] = x[i] + y[i]` (equal lengths).
-pub(crate) fn add(x: &[f32], y: &[f32], out: &mut [f32]) {
-    for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
-        *o = p + q;
-    }
+/// `out[i] = x[i] + y[i]` (equal lengths), large sums (the engine adding the gradients a
+/// tensor receives from several uses) in chunks shared by `threads` threads of the team.
+pub(crate) fn add(threads: usize, x: &[f32], y: &[f32], out: &mut [f32]) {
+    crate::kernels::parallel::for_each_chunk_mut(threads, out, ADD_CHUNK, |i, o| {
+        let start = i * ADD_CHUNK;
+        for ((o, &p), &q) in o.iter_mut().zip(&x[start..]).zip(&y[start..]) {
+            *o = p + q;
+        }
+    });
 }
+
+/// Elements per chunk of [`add`] shared by the thread team (128 KiB of output; a
+/// constant, and each element is one add, so the bits never depend on it).
+const ADD_CHUNK: usize = 1 << 15;
 
 /// `dst[i] += src[i]` (equal lengths).
 pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {

@@ -14,6 +14,7 @@ pub(crate) mod basic;
 pub mod chunks;
 pub mod conv;
 pub mod elementwise;
+pub mod fused;
 pub mod gates;
 pub mod gemm;
 pub mod lanes;

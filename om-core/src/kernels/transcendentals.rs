@@ -285,20 +285,40 @@ impl<L: Lanes> Gauss<L> {
 /// `x Φ(x)`; `-0` below `-GELU_CLAMP` (including -inf).
 #[inline(always)]
 pub(crate) fn gelu_erf<L: Lanes>(x: L) -> L {
-    let splat = |c: f32| L::splat(x.isa(), c);
     let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
-    let g = Gauss::new(c);
-    let left = x.mul(g.tail).mul(g.tail_scale);
-    let y = L::select(x.ge(splat(0.0)), x.mul(g.cdf(c)), left);
-    L::select(x.lt(splat(-GELU_CLAMP)), splat(-0.0), y)
+    gelu_erf_from(x, c, &Gauss::new(c))
 }
 
 /// `d/dx x Φ(x) = Φ(x) + x φ(x)`.
 #[inline(always)]
 pub(crate) fn gelu_erf_grad<L: Lanes>(x: L) -> L {
-    let x = x.clamp(-GELU_CLAMP, GELU_CLAMP);
-    let g = Gauss::new(x);
-    g.cdf(x).add(x.mul(g.density).mul(g.scale))
+    let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
+    gelu_erf_grad_from(c, &Gauss::new(c))
+}
+
+/// `(gelu_erf(x), gelu_erf_grad(x))` from one evaluation of the Gaussian terms (the
+/// expensive part of both): the same operations on the same values, so the bits of the two
+/// functions.
+#[inline(always)]
+pub(crate) fn gelu_erf_with_grad<L: Lanes>(x: L) -> (L, L) {
+    let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
+    let g = Gauss::new(c);
+    (gelu_erf_from(x, c, &g), gelu_erf_grad_from(c, &g))
+}
+
+/// [`gelu_erf`] of `x` given `c = clamp(x, ±GELU_CLAMP)` and `g = Gauss::new(c)`.
+#[inline(always)]
+fn gelu_erf_from<L: Lanes>(x: L, c: L, g: &Gauss<L>) -> L {
+    let splat = |v: f32| L::splat(x.isa(), v);
+    let left = x.mul(g.tail).mul(g.tail_scale);
+    let y = L::select(x.ge(splat(0.0)), x.mul(g.cdf(c)), left);
+    L::select(x.lt(splat(-GELU_CLAMP)), splat(-0.0), y)
+}
+
+/// [`gelu_erf_grad`] given `c = clamp(x, ±GELU_CLAMP)` and `g = Gauss::new(c)`.
+#[inline(always)]
+fn gelu_erf_grad_from<L: Lanes>(c: L, g: &Gauss<L>) -> L {
+    g.cdf(c).add(c.mul(g.density).mul(g.scale))
 }
 
 /// `v = 2u = 2 sqrt(2/pi) (x + 0.044715 x^3)`, so that `0.5 (1 + tanh u) = sigmoid(v)`.
