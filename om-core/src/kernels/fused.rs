@@ -141,9 +141,13 @@ mod tests {
     fn value_and_slope_have_the_bits_of_the_separate_lane_loops() {
         let x = inputs();
         let g: Vec<f32> = (0..x.len()).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
-        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for path in KernelPath::supported() {
             for mode in [Mode::Fast, Mode::Exact] {
+                // Fast mode's NaNs are whatever the code makes (spec section 7: a NaN's sign
+                // and payload may differ between two compilations of the same expression), so
+                // there only NaN-ness is compared; exact mode's are canonical and compared as bits.
+                let bits =
+                    |v: &[f32]| v.iter().map(|v| if mode == Mode::Fast && v.is_nan() { u32::MAX } else { v.to_bits() }).collect::<Vec<_>>();
                 for threads in [1, 2] {
                     let settings = Settings { mode, threads, path };
                     for (formula, fwd, bwd) in [
