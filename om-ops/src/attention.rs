@@ -234,7 +234,6 @@ fn probs(settings: Settings, dims: Dims, scale: f32, ops: &Operands, b: usize, p
 /// values) the running thread's own scratch, taken from the pool before the loop (one part
 /// per thread, never per block: the pool memory a call needs must not depend on how many
 /// blocks run at once). Fails if it is refused.
-#[allow(clippy::too_many_arguments)]
 fn per_block<const N: usize>(
     settings: Settings,
     blocks: usize,
