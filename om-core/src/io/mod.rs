@@ -135,10 +135,21 @@ pub fn save<'a>(path: impl AsRef<Path>, tensors: impl IntoIterator<Item = (&'a s
     write_atomic(path, &bytes).map_err(|e| Error::argument(OP, format!("cannot write {}: {e}", path.display())))
 }
 
-/// Writes `bytes` to a temporary file in `path`'s directory (named after `path`, the
-/// process and a counter, so concurrent saves never share one), syncs it and renames it
-/// over `path`; on failure removes the temporary file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to `path` whole or not at all: to a temporary file in `path`'s directory
+/// (named after `path`, the process and a counter, so concurrent writes never share one),
+/// synced, then renamed over `path`; on failure the temporary file is removed and any
+/// file at `path` is left as it was. [`save`] writes through it.
+///
+/// # Examples
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("om-io-write-atomic-{}.txt", std::process::id()));
+/// om_core::io::write_atomic(&path, b"epoch 3\n")?;
+/// assert_eq!(std::fs::read(&path)?, b"epoch 3\n");
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

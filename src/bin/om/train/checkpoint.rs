@@ -18,13 +18,14 @@
 //! the run starts, and any failure is an error naming the file; nothing is written then.
 
 use super::{History, Options};
+use onemodel::core::io;
 use onemodel::core::rng::{get_rng_state, Rng, RngState};
 use onemodel::data::{DataLoader, Dataset, LoaderState};
 use onemodel::ops::nn::{self, Module};
 use onemodel::ops::optim::{self, Optimizer};
 use onemodel::{Error, Result};
 use std::collections::BTreeMap;
-use std::io::Write;
+
 use std::path::{Path, PathBuf};
 
 /// The checkpoint's text file (the commit point).
@@ -57,24 +58,14 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory, synced, then
-/// renamed over `path`.
-fn write_atomic(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let failed = |e: std::io::Error| Error::argument("om train --checkpoint", format!("cannot write {}: {e}", path.display()));
-    write(&tmp)?;
-    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(failed)?;
-    std::fs::rename(&tmp, path).map_err(failed)
-}
-
 /// Writes the checkpoint after `state.epoch` to `dir` (see the module doc), then removes the
 /// previous epoch's tensor files.
 pub(crate) fn save(dir: &Path, task: &str, o: &Options, model: &dyn Module, opt: &dyn Optimizer, state: &State) -> Result<()> {
     let e = state.epoch;
     let files = [format!("model-{e}.safetensors"), format!("optimizer-{e}.safetensors")];
-    write_atomic(&dir.join(&files[0]), |p| nn::save(model, p))?;
-    write_atomic(&dir.join(&files[1]), |p| optim::save(opt, p))?;
+    // Both saves write whole files or none (`io::write_atomic`).
+    nn::save(model, dir.join(&files[0]))?;
+    optim::save(opt, dir.join(&files[1]))?;
     let mut text =
         format!("{MAGIC}\ntask {task}\nepoch {e}\nseed {}\nbatch {}\nlr {:08x}\nshards {}\n", o.seed, o.batch, o.lr.to_bits(), o.shards);
     for (key, file) in ["model", "optimizer"].iter().zip(&files) {
@@ -94,11 +85,9 @@ pub(crate) fn save(dir: &Path, task: &str, o: &Options, model: &dyn Module, opt:
     text += &format!("metrics {}\n", bits(&mut h.metrics.iter().copied()));
     text += &format!("batch_losses {}\n", bits(&mut h.batch_losses.iter().flat_map(|&(x, y)| [x, y])));
     text += "end\n";
-    write_atomic(&dir.join(STATE), |p| {
-        std::fs::File::create(p)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|err| Error::argument("om train --checkpoint", format!("cannot write {}: {err}", p.display())))
-    })?;
+    let state_file = dir.join(STATE);
+    io::write_atomic(&state_file, text.as_bytes())
+        .map_err(|err| Error::argument("om train --checkpoint", format!("cannot write {}: {err}", state_file.display())))?;
     // The new checkpoint is committed: the older epochs' files go.
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
