@@ -96,26 +96,7 @@ pub mod lstm_pair_layer {
         let mut gemm_scratch = WorkerScratch::f32(settings.threads, 2, gemm_scratch_len(one, b, h, gh, gh))?;
         let per = gemm_scratch.per_worker();
         let [gates, c, tanh_c] = {
-            let dirs = [
-                DirForward {
-                    xp: pf.xp.get(),
-                    b_ih: pf.b_ih.as_ref().map(Scratch::get),
-                    b_hh: pf.b_hh.as_ref().map(Scratch::get),
-                    h0: pf.h0.get(),
-                    c0: c0f.as_ref().map(Scratch::get),
-                    whh_t: pf.whh_t.get(),
-                    reverse: false,
-                },
-                DirForward {
-                    xp: pr.xp.get(),
-                    b_ih: pr.b_ih.as_ref().map(Scratch::get),
-                    b_hh: pr.b_hh.as_ref().map(Scratch::get),
-                    h0: pr.h0.get(),
-                    c0: c0r.as_ref().map(Scratch::get),
-                    whh_t: pr.whh_t.get(),
-                    reverse: true,
-                },
-            ];
+            let dirs = [DirForward::new(&pf, c0f.as_ref(), false), DirForward::new(&pr, c0r.as_ref(), true)];
             let (y2, hp2) = (y2.get_mut(), hp2.get_mut());
             Tensor::build_many_f32([&[2, t_len, b, gh], &[2, t_len, b, h], &[2, t_len, b, h]], |[g2, c2, tc2]| {
                 let widths = [t_len * b * gh, t_len * bh, t_len * bh, t_len * bh, b * gh];
