@@ -1,5 +1,7 @@
 //! Layer normalisation (rows of a row-major matrix) and 2-d batch normalisation (channels
-//! of `[N, C, HW]`), forward and backward (order and figures: `docs/kernels-norm-pool.md`).
+//! of `[N, C, HW]`), forward and backward, and the per-channel sums of `[N, C, HW]` alone
+//! ([`channel_sums`], the convolution's bias gradient) (order and figures:
+//! `docs/kernels-norm-pool.md`).
 //!
 //! The order argument: every statistic is an f64 sum over its own elements in increasing
 //! element order (batch norm: image by image, each image's plane in order), started at
@@ -798,7 +800,6 @@ pub fn channel_sums(settings: Settings, shape: BatchShape, g: &[f32], out: &mut 
         let (c0, nc) = (out.origin().1, out.cols());
         let out = out.into_slice();
         on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, g: &'a [f32], out: &'a mut [f64]) {
-            let out = out;
             in_lockstep!(c0, nc, plane_sums(isa, c0, shape, g, out));
         });
     });

@@ -336,12 +336,20 @@ mod tests {
 
     /// Each channel's f64 sum keeps its order (images, then positions) on every path at 1
     /// and 2 threads: shapes with one chunk, several chunks (lockstep groups and a
-    /// remainder), planes shorter than a vector, and empty ones; magnitudes from 1e-4 to
-    /// 1e4, so any other order shows in the bits.
+    /// remainder), planes shorter than a vector, and empty ones. Magnitudes run from 1e-4
+    /// to 1e4, and each channel holds `2^40` in its first image and `−2^40` in its last: the
+    /// values added between them are rounded to the f64 grid of `2^40` and the rest are
+    /// not, so summing in any other order (images reversed, a plane split) changes the bits.
     #[test]
     fn channel_sums_keep_each_channels_order() {
         for (n, c, p) in [(3, 11, 37), (3, 19, 1400), (2, 9, 5), (1, 8, 8), (2, 3, 0), (0, 4, 6)] {
-            let g: Vec<f32> = (0..n * c * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 9) as i32 - 4)).collect();
+            let mut g: Vec<f32> = (0..n * c * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 9) as i32 - 4)).collect();
+            if n > 0 && p >= 3 {
+                for ch in 0..c {
+                    g[ch * p + p / 3] = 2f32.powi(40);
+                    g[((n - 1) * c + ch) * p + 2 * p / 3] = -(2f32.powi(40));
+                }
+            }
             let want: Vec<u32> = (0..c)
                 .map(|ch| {
                     let mut s = 0.0f64;
