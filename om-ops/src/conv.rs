@@ -473,7 +473,9 @@ fn gradients(side: Side, geo: &ConvGeom, [x, w, g]: [&Tensor; 3], shapes: &[Dims
         false => None,
         true => {
             let (channels, plane) = if side == Side::Conv { (geo.o, geo.p()) } else { (geo.c, geo.h * geo.w) };
-            Some(g.try_with_f32(|gs| Tensor::build_f32(&[channels], |db| channel_sums(geo.n, channels, plane, gs, db)))??)
+            Some(g.try_with_f32(|gs| {
+                Tensor::build_f32(&[channels], |db| channel_sums(Compute::settings(), geo.n, channels, plane, gs, db))
+            })??)
         }
     };
     Ok([dx, dw, db])

@@ -1,5 +1,7 @@
 //! Layer normalisation (rows of a row-major matrix) and 2-d batch normalisation (channels
-//! of `[N, C, HW]`), forward and backward (order and figures: `docs/kernels-norm-pool.md`).
+//! of `[N, C, HW]`), forward and backward, and the per-channel sums of `[N, C, HW]` alone
+//! ([`channel_sums`], the convolution's bias gradient) (order and figures:
+//! `docs/kernels-norm-pool.md`).
 //!
 //! The order argument: every statistic is an f64 sum over its own elements in increasing
 //! element order (batch norm: image by image, each image's plane in order), started at
@@ -770,6 +772,47 @@ fn bn_grad_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, sha
         sums.dbeta[ch - c0 + k] = a[k];
         sums.dgamma[ch - c0 + k] = b[k];
     }
+}
+
+/// Per-channel sums of `[N, C, HW]`: `out[c] = Σ g[n, c, :]` in f64, started at `0.0`,
+/// images in order and each plane in order (the order of `bn_stats`' first sum, and of
+/// the conv bias gradient). Chunked over channels like the batch norm (a chunk sums its
+/// channels over all images), [`LOCKSTEP`] channels side by side: the same bits on every
+/// path and thread count.
+///
+/// Panics unless the lengths agree with `shape`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{channel_sums, BatchShape};
+/// // Two images of two channels of two elements.
+/// let g = [1.0f32, 2.0, 10.0, 20.0, 3.0, 4.0, 30.0, 40.0];
+/// let mut out = [0.0f64; 2];
+/// channel_sums(Compute::settings(), BatchShape { n: 2, c: 2, hw: 2 }, &g, &mut out);
+/// assert_eq!(out, [10.0, 100.0]);
+/// ```
+pub fn channel_sums(settings: Settings, shape: BatchShape, g: &[f32], out: &mut [f64]) {
+    let BatchShape { n, c, hw } = shape;
+    assert!(g.len() == n * c * hw && out.len() == c, "channel_sums: lengths");
+    for_each_tile(settings.threads, shape.channels(out), |_, out| {
+        let (c0, nc) = (out.origin().1, out.cols());
+        let out = out.into_slice();
+        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, g: &'a [f32], out: &'a mut [f64]) {
+            in_lockstep!(c0, nc, plane_sums(isa, c0, shape, g, out));
+        });
+    });
+}
+
+/// `Σ g` over channels `ch..ch + K` (`c0` is the chunk's first channel, `out` its sums).
+#[inline(always)]
+fn plane_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape: BatchShape, g: &[f32], out: &mut [f64]) {
+    let mut s = [0.0f64; K];
+    for b in 0..shape.n {
+        s = sum::<L, K>(isa, std::array::from_fn(|k| &g[shape.plane(b, ch + k)]), s);
+    }
+    out[ch - c0..][..K].copy_from_slice(&s);
 }
 
 #[cfg(test)]

@@ -25,8 +25,8 @@
 //! every thread count, so the result does not depend on that choice. The weight gradient
 //! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and, for a
 //! small `K`, of whether there is more than one thread; never of the bits): each chunk
-//! runs over all images in item order, so no addition is reordered. The bias gradient runs
-//! on the calling thread.
+//! runs over all images in item order, so no addition is reordered. The bias gradient is
+//! chunked by channels, each channel summed over all images in order.
 //!
 //! Every scratch buffer comes from the pool through the fallible path: a refused request
 //! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
@@ -278,35 +278,24 @@ fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
     (band, k.div_ceil(band))
 }
 
-/// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner. Fails if
-/// the f64 scratch is refused.
-pub fn conv2d_backward_bias(geo: &ConvGeom, g: &[f32], db: &mut [f32]) -> Result<()> {
-    channel_sums(geo.n, geo.o, geo.p(), g, db)
+/// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner, threaded
+/// over channels ([`channel_sums`]). Fails if the f64 scratch is refused.
+pub fn conv2d_backward_bias(settings: Settings, geo: &ConvGeom, g: &[f32], db: &mut [f32]) -> Result<()> {
+    channel_sums(settings, geo.n, geo.o, geo.p(), g, db)
 }
 
 /// `out[c] = Σ g[n, c, :]` over `g` (`[N, C, P]`, contiguous), accumulated in f64 with `n`
-/// outer and positions inner (increasing element order per channel), rounded once.
-/// Eight channels are summed side by side (`reduce::sum_side_by_side`: eight independent
-/// chains in registers instead of one latency-bound chain); each channel's own order is
-/// unchanged. Fails if the `c`
-/// doubles of scratch are refused.
-pub fn channel_sums(n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) -> Result<()> {
-    const LANES: usize = super::reduce::ROWS;
+/// outer and positions inner (increasing element order per channel), rounded once:
+/// `norm::channel_sums`, which sums eight channels side by side (eight independent chains
+/// instead of one latency-bound chain, AVX-512's transposing sums where it runs) and
+/// shares chunks of channels among the threads; each channel's own order is unchanged, so
+/// the bits do not depend on the path or the thread count. Fails if the `c` doubles of
+/// scratch are refused.
+pub fn channel_sums(settings: Settings, n: usize, c: usize, p: usize, g: &[f32], out: &mut [f32]) -> Result<()> {
+    // Taken before the parallel section: the chunks write their channels' sums into it.
     let mut acc = F64Scratch::try_zeroed(c)?;
     let a = acc.values();
-    for img in 0..n {
-        let image = &g[img * c * p..][..c * p];
-        for (rows, sums) in image.chunks(LANES * p.max(1)).zip(a.chunks_mut(LANES)) {
-            if let Ok(sums) = <&mut [f64; LANES]>::try_from(&mut *sums) {
-                let r: [&[f32]; LANES] = std::array::from_fn(|j| &rows[j * p..][..p]);
-                *sums = super::reduce::sum_side_by_side(r, *sums);
-            } else {
-                for (row, s) in rows.chunks(p.max(1)).zip(sums.iter_mut()) {
-                    *s = row.iter().fold(*s, |t, &v| t + v as f64);
-                }
-            }
-        }
-    }
+    super::norm::channel_sums(settings, super::norm::BatchShape { n, c, hw: p }, g, a);
     for (d, &s) in out.iter_mut().zip(a.iter()) {
         *d = s as f32;
     }
@@ -345,18 +334,36 @@ pub fn conv_transpose2d_forward(
 mod tests {
     use super::*;
 
+    /// Each channel's f64 sum keeps its order (images, then positions) on every path at 1
+    /// and 2 threads: shapes with one chunk, several chunks (lockstep groups and a
+    /// remainder), planes shorter than a vector, and empty ones. Magnitudes run from 1e-4
+    /// to 1e4, and each channel holds `2^40` in its first image and `−2^40` in its last: the
+    /// values added between them are rounded to the f64 grid of `2^40` and the rest are
+    /// not, so summing in any other order (images reversed, a plane split) changes the bits.
     #[test]
     fn channel_sums_keep_each_channels_order() {
-        let (n, c, p) = (3, 11, 37);
-        let g: Vec<f32> = (0..n * c * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 9) as i32 - 4)).collect();
-        let mut got = vec![0.0f32; c];
-        channel_sums(n, c, p, &g, &mut got).unwrap();
-        for ch in 0..c {
-            let mut s = 0.0f64;
-            for img in 0..n {
-                s = g[(img * c + ch) * p..][..p].iter().fold(s, |t, &v| t + v as f64);
+        for (n, c, p) in [(3, 11, 37), (3, 19, 1400), (2, 9, 5), (1, 8, 8), (2, 3, 0), (0, 4, 6)] {
+            let mut g: Vec<f32> = (0..n * c * p).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 10f32.powi((i % 9) as i32 - 4)).collect();
+            if n > 0 && p >= 3 {
+                for ch in 0..c {
+                    g[ch * p + p / 3] = 2f32.powi(40);
+                    g[((n - 1) * c + ch) * p + 2 * p / 3] = -(2f32.powi(40));
+                }
             }
-            assert_eq!(got[ch].to_bits(), (s as f32).to_bits(), "channel {ch}");
+            let want: Vec<u32> = (0..c)
+                .map(|ch| {
+                    let mut s = 0.0f64;
+                    for img in 0..n {
+                        s = g[(img * c + ch) * p..][..p].iter().fold(s, |t, &v| t + v as f64);
+                    }
+                    (s as f32).to_bits()
+                })
+                .collect();
+            for st in crate::kernels::norm::tests::every_setting() {
+                let mut got = vec![f32::NAN; c];
+                channel_sums(st, n, c, p, &g, &mut got).unwrap();
+                assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "[{n}, {c}, {p}] {st:?}");
+            }
         }
     }
 }

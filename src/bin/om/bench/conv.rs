@@ -63,7 +63,7 @@ pub fn run(o: &ConvArgs) -> Outcome {
         let fwd = time_ms(&mut || conv2d_forward(settings, &geo, &x, &w, Some(&b), &mut y))?;
         let bx = time_ms(&mut || conv2d_backward_input(settings, &geo, &g, &w, &mut dx))?;
         let bw = time_ms(&mut || conv2d_backward_weight(settings, &geo, &x, &g, &mut dw))?;
-        let bb = time_ms(&mut || conv2d_backward_bias(&geo, &g, &mut db))?;
+        let bb = time_ms(&mut || conv2d_backward_bias(settings, &geo, &g, &mut db))?;
         outln!(
             "conv layer={} x=[{n},{c},{side},{side}] o={o} threads={} mode={} path={} fwd_ms={fwd:.3} dx_ms={bx:.3} dw_ms={bw:.3} db_ms={bb:.3} total_ms={:.3}",
             i + 1,
