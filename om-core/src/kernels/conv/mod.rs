@@ -37,14 +37,14 @@
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
+use crate::kernels::gemm::{gemm_packed, gemm_packed_scratch_len, gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, PackedB, PackedLayout};
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
 use crate::kernels::transpose::transpose;
-pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows};
+pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows, im2col_packed};
 
 /// The geometry of one convolution (all sizes validated by the caller: every divisor
 /// non-zero, `C` and `O` divisible by `groups`, output at least 1×1).
@@ -120,18 +120,21 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
-    // Per thread: the unfolding, and the GEMM's scratch (packing, padded copy of C).
-    let padded = gemm_scratch_len(inner, og, k, p, p);
-    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p).saturating_add(padded))?;
+    // Per thread: the unfolding, in the GEMM's packed layout, and the GEMM's scratch (A
+    // panels, padded copy of C).
+    let layout = PackedLayout::new(inner, k, p);
+    let floats = layout.len().saturating_add(gemm_packed_scratch_len(inner, og, k, p, p));
+    let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), floats)?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, y, image_out, scratch.parts(), per, |n, yn, scratch| {
-        let (cols, tmp) = scratch.split_at_mut(k * p);
+        let (cols, tmp) = scratch.split_at_mut(layout.len());
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
-            im2col_kp(geo, xg, cols);
+            let mut cols = PackedB::new(layout, cols);
+            im2col_packed(geo, xg, &mut cols);
             let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
             let yg = MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p);
-            gemm_with_scratch(inner, wg, MatRef::row_major(cols, k, p), yg, tmp);
+            gemm_packed(inner, wg, &cols, yg, tmp);
         }
         if let Some(b) = bias {
             for (row, &bv) in yn.chunks_mut(p).zip(b) {
