@@ -35,6 +35,7 @@ impl PackedLayout {
     /// width and the product's k-blocks.
     pub fn new(settings: Settings, k: usize, n: usize) -> PackedLayout {
         let kernel = Kernel::select(settings.path, settings.mode);
+        debug_assert!(kernel.nr.is_power_of_two(), "PackedRow's runs need a power-of-two tile width");
         PackedLayout { k, n, nr: kernel.nr, kc: super::block_steps(kernel.kc, k) }
     }
 
@@ -147,6 +148,32 @@ impl<'a> PackedB<'a> {
         PackedRow { data: &mut self.data[start..end], width: l.nr, stride, cols: l.n }
     }
 
+    /// Calls `f(i, row)` for each row `i` of `rows` in order, with row `i` to write (as
+    /// [`PackedB::row_mut`], stepping from row to row instead of locating each).
+    ///
+    /// # Panics
+    /// If `rows` reaches past B.
+    #[inline]
+    pub fn for_each_row_mut(&mut self, rows: Range<usize>, mut f: impl FnMut(usize, PackedRow)) {
+        let l = self.layout;
+        assert!(rows.end <= l.k, "PackedB: rows {rows:?} of {}", l.k);
+        let (pad, nr) = (l.padded_cols(), l.nr);
+        if rows.is_empty() || pad == 0 {
+            rows.for_each(|i| f(i, PackedRow { data: &mut [], width: nr, stride: 0, cols: 0 }));
+            return;
+        }
+        let (mut pc, mut kb) = l.block_of(rows.start);
+        for i in rows {
+            if i == pc + kb {
+                (pc, kb) = (i, l.kc.min(l.k - i));
+            }
+            let start = pc * pad + (i - pc) * nr;
+            let stride = nr * kb;
+            let end = start + (pad / nr - 1) * stride + nr;
+            f(i, PackedRow { data: &mut self.data[start..end], width: nr, stride, cols: l.n });
+        }
+    }
+
     /// Element `(i, j)`.
     ///
     /// # Panics
@@ -164,10 +191,11 @@ impl<'a> PackedB<'a> {
     }
 }
 
-/// One row of a matrix stored as runs of `width` consecutive columns, `stride` apart:
-/// a row of a [`PackedB`] (runs of NR columns, one per micro-panel) or a plain row-major
-/// row ([`PackedRow::contiguous`]: one run). Writers address columns; the split into runs
-/// is this type's.
+/// One row of a matrix stored as runs of `width` consecutive columns (a power of two),
+/// `stride` apart: a row of a [`PackedB`] (runs of NR columns, one per micro-panel) or a
+/// plain row-major row ([`PackedRow::contiguous`]: one run). Writers address columns; the
+/// split into runs is this type's (shifts and masks, no division: rows of a few dozen
+/// values are written a few runs at a time, so the per-call work counts).
 #[derive(Debug)]
 pub struct PackedRow<'a> {
     data: &'a mut [f32],
@@ -178,9 +206,12 @@ pub struct PackedRow<'a> {
 
 impl<'a> PackedRow<'a> {
     /// A contiguous row (`data.len()` columns).
+    #[inline]
     pub fn contiguous(data: &'a mut [f32]) -> PackedRow<'a> {
         let cols = data.len();
-        PackedRow { data, width: cols.max(1), stride: cols.max(1), cols }
+        // One run: every column lies in the first `width`.
+        let width = cols.max(1).next_power_of_two();
+        PackedRow { data, width, stride: width, cols }
     }
 
     /// Columns of the row.
@@ -193,6 +224,7 @@ impl<'a> PackedRow<'a> {
     ///
     /// # Panics
     /// If `cols` reaches past the row.
+    #[inline]
     pub fn for_each_run(&mut self, cols: Range<usize>, mut f: impl FnMut(usize, &mut [f32])) {
         assert!(cols.start <= cols.end && cols.end <= self.cols, "PackedRow: columns {cols:?} of {}", self.cols);
         self.runs(cols, &mut f);
@@ -200,10 +232,12 @@ impl<'a> PackedRow<'a> {
 
     /// [`PackedRow::for_each_run`] without the check against the row's columns (the
     /// padding of a packed row lies past them).
+    #[inline]
     fn runs(&mut self, cols: Range<usize>, f: &mut impl FnMut(usize, &mut [f32])) {
+        let (shift, mask) = (self.width.trailing_zeros(), self.width - 1);
         let mut j = cols.start;
         while j < cols.end {
-            let (piece, off) = (j / self.width, j % self.width);
+            let (piece, off) = (j >> shift, j & mask);
             let len = (self.width - off).min(cols.end - j);
             let at = piece * self.stride + off;
             f(j, &mut self.data[at..at + len]);
@@ -212,11 +246,44 @@ impl<'a> PackedRow<'a> {
     }
 
     /// Writes `src` to columns `col..col + src.len()`.
+    #[inline]
     pub fn write(&mut self, col: usize, src: &[f32]) {
-        self.for_each_run(col..col + src.len(), |j, run| run.copy_from_slice(&src[j - col..][..run.len()]));
+        // The tile widths: whole runs copied at a constant length (a few vector moves
+        // instead of a `memcpy` call per run).
+        match self.width {
+            32 => self.write_runs::<32>(col, src),
+            16 => self.write_runs::<16>(col, src),
+            8 => self.write_runs::<8>(col, src),
+            _ => self.for_each_run(col..col + src.len(), |j, run| run.copy_from_slice(&src[j - col..][..run.len()])),
+        }
+    }
+
+    /// [`PackedRow::write`] for runs of `W` columns.
+    #[inline]
+    fn write_runs<const W: usize>(&mut self, col: usize, mut src: &[f32]) {
+        assert!(col + src.len() <= self.cols, "PackedRow: columns {col}..{} of {}", col + src.len(), self.cols);
+        let (mut piece, off) = (col / W, col % W);
+        if off != 0 {
+            let len = (W - off).min(src.len());
+            let at = piece * self.stride + off;
+            self.data[at..at + len].copy_from_slice(&src[..len]);
+            (src, piece) = (&src[len..], piece + 1);
+        }
+        let mut whole = src.chunks_exact(W);
+        for run in &mut whole {
+            let at = piece * self.stride;
+            self.data[at..at + W].copy_from_slice(run);
+            piece += 1;
+        }
+        let rest = whole.remainder();
+        if !rest.is_empty() {
+            let at = piece * self.stride;
+            self.data[at..at + rest.len()].copy_from_slice(rest);
+        }
     }
 
     /// Writes every `step`-th value of `src` (from its first) to columns `col..col + len`.
+    #[inline]
     pub fn write_strided(&mut self, col: usize, len: usize, src: &[f32], step: usize) {
         self.for_each_run(col..col + len, |j, run| {
             let from = &src[(j - col) * step..];
@@ -225,6 +292,7 @@ impl<'a> PackedRow<'a> {
     }
 
     /// Sets columns `cols` to `v`.
+    #[inline]
     pub fn fill(&mut self, cols: Range<usize>, v: f32) {
         self.for_each_run(cols, |_, run| run.fill(v));
     }
@@ -233,9 +301,10 @@ impl<'a> PackedRow<'a> {
     ///
     /// # Panics
     /// If `col` lies past the row.
+    #[inline]
     pub fn set(&mut self, col: usize, v: f32) {
         assert!(col < self.cols, "PackedRow: column {col} of {}", self.cols);
-        self.data[col / self.width * self.stride + col % self.width] = v;
+        self.data[(col >> self.width.trailing_zeros()) * self.stride + (col & (self.width - 1))] = v;
     }
 
     /// Zeroes the padding columns `cols` (past the row's own).
