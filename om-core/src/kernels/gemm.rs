@@ -306,6 +306,13 @@ const KC: usize = 256;
 /// the same L1 set.
 pub(crate) const A_STRIDE: usize = KC + 16;
 
+/// The row stride at which a row-major A operand (`col_stride == 1`) is read in place,
+/// without packing: its rows are then already laid out as the register tiles read a
+/// packed A panel. A caller that writes A itself (a convolution's unfolded band) and has
+/// at most this many columns can lay it out so and save the packing pass; the bits are
+/// the same.
+pub const DIRECT_A_STRIDE: usize = A_STRIDE;
+
 /// Granularity of row splits when chunks are made smaller. Measured 2026-12-02 on an Intel
 /// Xeon model 167 (`om bench gemm`, 2 threads): 4 and 16 ran 1.17× and 0.96× the GFLOP/s of
 /// 8 at 256³, 0.995× and 1.02× at 2048×128×128 (medians of 21 interleaved runs on a machine
@@ -648,6 +655,8 @@ impl Job<'_> {
         let a_len = mr * A_STRIDE;
         let b_len = if matches!(self.b, Operand::Packed(_)) { 0 } else { cols.div_ceil(nr) * nr * kc };
         let panels = rows.div_ceil(mr);
+        // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
+        let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
         // The A panel starts on a 64-byte boundary (the part has room for the shift).
         let skew = part.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
         let (apack, bpack) = part[skew..].split_at_mut(a_len.next_multiple_of(ALIGN));
@@ -666,8 +675,13 @@ impl Job<'_> {
             };
             for q in 0..panels {
                 let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
-                pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
-                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a: apack, b });
+                let a: &[f32] = if direct_a {
+                    &self.a.data()[(row0 + row) * A_STRIDE + pc..]
+                } else {
+                    pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
+                    apack
+                };
+                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a, b });
             }
         }
     }
@@ -704,8 +718,9 @@ impl Job<'_> {
                 _ => (top_left as *const f32, ldc),
             };
             let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0 };
-            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (B
-            // read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
+            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (A
+            // read in place: `rows` rows of `kb` steps, `A_STRIDE` apart, of the checked
+            // view; B read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
             // outputs lie inside this chunk's tiles of C and the stage (rows `p.row..` and
             // columns `col..col + cols` of them), which `ptr_at` of their first row
             // addresses (`TileMut::ptr_at`); the kernel was selected for a supported path.

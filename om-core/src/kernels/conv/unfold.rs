@@ -10,7 +10,6 @@
 //! element receives its additions in exactly the order of the element-wise loop.
 
 use super::ConvGeom;
-use crate::kernels::gemm::{PackedB, PackedRow};
 use std::ops::Range;
 
 impl ConvGeom {
@@ -69,25 +68,10 @@ fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(
     Some((a as usize..b as usize, shift as isize))
 }
 
-/// Zeroes the columns outside `keep` of the output rows `ys` (rows of `width`) of an
-/// unfolded row: a strided loop per stored run (one for a row-major row), where a fill per
-/// output row would be a `memset` call for one or two values (about 4% of the time on
-/// the convnet's 8×8 layer, `perf`).
-fn zero_columns(dst: &mut PackedRow, ys: Range<usize>, width: usize, keep: &Range<usize>) {
-    dst.for_each_run(ys.start * width..ys.end * width, |j, run| {
-        let phase = j % width;
-        for col in (0..keep.start).chain(keep.end..width) {
-            // The first value of the run in output column `col`.
-            let first = (col + width - phase) % width;
-            if let Some(tail) = run.get_mut(first..) {
-                tail.iter_mut().step_by(width).for_each(|v| *v = 0.0);
-            }
-        }
-    });
-}
-
-/// As [`zero_columns`] on a row-major `[rows, width]` slice (col2im's copy of `dcols`).
-fn zero_columns_flat(rows: &mut [f32], width: usize, keep: &Range<usize>) {
+/// Zeroes the columns outside `keep` of every row of `rows` (rows of `width`), a column
+/// at a time: a strided loop, where a fill per row would be a `memset` call for one or two
+/// values (about 4% of the time on the convnet's 8×8 layer, `perf`).
+fn zero_columns(rows: &mut [f32], width: usize, keep: &Range<usize>) {
     for col in (0..keep.start).chain(keep.end..width) {
         rows[col..].iter_mut().step_by(width).for_each(|v| *v = 0.0);
     }
@@ -104,67 +88,51 @@ fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -
 /// Writes rows `rows` of one image group's `colsᵀ` (`[K, P]`) into `out`
 /// (`[rows.len(), P]`, row-major); `xg` is the group's input, `[C/g, H, W]`.
 pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32]) {
-    let (p, plane) = (geo.p(), geo.h * geo.w);
-    for ((c, ky, kx), dst) in geo.taps(rows).zip(out.chunks_exact_mut(p)) {
-        unfold_row(geo, &xg[c * plane..][..plane], (ky, kx), PackedRow::contiguous(dst));
+    im2col_kp_rows_strided(geo, xg, rows, out, geo.p());
+}
+
+/// As [`im2col_kp_rows`], with the rows of `out` `row_stride ≥ P` values apart (the values
+/// between them are left as they are).
+pub fn im2col_kp_rows_strided(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32], row_stride: usize) {
+    let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
+    assert!(row_stride >= p, "im2col: row stride {row_stride} below P = {p}");
+    let rows_out = out.chunks_mut(row_stride.max(1)).map(|r| &mut r[..p]);
+    for ((c, ky, kx), dst) in geo.taps(rows).zip(rows_out) {
+        let plane = &xg[c * h * w..][..h * w];
+        let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
+        dst[..ys.start * ow].fill(0.0);
+        dst[ys.end * ow..].fill(0.0);
+        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+            // One shifted copy of the valid rows, then the columns outside `xs` (which
+            // read a neighbouring row, or were clipped) are zeroed.
+            let from = (run.start as isize + shift) as usize;
+            dst[run.clone()].copy_from_slice(&plane[from..from + run.len()]);
+            zero_columns(&mut dst[ys.start * ow..ys.end * ow], ow, &xs);
+            continue;
+        }
+        for oy in ys {
+            let r = oy * geo.sh + ky * geo.dh - geo.pt;
+            let d = &mut dst[oy * ow..][..ow];
+            d[..xs.start].fill(0.0);
+            d[xs.end..].fill(0.0);
+            if xs.is_empty() {
+                continue;
+            }
+            let c0 = xs.start * geo.sw + kx * geo.dw - geo.pl;
+            let src = &plane[r * w + c0..];
+            let run = &mut d[xs.clone()];
+            if geo.sw == 1 {
+                run.copy_from_slice(&src[..run.len()]);
+            } else {
+                run.iter_mut().zip(src.iter().step_by(geo.sw)).for_each(|(o, &v)| *o = v);
+            }
+        }
     }
 }
 
 /// Unfolds one image's group (`xg`: `[C/g, H, W]`) into `colsᵀ` (`[K, P]`, row-major).
 pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
     im2col_kp_rows(geo, xg, 0..geo.k(), cols);
-}
-
-/// Unfolds one image's group (`xg`: `[C/g, H, W]`) straight into `cols`, the GEMM's packed
-/// layout of `colsᵀ` (`[K, P]`): each run of an input row goes to the micro-panels it
-/// falls in, so the GEMM reads the unfolding without a packing pass of its own.
-///
-/// # Panics
-/// If `cols` is not `K × P`.
-pub fn im2col_packed(geo: &ConvGeom, xg: &[f32], cols: &mut PackedB) {
-    let (k, plane) = (geo.k(), geo.h * geo.w);
-    let layout = cols.layout();
-    assert!(layout.rows() == k && layout.cols() == geo.p(), "im2col_packed: a {}×{} operand for K={k}, P={}", layout.rows(), layout.cols(), geo.p());
-    let mut taps = geo.taps(0..k);
-    cols.for_each_row_mut(0..k, |_, row| {
-        if let Some((c, ky, kx)) = taps.next() {
-            unfold_row(geo, &xg[c * plane..][..plane], (ky, kx), row);
-        }
-    });
-}
-
-/// Writes the row of `colsᵀ` for tap `(ky, kx)` of the input channel `plane` (`[H, W]`)
-/// into `dst` (`P` columns).
-#[inline]
-fn unfold_row(geo: &ConvGeom, plane: &[f32], (ky, kx): (usize, usize), mut dst: PackedRow) {
-    let (p, w, ow) = (geo.p(), geo.w, geo.ow);
-    let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
-    dst.fill(0..ys.start * ow, 0.0);
-    dst.fill(ys.end * ow..p, 0.0);
-    if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
-        // One shifted copy of the valid rows, then the columns outside `xs` (which read a
-        // neighbouring row, or were clipped) are zeroed.
-        let from = (run.start as isize + shift) as usize;
-        dst.write(run.start, &plane[from..from + run.len()]);
-        zero_columns(&mut dst, ys.start..ys.end, ow, &xs);
-        return;
-    }
-    for oy in ys {
-        let row = oy * ow;
-        dst.fill(row..row + xs.start, 0.0);
-        dst.fill(row + xs.end..row + ow, 0.0);
-        if xs.is_empty() {
-            continue;
-        }
-        let r = oy * geo.sh + ky * geo.dh - geo.pt;
-        let c0 = xs.start * geo.sw + kx * geo.dw - geo.pl;
-        let src = &plane[r * w + c0..];
-        if geo.sw == 1 {
-            dst.write(row + xs.start, &src[..xs.len()]);
-        } else {
-            dst.write_strided(row + xs.start, xs.len(), src, geo.sw);
-        }
-    }
 }
 
 /// Adds every tap of `dcols` (`[K, P]`) into `dxg` (`[C/g, H, W]`), `k` outer, `p` inner;
@@ -185,7 +153,7 @@ pub fn col2im_kp_add(geo: &ConvGeom, dcols: &mut [f32], dxg: &mut [f32]) {
             continue;
         }
         if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
-            zero_columns_flat(&mut src[ys.start * ow..ys.end * ow], ow, &xs);
+            zero_columns(&mut src[ys.start * ow..ys.end * ow], ow, &xs);
             let to = (run.start as isize + shift) as usize;
             plane[to..to + run.len()].iter_mut().zip(&src[run]).for_each(|(d, &v)| *d += v);
             continue;
@@ -266,33 +234,13 @@ mod tests {
             let mut band = vec![f32::NAN; rows.len() * p];
             im2col_kp_rows(&g, &x, rows.clone(), &mut band);
             assert_eq!(band, want[rows.start * p..rows.end * p], "{g:?}");
-        }
-    }
-
-    #[test]
-    fn packed_unfold_matches_the_element_wise_reference_on_every_path() {
-        use crate::compute::{KernelPath, Mode, Settings};
-        use crate::kernels::gemm::PackedLayout;
-        let mut geos = geometries();
-        // More than one k-block (K = 2·3·3·16 = 288 > 256) and P not a whole number of panels.
-        geos.push(ConvGeom { c: 32, h: 5, w: 7, oh: 5, ow: 7, ..geos[1] });
-        for g in geos {
-            let x: Vec<f32> = (1..=g.cg() * g.h * g.w).map(|v| v as f32).collect();
-            let (k, p) = (g.k(), g.p());
-            let mut want = vec![f32::NAN; k * p];
-            for_each_tap(&g, |kk, pp, src| want[kk * p + pp] = src.map_or(0.0, |s| x[s]));
-            for path in KernelPath::supported() {
-                let layout = PackedLayout::new(Settings { mode: Mode::Fast, threads: 1, path }, k, p);
-                let mut buf = vec![f32::NAN; layout.len()];
-                let mut cols = PackedB::new(layout, &mut buf);
-                im2col_packed(&g, &x, &mut cols);
-                for kk in 0..k {
-                    for pp in 0..p {
-                        assert_eq!(cols.at(kk, pp), want[kk * p + pp], "{path} ({kk}, {pp}) {g:?}");
-                    }
-                }
-                // Everything written: the values and the zeroed padding.
-                assert!(buf.iter().all(|v| !v.is_nan()), "{path} {g:?}");
+            // With rows 3 values further apart than P; the gaps untouched.
+            let stride = p + 3;
+            let mut spaced = vec![f32::NAN; rows.len() * stride];
+            im2col_kp_rows_strided(&g, &x, rows.clone(), &mut spaced, stride);
+            for (i, row) in spaced.chunks(stride).enumerate() {
+                assert_eq!(row[..p], want[(rows.start + i) * p..][..p], "{g:?}");
+                assert!(row[p..].iter().all(|v| v.is_nan()), "{g:?}");
             }
         }
     }

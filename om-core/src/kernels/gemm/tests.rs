@@ -3,7 +3,7 @@
 
 use super::{
     gemm, gemm_bias, gemm_packed, gemm_packed_scratch_len, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef, PackedB,
-    PackedLayout,
+    PackedLayout, DIRECT_A_STRIDE,
 };
 use crate::compute::{KernelPath, Mode, Settings};
 
@@ -137,6 +137,12 @@ fn cases() -> Vec<Case> {
     // a narrow edge tile and k over several blocks.
     cases.push(Case::new(56, 600, 100).ld(600, 1024, 100));
     cases.push(Case::new(29, 300, 47));
+    // A read in place (rows `DIRECT_A_STRIDE` apart): one or two k-blocks, short and tall,
+    // several chunks, a partial last panel.
+    cases.push(Case::new(48, 256, 64).ld(DIRECT_A_STRIDE, 64, 64));
+    cases.push(Case::new(13, 270, 81).ld(DIRECT_A_STRIDE, 81, 81));
+    cases.push(Case::new(300, 64, 600).ld(DIRECT_A_STRIDE, 600, 600));
+    cases.push(Case::new(130, 200, 45).ld(DIRECT_A_STRIDE, 45, 512));
     cases
 }
 
