@@ -18,7 +18,10 @@
 //! columns once into its thread's part of the packing scratch, then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
 //! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
-//! k-block. The packing scratch comes from the pool, taken on the calling thread before
+//! k-block. An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place, and a
+//! B the caller packed itself ([`PackedB`], `packed.rs`: written straight into the packed
+//! layout, or packed once for many products) is read by every chunk through
+//! [`gemm_packed`]; neither changes a bit. The packing scratch comes from the pool, taken on the calling thread before
 //! the chunks run, or, inside another kernel's chunk, from the caller
 //! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
 //!

@@ -11,7 +11,9 @@
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
 //!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`;
-//!   read transposed in place by the GEMM's packer when a single band reads it).
+//!   read transposed in place by the GEMM's packer when a single band reads it). The
+//!   band's rows are unfolded [`DIRECT_A_STRIDE`] apart when `P` fits, so the GEMM reads
+//!   its A operand in place instead of packing it.
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.

@@ -1,7 +1,9 @@
 //! A B operand held in the GEMM's own packed layout ([`PackedB`]), written once by the
-//! caller — e.g. a convolution's unfolding, written straight into it row by row — and
-//! then read by every chunk of a product ([`gemm_packed`](super::gemm_packed)) instead of
-//! each chunk packing its columns from a row-major copy.
+//! caller — row by row ([`PackedRow`]), or packed once from a view for several products —
+//! and then read by every chunk of a product ([`gemm_packed`](super::gemm_packed)) instead
+//! of each chunk packing its columns. (Tried for the convolution's forward, its unfolding
+//! written straight into it: slower than unfolding to `[K, P]` and packing, so not used
+//! there; figures in `docs/kernels-gemm.md`, "Caller-packed operands".)
 //!
 //! The layout ([`PackedLayout`]) is the one the chunks pack into themselves: k is cut
 //! into the product's k-blocks (equal blocks of at most the path's `kc` steps, the last
@@ -117,7 +119,14 @@ impl<'a> PackedB<'a> {
     /// # Panics
     /// If the view's shape is not the layout's, or `data` is shorter than the layout.
     pub fn pack(layout: PackedLayout, b: MatRef, data: &'a mut [f32]) -> PackedB<'a> {
-        assert!(b.rows() == layout.k && b.cols() == layout.n, "PackedB: a {}×{} view for a {}×{} layout", b.rows(), b.cols(), layout.k, layout.n);
+        assert!(
+            b.rows() == layout.k && b.cols() == layout.n,
+            "PackedB: a {}×{} view for a {}×{} layout",
+            b.rows(),
+            b.cols(),
+            layout.k,
+            layout.n
+        );
         let len = layout.len();
         assert!(data.len() >= len, "PackedB: the layout takes {len} floats, the buffer has {}", data.len());
         let (k, n, nr) = (layout.k, layout.n, layout.nr);

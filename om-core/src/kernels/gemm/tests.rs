@@ -2,8 +2,8 @@
 //! loop, bit for bit.
 
 use super::{
-    gemm, gemm_bias, gemm_packed, gemm_packed_scratch_len, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef, PackedB,
-    PackedLayout, DIRECT_A_STRIDE,
+    gemm, gemm_bias, gemm_packed, gemm_packed_scratch_len, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef,
+    PackedB, PackedLayout, DIRECT_A_STRIDE,
 };
 use crate::compute::{KernelPath, Mode, Settings};
 
@@ -499,7 +499,8 @@ fn a_packed_b_gives_the_bits_of_the_plain_product() {
                     gemm_packed(s, MatRef::row_major(&a, m, k), &pb, MatMut::row_major(&mut c, m, n), &mut room);
                     assert_bits_eq(&c, &want, || format!("{}: written row by row", what()));
                     // Packed from a view, row-major or transposed.
-                    for (layout_name, bm) in [("row-major", MatRef::row_major(&b, k, n)), ("transposed", MatRef::row_major(&bt, n, k).t())] {
+                    for (layout_name, bm) in [("row-major", MatRef::row_major(&b, k, n)), ("transposed", MatRef::row_major(&bt, n, k).t())]
+                    {
                         let mut buf = vec![f32::NAN; layout.len()];
                         let pb = PackedB::pack(layout, bm, &mut buf);
                         let mut c = vec![f32::NAN; m * n];
