@@ -21,9 +21,9 @@
 //! k-block. An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place, and a
 //! B the caller packed itself ([`PackedB`], `packed.rs`: written straight into the packed
 //! layout, or packed once for many products) is read by every chunk through
-//! [`gemm_packed`]; neither changes a bit. The packing scratch comes from the pool, taken on the calling thread before
-//! the chunks run, or, inside another kernel's chunk, from the caller
-//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
+//! [`gemm_packed`]; neither changes a bit. The packing scratch comes from the pool, taken
+//! on the calling thread before the chunks run, or, inside another kernel's chunk, from
+//! the caller ([`gemm_with_scratch`], [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
