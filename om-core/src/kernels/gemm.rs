@@ -18,9 +18,12 @@
 //! columns once into its thread's part of the packing scratch, then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
 //! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
-//! k-block. The packing scratch comes from the pool, taken on the calling thread before
-//! the chunks run, or, inside another kernel's chunk, from the caller
-//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
+//! k-block. An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place, and a
+//! B the caller packed itself ([`PackedB`], `packed.rs`: written straight into the packed
+//! layout, or packed once for many products) is read by every chunk through
+//! [`gemm_packed`]; neither changes a bit. The packing scratch comes from the pool, taken
+//! on the calling thread before the chunks run, or, inside another kernel's chunk, from
+//! the caller ([`gemm_with_scratch`], [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
@@ -40,6 +43,7 @@ mod cache;
 mod neon;
 mod operand;
 mod pack;
+mod packed;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -47,6 +51,7 @@ mod tests;
 mod x86;
 
 pub use operand::{Bias, MatMut, MatRef};
+pub use packed::{PackedB, PackedLayout, PackedRow};
 
 /// `C = A · B` for the typed views `a` (`m × k`), `b` (`k × n`) and `c` (`m × n`),
 /// overwriting C. Either operand may be strided or transposed ([`MatRef::t`]): it is read
@@ -58,7 +63,7 @@ pub use operand::{Bias, MatMut, MatRef};
 /// # Panics
 /// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
 pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
-    product(settings, a, b, c, None, None);
+    product(settings, a, Operand::View(b), c, None, None);
 }
 
 /// Floats of scratch [`gemm_with_scratch`] uses for an `m × n` C with row stride `ldc`: a
@@ -116,7 +121,56 @@ pub fn gemm_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: u
 /// # Panics
 /// As [`gemm`].
 pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, scratch: &mut [f32]) {
-    product(settings, a, b, c, None, Some(scratch));
+    product(settings, a, Operand::View(b), c, None, Some(scratch));
+}
+
+/// As [`gemm_with_scratch`], with B already in the packed layout of this product
+/// ([`PackedB`], made with [`PackedLayout::new`] at the same `settings`): every chunk reads
+/// its panels from it instead of packing them. The same bits as [`gemm`] on the same
+/// values. `scratch` (at least [`gemm_packed_scratch_len`] floats, else the pool's, as for
+/// [`gemm_with_scratch`]) holds the A panels and the padded copy of C.
+///
+/// # Panics
+/// As [`gemm`], and if `b` was laid out for another path or mode.
+pub fn gemm_packed(settings: Settings, a: MatRef, b: &PackedB, c: MatMut, scratch: &mut [f32]) {
+    let layout = b.layout();
+    assert_eq!(layout, PackedLayout::new(settings, layout.rows(), layout.cols()), "gemm_packed: B was packed for other settings");
+    product(settings, a, Operand::Packed(b), c, None, Some(scratch));
+}
+
+/// Floats of scratch [`gemm_packed`] uses for `C (m × n, row stride ldc) = A (m × k) ·
+/// B (k × n, packed)`: as [`gemm_scratch_len`] without the packed B blocks.
+pub fn gemm_packed_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: usize) -> usize {
+    if m == 0 || n == 0 || k == 0 {
+        return 0;
+    }
+    let kernel = Kernel::select(settings.path, settings.mode);
+    let parts = workers(threads_for(settings, m, k, n), usize::MAX);
+    parts.saturating_mul(kernel.packing_floats(k, 0)).saturating_add(padded_c_len(m, n, ldc))
+}
+
+/// The B operand of a product: a view the chunks pack from (or read in place), or an
+/// operand packed beforehand.
+#[derive(Clone, Copy)]
+enum Operand<'a> {
+    View(MatRef<'a>),
+    Packed(&'a PackedB<'a>),
+}
+
+impl Operand<'_> {
+    fn rows(&self) -> usize {
+        match self {
+            Operand::View(b) => b.rows(),
+            Operand::Packed(b) => b.layout().rows(),
+        }
+    }
+
+    fn cols(&self) -> usize {
+        match self {
+            Operand::View(b) => b.cols(),
+            Operand::Packed(b) => b.layout().cols(),
+        }
+    }
 }
 
 /// [`gemm`] followed by `C += bias` (per column or per row), fused into the store of
@@ -126,12 +180,12 @@ pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, sc
 /// # Panics
 /// As [`gemm`], and if the bias length is not C's column (row) count.
 pub fn gemm_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
-    product(settings, a, b, c, Some(bias), None);
+    product(settings, a, Operand::View(b), c, Some(bias), None);
 }
 
-/// The common body of [`gemm`], [`gemm_bias`] and [`gemm_with_scratch`] (`scratch`: the
-/// caller's room for a padded copy of C).
-fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
+/// The common body of [`gemm`], [`gemm_bias`], [`gemm_with_scratch`] and [`gemm_packed`]
+/// (`scratch`: the caller's room for the packing and a padded copy of C).
+fn product(settings: Settings, a: MatRef, b: Operand, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
     assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
@@ -155,8 +209,9 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     let plan = Plan::new(&kernel, m, k, n, &b);
     let threads = threads_for(settings, m, k, n);
     // The packing scratch: one part per thread that may take part, each for the largest
-    // chunk of the plan.
-    let per = kernel.packing_floats(plan.kc, plan.nc);
+    // chunk of the plan (its A panel only when B comes packed).
+    let b_cols = if matches!(b, Operand::Packed(_)) { 0 } else { plan.nc };
+    let per = kernel.packing_floats(plan.kc, b_cols);
     let packing = workers(threads, plan.chunks()) * per;
     // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
@@ -253,6 +308,13 @@ const KC: usize = 256;
 /// every row with an immediate displacement; the 16-float pad keeps consecutive rows out of
 /// the same L1 set.
 pub(crate) const A_STRIDE: usize = KC + 16;
+
+/// The row stride at which a row-major A operand (`col_stride == 1`) is read in place,
+/// without packing: its rows are then already laid out as the register tiles read a
+/// packed A panel. A caller that writes A itself (a convolution's unfolded band) and has
+/// at most this many columns can lay it out so and save the packing pass; the bits are
+/// the same.
+pub const DIRECT_A_STRIDE: usize = A_STRIDE;
 
 /// Granularity of row splits when chunks are made smaller. Measured 2026-12-02 on an Intel
 /// Xeon model 167 (`om bench gemm`, 2 threads): 4 and 16 ran 1.17× and 0.96× the GFLOP/s of
@@ -450,8 +512,8 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &MatRef) -> Plan {
-        let kc = k.div_ceil(k.div_ceil(kernel.kc));
+    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &Operand) -> Plan {
+        let kc = block_steps(kernel.kc, k);
         // All rows (A is packed one register-tile panel at a time, so a chunk's row count
         // costs no cache), and the columns in equal whole tiles of at most `kernel.nc`.
         let tiles = n.div_ceil(kernel.nr);
@@ -461,12 +523,14 @@ impl Plan {
         // row panel B is read once whichever way, so packing it would only add a pass; a
         // kernel that prefetches B reads it in place for up to `direct_panels` panels if
         // the whole of B fits in half of L2 (each panel then reads it from L2).
-        let ldb = b.row_stride();
-        let direct_b = b.col_stride() == 1
-            && (m <= kernel.mr
+        // A packed B is read as it is (the chunks then split as when they pack it).
+        let direct_b = matches!(b, Operand::View(b) if b.col_stride() == 1 && {
+            let ldb = b.row_stride();
+            m <= kernel.mr
                 || (m <= kernel.direct_panels * kernel.mr && k * n * 4 <= cache::caches().l2.size / 2)
                 || direct_b_pays(k, n, ldb)
-                || direct_b_fits_l2(kc, nc, ldb));
+                || direct_b_fits_l2(kc, nc, ldb)
+        });
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
@@ -500,6 +564,16 @@ impl Plan {
 
     fn chunks(&self) -> usize {
         self.row_chunks * self.col_chunks
+    }
+}
+
+/// Steps per k-block of a product with inner dimension `k` on a kernel whose longest
+/// block is `kc`: `k` cut into equal blocks (the last may be shorter), 1 for `k = 0`.
+fn block_steps(kc: usize, k: usize) -> usize {
+    if k == 0 {
+        1
+    } else {
+        k.div_ceil(k.div_ceil(kc))
     }
 }
 
@@ -552,7 +626,7 @@ struct Job<'a> {
     plan: &'a Plan,
     k: usize,
     a: MatRef<'a>,
-    b: MatRef<'a>,
+    b: Operand<'a>,
     bias: Option<Bias<'a>>,
 }
 
@@ -582,20 +656,35 @@ impl Job<'_> {
         let ((row0, col0), rows, cols) = (out.c.origin(), out.c.rows(), out.c.cols());
         let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
         let a_len = mr * A_STRIDE;
-        let b_len = cols.div_ceil(nr) * nr * kc;
+        let b_len = if matches!(self.b, Operand::Packed(_)) { 0 } else { cols.div_ceil(nr) * nr * kc };
         let panels = rows.div_ceil(mr);
+        // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
+        let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
         // The A panel starts on a 64-byte boundary (the part has room for the shift).
         let skew = part.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
         let (apack, bpack) = part[skew..].split_at_mut(a_len.next_multiple_of(ALIGN));
         let (apack, bpack) = (&mut apack[..a_len], &mut bpack[..b_len]);
         for pc in (0..self.k).step_by(kc) {
             let kb = kc.min(self.k - pc);
-            let first = if self.plan.direct_b { cols / nr } else { 0 };
-            pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
+            // This k-block's B panels of the chunk's columns: packed here (all but the full
+            // panels when those are read in place), or the caller's packed ones.
+            let b: &[f32] = match self.b {
+                Operand::View(b) => {
+                    let first = if self.plan.direct_b { cols / nr } else { 0 };
+                    pack::pack_b(&b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
+                    bpack
+                }
+                Operand::Packed(b) => &b.data()[b.layout().panels(pc, kb, col0, cols)],
+            };
             for q in 0..panels {
                 let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
-                pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
-                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a: apack, b: bpack });
+                let a: &[f32] = if direct_a {
+                    &self.a.data()[(row0 + row) * A_STRIDE + pc..]
+                } else {
+                    pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
+                    apack
+                };
+                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a, b });
             }
         }
     }
@@ -612,11 +701,12 @@ impl Job<'_> {
         let stage_row = out.stage.as_mut().map(|s| (s.ptr_at(p.row, 0), s.row_stride()));
         for (jp, col) in (0..chunk_cols).step_by(nr).enumerate() {
             let cols = nr.min(chunk_cols - col);
-            let (b, ldb) = if self.plan.direct_b && cols == nr {
-                let ldb = self.b.row_stride();
-                (self.b.data()[pc * ldb + col0 + col..].as_ptr(), ldb)
-            } else {
-                (p.b[jp * nr * kb..].as_ptr(), nr)
+            let (b, ldb) = match self.b {
+                Operand::View(b) if self.plan.direct_b && cols == nr => {
+                    let ldb = b.row_stride();
+                    (b.data()[pc * ldb + col0 + col..].as_ptr(), ldb)
+                }
+                _ => (p.b[jp * nr * kb..].as_ptr(), nr),
             };
             // The register tile: rows `p.row..p.row + rows`, columns `col..col + cols` of
             // the chunk (of C, and of the stage).
@@ -631,8 +721,9 @@ impl Job<'_> {
                 _ => (top_left as *const f32, ldc),
             };
             let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0 };
-            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (B
-            // read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
+            // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (A
+            // read in place: `rows` rows of `kb` steps, `A_STRIDE` apart, of the checked
+            // view; B read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
             // outputs lie inside this chunk's tiles of C and the stage (rows `p.row..` and
             // columns `col..col + cols` of them), which `ptr_at` of their first row
             // addresses (`TileMut::ptr_at`); the kernel was selected for a supported path.

@@ -11,7 +11,9 @@
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
 //!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`;
-//!   read transposed in place by the GEMM's packer when a single band reads it).
+//!   read transposed in place by the GEMM's packer when a single band reads it). The
+//!   band's rows are unfolded [`DIRECT_A_STRIDE`] apart when `P` fits, so the GEMM reads
+//!   its A operand in place instead of packing it.
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
@@ -37,14 +39,14 @@
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
+use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
 use crate::kernels::transpose::transpose;
-pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows};
+pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows, im2col_kp_rows_strided};
 
 /// The geometry of one convolution (all sizes validated by the caller: every divisor
 /// non-zero, `C` and `O` divisible by `groups`, output at least 1×1).
@@ -215,8 +217,11 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
     let inner = inner_settings(settings, chunks);
+    // The band's rows `DIRECT_A_STRIDE` apart when they fit: the GEMM then reads its A
+    // operand in place instead of packing it (the same bits).
+    let lda = if p <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { p };
     // Per thread: the unfolding of a band, its product, and the GEMM's scratch.
-    let floats = band.saturating_mul(p.saturating_add(og)).saturating_add(gemm_scratch_len(inner, band, p, og, og));
+    let floats = band.saturating_mul(lda.saturating_add(og)).saturating_add(gemm_scratch_len(inner, band, p, og, og));
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), floats)?;
     let per = scratch.per_worker();
     for_each_chunk_mut_scratch(settings.threads, acc, band * og, scratch.parts(), per, |i, acc, scratch| {
@@ -225,18 +230,18 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         let m = rows.len();
         let acc = &mut acc[..m * og];
         acc.fill(0.0);
-        let (cols, rest) = scratch.split_at_mut(band * p);
+        let (cols, rest) = scratch.split_at_mut(band * lda);
         let (part, tmp) = rest.split_at_mut(band * og);
-        let (cols, part) = (&mut cols[..m * p], &mut part[..m * og]);
+        let (cols, part) = (&mut cols[..m * lda], &mut part[..m * og]);
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
-            im2col_kp_rows(geo, xg, rows.clone(), cols);
+            im2col_kp_rows_strided(geo, xg, rows.clone(), cols, lda);
             let at = n * image_out + gi * og * p;
             let ggt = match gt {
                 Some(gt) => MatRef::row_major(&gt[at..][..p * og], p, og),
                 None => MatRef::row_major(&g[at..][..og * p], og, p).t(),
             };
-            gemm_with_scratch(inner, MatRef::row_major(cols, m, p), ggt, MatMut::row_major(part, m, og), tmp);
+            gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(part, m, og), tmp);
             acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
         }
     });

@@ -88,8 +88,16 @@ fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -
 /// Writes rows `rows` of one image group's `colsᵀ` (`[K, P]`) into `out`
 /// (`[rows.len(), P]`, row-major); `xg` is the group's input, `[C/g, H, W]`.
 pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32]) {
+    im2col_kp_rows_strided(geo, xg, rows, out, geo.p());
+}
+
+/// As [`im2col_kp_rows`], with the rows of `out` `row_stride ≥ P` values apart (the values
+/// between them are left as they are).
+pub fn im2col_kp_rows_strided(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32], row_stride: usize) {
     let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
-    for ((c, ky, kx), dst) in geo.taps(rows).zip(out.chunks_exact_mut(p)) {
+    assert!(row_stride >= p, "im2col: row stride {row_stride} below P = {p}");
+    let rows_out = out.chunks_mut(row_stride.max(1)).map(|r| &mut r[..p]);
+    for ((c, ky, kx), dst) in geo.taps(rows).zip(rows_out) {
         let plane = &xg[c * h * w..][..h * w];
         let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
         dst[..ys.start * ow].fill(0.0);
@@ -226,6 +234,14 @@ mod tests {
             let mut band = vec![f32::NAN; rows.len() * p];
             im2col_kp_rows(&g, &x, rows.clone(), &mut band);
             assert_eq!(band, want[rows.start * p..rows.end * p], "{g:?}");
+            // With rows 3 values further apart than P; the gaps untouched.
+            let stride = p + 3;
+            let mut spaced = vec![f32::NAN; rows.len() * stride];
+            im2col_kp_rows_strided(&g, &x, rows.clone(), &mut spaced, stride);
+            for (i, row) in spaced.chunks(stride).enumerate() {
+                assert_eq!(row[..p], want[(rows.start + i) * p..][..p], "{g:?}");
+                assert!(row[p..].iter().all(|v| v.is_nan()), "{g:?}");
+            }
         }
     }
 
