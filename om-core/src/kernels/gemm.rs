@@ -18,12 +18,10 @@
 //! columns once into its thread's part of the packing scratch, then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
 //! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
-//! k-block. An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place, and a
-//! B the caller packed itself ([`PackedB`], `packed.rs`: written straight into the packed
-//! layout, or packed once for many products) is read by every chunk through
-//! [`gemm_packed`]; neither changes a bit. The packing scratch comes from the pool, taken
-//! on the calling thread before the chunks run, or, inside another kernel's chunk, from
-//! the caller ([`gemm_with_scratch`], [`gemm_scratch_len`]).
+//! k-block. An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place (the
+//! same bits). The packing scratch comes from the pool, taken on the calling thread before
+//! the chunks run, or, inside another kernel's chunk, from the caller
+//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
@@ -43,7 +41,6 @@ mod cache;
 mod neon;
 mod operand;
 mod pack;
-mod packed;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -51,7 +48,6 @@ mod tests;
 mod x86;
 
 pub use operand::{Bias, MatMut, MatRef};
-pub use packed::{PackedB, PackedLayout, PackedRow};
 
 /// `C = A · B` for the typed views `a` (`m × k`), `b` (`k × n`) and `c` (`m × n`),
 /// overwriting C. Either operand may be strided or transposed ([`MatRef::t`]): it is read
@@ -63,7 +59,7 @@ pub use packed::{PackedB, PackedLayout, PackedRow};
 /// # Panics
 /// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
 pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
-    product(settings, a, Operand::View(b), c, None, None);
+    product(settings, a, b, c, None, None);
 }
 
 /// Floats of scratch [`gemm_with_scratch`] uses for an `m × n` C with row stride `ldc`: a
@@ -121,56 +117,7 @@ pub fn gemm_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: u
 /// # Panics
 /// As [`gemm`].
 pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, scratch: &mut [f32]) {
-    product(settings, a, Operand::View(b), c, None, Some(scratch));
-}
-
-/// As [`gemm_with_scratch`], with B already in the packed layout of this product
-/// ([`PackedB`], made with [`PackedLayout::new`] at the same `settings`): every chunk reads
-/// its panels from it instead of packing them. The same bits as [`gemm`] on the same
-/// values. `scratch` (at least [`gemm_packed_scratch_len`] floats, else the pool's, as for
-/// [`gemm_with_scratch`]) holds the A panels and the padded copy of C.
-///
-/// # Panics
-/// As [`gemm`], and if `b` was laid out for another path or mode.
-pub fn gemm_packed(settings: Settings, a: MatRef, b: &PackedB, c: MatMut, scratch: &mut [f32]) {
-    let layout = b.layout();
-    assert_eq!(layout, PackedLayout::new(settings, layout.rows(), layout.cols()), "gemm_packed: B was packed for other settings");
-    product(settings, a, Operand::Packed(b), c, None, Some(scratch));
-}
-
-/// Floats of scratch [`gemm_packed`] uses for `C (m × n, row stride ldc) = A (m × k) ·
-/// B (k × n, packed)`: as [`gemm_scratch_len`] without the packed B blocks.
-pub fn gemm_packed_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: usize) -> usize {
-    if m == 0 || n == 0 || k == 0 {
-        return 0;
-    }
-    let kernel = Kernel::select(settings.path, settings.mode);
-    let parts = workers(threads_for(settings, m, k, n), usize::MAX);
-    parts.saturating_mul(kernel.packing_floats(k, 0)).saturating_add(padded_c_len(m, n, ldc))
-}
-
-/// The B operand of a product: a view the chunks pack from (or read in place), or an
-/// operand packed beforehand.
-#[derive(Clone, Copy)]
-enum Operand<'a> {
-    View(MatRef<'a>),
-    Packed(&'a PackedB<'a>),
-}
-
-impl Operand<'_> {
-    fn rows(&self) -> usize {
-        match self {
-            Operand::View(b) => b.rows(),
-            Operand::Packed(b) => b.layout().rows(),
-        }
-    }
-
-    fn cols(&self) -> usize {
-        match self {
-            Operand::View(b) => b.cols(),
-            Operand::Packed(b) => b.layout().cols(),
-        }
-    }
+    product(settings, a, b, c, None, Some(scratch));
 }
 
 /// [`gemm`] followed by `C += bias` (per column or per row), fused into the store of
@@ -180,12 +127,12 @@ impl Operand<'_> {
 /// # Panics
 /// As [`gemm`], and if the bias length is not C's column (row) count.
 pub fn gemm_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
-    product(settings, a, Operand::View(b), c, Some(bias), None);
+    product(settings, a, b, c, Some(bias), None);
 }
 
-/// The common body of [`gemm`], [`gemm_bias`], [`gemm_with_scratch`] and [`gemm_packed`]
-/// (`scratch`: the caller's room for the packing and a padded copy of C).
-fn product(settings: Settings, a: MatRef, b: Operand, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
+/// The common body of [`gemm`], [`gemm_bias`] and [`gemm_with_scratch`] (`scratch`: the
+/// caller's room for the packing and a padded copy of C).
+fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
     assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
@@ -209,9 +156,8 @@ fn product(settings: Settings, a: MatRef, b: Operand, mut c: MatMut, bias: Optio
     let plan = Plan::new(&kernel, m, k, n, &b);
     let threads = threads_for(settings, m, k, n);
     // The packing scratch: one part per thread that may take part, each for the largest
-    // chunk of the plan (its A panel only when B comes packed).
-    let b_cols = if matches!(b, Operand::Packed(_)) { 0 } else { plan.nc };
-    let per = kernel.packing_floats(plan.kc, b_cols);
+    // chunk of the plan.
+    let per = kernel.packing_floats(plan.kc, plan.nc);
     let packing = workers(threads, plan.chunks()) * per;
     // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
@@ -512,8 +458,8 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &Operand) -> Plan {
-        let kc = block_steps(kernel.kc, k);
+    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &MatRef) -> Plan {
+        let kc = k.div_ceil(k.div_ceil(kernel.kc));
         // All rows (A is packed one register-tile panel at a time, so a chunk's row count
         // costs no cache), and the columns in equal whole tiles of at most `kernel.nc`.
         let tiles = n.div_ceil(kernel.nr);
@@ -523,14 +469,12 @@ impl Plan {
         // row panel B is read once whichever way, so packing it would only add a pass; a
         // kernel that prefetches B reads it in place for up to `direct_panels` panels if
         // the whole of B fits in half of L2 (each panel then reads it from L2).
-        // A packed B is read as it is (the chunks then split as when they pack it).
-        let direct_b = matches!(b, Operand::View(b) if b.col_stride() == 1 && {
-            let ldb = b.row_stride();
-            m <= kernel.mr
+        let ldb = b.row_stride();
+        let direct_b = b.col_stride() == 1
+            && (m <= kernel.mr
                 || (m <= kernel.direct_panels * kernel.mr && k * n * 4 <= cache::caches().l2.size / 2)
                 || direct_b_pays(k, n, ldb)
-                || direct_b_fits_l2(kc, nc, ldb)
-        });
+                || direct_b_fits_l2(kc, nc, ldb));
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
@@ -564,16 +508,6 @@ impl Plan {
 
     fn chunks(&self) -> usize {
         self.row_chunks * self.col_chunks
-    }
-}
-
-/// Steps per k-block of a product with inner dimension `k` on a kernel whose longest
-/// block is `kc`: `k` cut into equal blocks (the last may be shorter), 1 for `k = 0`.
-fn block_steps(kc: usize, k: usize) -> usize {
-    if k == 0 {
-        1
-    } else {
-        k.div_ceil(k.div_ceil(kc))
     }
 }
 
@@ -626,7 +560,7 @@ struct Job<'a> {
     plan: &'a Plan,
     k: usize,
     a: MatRef<'a>,
-    b: Operand<'a>,
+    b: MatRef<'a>,
     bias: Option<Bias<'a>>,
 }
 
@@ -656,7 +590,7 @@ impl Job<'_> {
         let ((row0, col0), rows, cols) = (out.c.origin(), out.c.rows(), out.c.cols());
         let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
         let a_len = mr * A_STRIDE;
-        let b_len = if matches!(self.b, Operand::Packed(_)) { 0 } else { cols.div_ceil(nr) * nr * kc };
+        let b_len = cols.div_ceil(nr) * nr * kc;
         let panels = rows.div_ceil(mr);
         // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
         let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
@@ -666,16 +600,11 @@ impl Job<'_> {
         let (apack, bpack) = (&mut apack[..a_len], &mut bpack[..b_len]);
         for pc in (0..self.k).step_by(kc) {
             let kb = kc.min(self.k - pc);
-            // This k-block's B panels of the chunk's columns: packed here (all but the full
-            // panels when those are read in place), or the caller's packed ones.
-            let b: &[f32] = match self.b {
-                Operand::View(b) => {
-                    let first = if self.plan.direct_b { cols / nr } else { 0 };
-                    pack::pack_b(&b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
-                    bpack
-                }
-                Operand::Packed(b) => &b.data()[b.layout().panels(pc, kb, col0, cols)],
-            };
+            // This k-block's B panels of the chunk's columns (all but the full panels when
+            // those are read in place).
+            let first = if self.plan.direct_b { cols / nr } else { 0 };
+            pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
+            let b: &[f32] = bpack;
             for q in 0..panels {
                 let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
                 let a: &[f32] = if direct_a {
@@ -701,12 +630,11 @@ impl Job<'_> {
         let stage_row = out.stage.as_mut().map(|s| (s.ptr_at(p.row, 0), s.row_stride()));
         for (jp, col) in (0..chunk_cols).step_by(nr).enumerate() {
             let cols = nr.min(chunk_cols - col);
-            let (b, ldb) = match self.b {
-                Operand::View(b) if self.plan.direct_b && cols == nr => {
-                    let ldb = b.row_stride();
-                    (b.data()[pc * ldb + col0 + col..].as_ptr(), ldb)
-                }
-                _ => (p.b[jp * nr * kb..].as_ptr(), nr),
+            let (b, ldb) = if self.plan.direct_b && cols == nr {
+                let ldb = self.b.row_stride();
+                (self.b.data()[pc * ldb + col0 + col..].as_ptr(), ldb)
+            } else {
+                (p.b[jp * nr * kb..].as_ptr(), nr)
             };
             // The register tile: rows `p.row..p.row + rows`, columns `col..col + cols` of
             // the chunk (of C, and of the stage).

@@ -1,10 +1,7 @@
 //! Every supported path × both modes × several thread counts against the plain canonical
 //! loop, bit for bit.
 
-use super::{
-    gemm, gemm_bias, gemm_packed, gemm_packed_scratch_len, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef,
-    PackedB, PackedLayout, DIRECT_A_STRIDE,
-};
+use super::{gemm, gemm_bias, gemm_scratch_len, gemm_with_scratch, padded_c_len, Bias, MatMut, MatRef, DIRECT_A_STRIDE};
 use crate::compute::{KernelPath, Mode, Settings};
 
 /// The canonical loop: `acc = +0.0; acc = acc + a·b` (exact) or `a.mul_add(b, acc)` (fast).
@@ -445,115 +442,4 @@ fn gemm_scratch_len_covers_the_packing_of_every_plan_inside_a_chunk() {
             }
         }
     }
-}
-
-/// Fills a packed B from the row-major `b` through the row writers: whole rows, runs of 7
-/// columns (crossing panel boundaries), strided reads and single elements.
-fn fill_packed(pb: &mut PackedB, b: &[f32]) {
-    let (k, n) = (pb.layout().rows(), pb.layout().cols());
-    for i in 0..k {
-        let src = &b[i * n..][..n];
-        let mut row = pb.row_mut(i);
-        assert_eq!(row.cols(), n);
-        match i % 5 {
-            0 => row.write(0, src),
-            1 => (0..n).step_by(7).for_each(|j| row.write(j, &src[j..(j + 7).min(n)])),
-            2 => {
-                let spaced: Vec<f32> = src.iter().flat_map(|&v| [v, f32::NAN]).collect();
-                row.fill(0..n, f32::NAN);
-                row.write_strided(0, n, &spaced, 2);
-            }
-            3 => (0..n).for_each(|j| row.set(j, src[j])),
-            _ => row.for_each_run(0..n, |j, run| run.copy_from_slice(&src[j..j + run.len()])),
-        }
-    }
-}
-
-#[test]
-fn a_packed_b_gives_the_bits_of_the_plain_product() {
-    // Several k-blocks (k > 256), a partial last panel of every tile width (n not a
-    // multiple of 8, 16 or 32), several chunks (m·n·k over 2²¹), m shorter than a tile.
-    let shapes = [(1, 1, 1), (3, 5, 7), (29, 300, 47), (64, 288, 256), (33, 17, 100), (70, 600, 81), (200, 520, 200), (130, 27, 1000)];
-    for (si, &(m, k, n)) in shapes.iter().enumerate() {
-        let (a, b) = (values(m * k, 20 + si as u64), values(k * n, 40 + si as u64));
-        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-        for path in KernelPath::supported() {
-            for mode in [Mode::Exact, Mode::Fast] {
-                for threads in [1, 2, 3] {
-                    let s = settings(path, mode, threads);
-                    let what = || format!("{path} {mode:?} t={threads} {m}×{k}×{n}");
-                    let mut want = vec![0.0f32; m * n];
-                    gemm(s, MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n), MatMut::row_major(&mut want, m, n));
-                    let layout = PackedLayout::new(s, k, n);
-                    assert_eq!((layout.rows(), layout.cols()), (k, n));
-                    // Garbage past the values: the padding must be zeroed by `new`.
-                    let mut buf = vec![f32::NAN; layout.len() + 3];
-                    let mut pb = PackedB::new(layout, &mut buf);
-                    fill_packed(&mut pb, &b);
-                    for (i, j) in [(0, 0), (k - 1, n - 1), (k / 2, n / 3)] {
-                        assert_eq!(pb.at(i, j).to_bits(), b[i * n + j].to_bits(), "{}: at({i}, {j})", what());
-                    }
-                    let len = gemm_packed_scratch_len(s, m, k, n, n);
-                    let mut room = vec![f32::NAN; len];
-                    let mut c = vec![f32::NAN; m * n];
-                    gemm_packed(s, MatRef::row_major(&a, m, k), &pb, MatMut::row_major(&mut c, m, n), &mut room);
-                    assert_bits_eq(&c, &want, || format!("{}: written row by row", what()));
-                    // Packed from a view, row-major or transposed.
-                    for (layout_name, bm) in [("row-major", MatRef::row_major(&b, k, n)), ("transposed", MatRef::row_major(&bt, n, k).t())]
-                    {
-                        let mut buf = vec![f32::NAN; layout.len()];
-                        let pb = PackedB::pack(layout, bm, &mut buf);
-                        let mut c = vec![f32::NAN; m * n];
-                        gemm_packed(s, MatRef::row_major(&a, m, k), &pb, MatMut::row_major(&mut c, m, n), &mut []);
-                        assert_bits_eq(&c, &want, || format!("{}: packed from a {layout_name} view", what()));
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn gemm_packed_scratch_len_covers_a_product_inside_a_chunk() {
-    // With `gemm_packed_scratch_len` floats of the caller's, a product inside a chunk
-    // takes no pool memory (debug builds assert that in `Buffer::try_new`) and writes the
-    // caller's scratch, with the bits of the plain product.
-    for (m, k, n) in [(5, 300, 7), (64, 288, 256), (300, 40, 33), (260, 300, 45)] {
-        let (a, b) = (values(m * k, 8), values(k * n, 9));
-        let want = reference(false, MatRef::row_major(&a, m, k), MatRef::row_major(&b, k, n));
-        for path in KernelPath::supported() {
-            for threads in [1, 2] {
-                let s = settings(path, Mode::Exact, threads);
-                let layout = PackedLayout::new(s, k, n);
-                let mut buf = vec![0.0f32; layout.len()];
-                let pb = PackedB::pack(layout, MatRef::row_major(&b, k, n), &mut buf);
-                crate::kernels::parallel::for_each_chunk(2, 2, |chunk| {
-                    if chunk == 0 {
-                        let mut room = vec![f32::NAN; gemm_packed_scratch_len(s, m, k, n, n)];
-                        let mut c = vec![f32::NAN; m * n];
-                        gemm_packed(s, MatRef::row_major(&a, m, k), &pb, MatMut::row_major(&mut c, m, n), &mut room);
-                        assert_bits_eq(&c, &want, || format!("{path}, {threads} thread(s), {m}×{k}×{n}"));
-                        assert!(room.iter().any(|v| !v.is_nan()), "{path}: the A panels were not in the caller's scratch");
-                    }
-                });
-            }
-        }
-    }
-}
-
-#[test]
-fn a_b_packed_for_another_path_is_refused() {
-    let layout = |path| PackedLayout::new(settings(path, Mode::Exact, 1), 300, 20);
-    let paths = KernelPath::supported();
-    // Two paths with different tile widths (none on a CPU with only 8-wide tiles).
-    let Some((p1, p2)) = paths.iter().flat_map(|&p| paths.iter().map(move |&q| (p, q))).find(|&(p, q)| layout(p) != layout(q)) else {
-        return;
-    };
-    let mut buf = vec![0.0f32; layout(p1).len()];
-    let pb = PackedB::new(layout(p1), &mut buf);
-    let (a, mut c) = (vec![0.0f32; 300], vec![0.0f32; 20]);
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        gemm_packed(settings(p2, Mode::Exact, 1), MatRef::row_major(&a, 1, 300), &pb, MatMut::row_major(&mut c, 1, 20), &mut []);
-    }));
-    assert!(run.is_err(), "a B packed for {p1} was multiplied on {p2}");
 }
