@@ -720,7 +720,7 @@ mod oracle_tests {
         let big_lp = crate::log_softmax(&Tensor::rand_uniform(&[23, 11, 7], -3.0, 3.0, 5).unwrap(), 2).unwrap().detach();
         let big_tl: Vec<usize> = (0..11).map(|b| (b * 5) % 12).collect();
         let big_il: Vec<usize> = (0..11).map(|b| 23 - (b * 3) % 9).collect();
-        let labels: Vec<i32> = (0..11 * 12).map(|k| 1 + ((k * 7 + k / 5) % 6) as i32).collect();
+        let labels: Vec<i32> = (0..11 * 12).map(|k: i32| 1 + (k * 7 + k / 5) % 6).collect();
         let big_targets = Tensor::from_vec_i32(labels, &[11, 12]).unwrap();
         let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let run = |name: &str, red: Reduction, zi: bool| {
