@@ -10,7 +10,7 @@ use super::lstm_cell::{backward_loop, forward_loop, DirBackward, DirForward, For
 use super::*;
 use om_core::kernels::chunks::row_tiles;
 use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch};
-use om_core::kernels::parallel::for_each_tile_scratch;
+use om_core::kernels::parallel::{for_each_tile_scratch, Tiled};
 use om_core::kernels::scratch::WorkerScratch;
 use std::sync::Mutex;
 
@@ -43,14 +43,12 @@ fn take_part<T>(slots: &[Mutex<Option<T>>; 2], k: usize) -> T {
     slot.take().expect("each direction's chunk runs once")
 }
 
-/// One direction's parameter-gradient outputs (each empty when not needed) and the f64
-/// accumulator of its bias sums (`4H` zeros).
+/// One direction's parameter-gradient outputs (each empty when not needed).
 struct DirGrads<'a> {
     dx: &'a mut [f32],
     dw_ih: &'a mut [f32],
     dw_hh: &'a mut [f32],
     db: &'a mut [f32],
-    acc: &'a mut [f64],
 }
 
 /// What direction `dir`'s parameter gradients read.
@@ -70,8 +68,9 @@ struct ParamInputs<'a> {
 /// Direction `p.dir`'s `parameter_grads` on one thread, into `o` (an empty output is not
 /// needed): `dx = dG·W_ih`, `dW_ih = dGᵀ·x`, `dW_hh = dGᵀ·H_prev` (`H_prev` built in
 /// `h_prev`, `[T·B, H]`, from the states in `p.out`, as `previous_states` builds it), the
-/// bias sums with `column_sums_into`: the same products and sums, so the same bits.
-fn direction_grads(settings: Settings, dm: Dims, p: ParamInputs, o: DirGrads, h_prev: &mut [f32], gemm: &mut [f32]) {
+/// bias sums with `column_sums_into` (accumulating in `acc`, `4H` f64 zeros): the same
+/// products and sums, so the same bits.
+fn direction_grads(settings: Settings, dm: Dims, p: ParamInputs, o: DirGrads, acc: &mut [f64], h_prev: &mut [f32], gemm: &mut [f32]) {
     let Dims { t: t_len, b, i, h } = dm;
     let (k, dg) = (p.dir, p.dg);
     let (gh, bh, rows) = (4 * h, b * h, t_len * b);
@@ -105,7 +104,7 @@ fn direction_grads(settings: Settings, dm: Dims, p: ParamInputs, o: DirGrads, h_
         gemm_with_scratch(settings, dgt, MatRef::row_major(h_prev, rows, h), MatMut::row_major(o.dw_hh, gh, h), gemm);
     }
     if !o.db.is_empty() {
-        column_sums_into(dg, o.acc, o.db);
+        column_sums_into(dg, acc, o.db);
     }
 }
 
@@ -294,16 +293,20 @@ pub mod lstm_pair_layer {
         let vals = [r.gates(), r.c(), r.tanh_c(), r.w_hh(), r.w_hh_r(), g, r.x(), r.w_ih(), r.w_ih_r(), r.out()];
         let grads = with_values(vals, |[gates, c_all, tc_all, whf, whr, gs, xs, wif, wir, out]| {
             Tensor::build_many_f32([f0, f1, f2, f3, r0, r1, r2, r3], |[dxf, dwif, dwhf, dbf, dxr, dwir, dwhr, dbr]| {
-                let (accf, accr) = acc.values().split_at_mut(gh);
                 let parts = [
-                    Mutex::new(Some(DirGrads { dx: dxf, dw_ih: dwif, dw_hh: dwhf, db: dbf, acc: accf })),
-                    Mutex::new(Some(DirGrads { dx: dxr, dw_ih: dwir, dw_hh: dwhr, db: dbr, acc: accr })),
+                    Mutex::new(Some(DirGrads { dx: dxf, dw_ih: dwif, dw_hh: dwhf, db: dbf })),
+                    Mutex::new(Some(DirGrads { dx: dxr, dw_ih: dwir, dw_hh: dwhr, db: dbr })),
                 ];
                 let (n_g, n_h) = (t_len * b * gh, t_len * bh);
                 let (w_hh, w_ih, c0) = ([whf, whr], [wif, wir], [c0f.as_ref().map(Scratch::get), c0r.as_ref().map(Scratch::get)]);
                 let h0 = [h0s[0].as_ref().map(Scratch::get), h0s[1].as_ref().map(Scratch::get)];
-                let outs = row_tiles([gy2.get_mut(), dg2.get_mut(), dh2.get_mut(), dc2.get_mut()], [n_h, n_g, bh, bh], 2, 1);
-                for_each_tile_scratch(settings.threads, outs, scratch.parts(), per, |k, tiles, part| {
+                // The accumulators (`4H` ≥ 4 values each) make two chunks even when every
+                // other band is empty (B = 0: the weight gradients are then zeros).
+                let outs = (
+                    row_tiles([gy2.get_mut(), dg2.get_mut(), dh2.get_mut(), dc2.get_mut()], [n_h, n_g, bh, bh], 2, 1),
+                    Tiled::row_bands(acc.values(), 2, gh, 1),
+                );
+                for_each_tile_scratch(settings.threads, outs, scratch.parts(), per, |k, (tiles, acc), part| {
                     let [gy, dg, dh, dc] = tiles.map(|t| t.into_slice());
                     // The direction's features of every row of `g` (rows 0..T: states; row
                     // T: the final cell state).
@@ -326,7 +329,7 @@ pub mod lstm_pair_layer {
                     };
                     backward_loop(one, dm, dir, dg, dh, dc, gemm);
                     let p = ParamInputs { dir: k, dg, x: xs, w_ih: w_ih[k], out, h0: h0[k] };
-                    direction_grads(one, dm, p, take_part(&parts, k), h_prev, gemm);
+                    direction_grads(one, dm, p, take_part(&parts, k), acc.into_slice(), h_prev, gemm);
                 });
                 Ok(())
             })
