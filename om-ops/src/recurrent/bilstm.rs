@@ -1,7 +1,9 @@
 //! `lstm_pair_layer`: both directions of one bidirectional LSTM layer as one operator, so
 //! that the two independent recurrences run at the same time, one per thread of the team
 //! (each step's `[B, H]×[H, 4H]` product is too small to share among threads, so a
-//! direction's time loop is the unit of parallel work). Each direction computes exactly what
+//! direction is the unit of parallel work: its chunk also computes its input projection
+//! before its forward loop, and its weight-gradient products and bias sums after its
+//! backward loop, each product on its own thread). Each direction computes exactly what
 //! [`lstm_layer`](super::lstm_layer) computes for it, in the same order, so values and
 //! gradients have the bits of the composition it replaces in [`lstm()`](super::lstm): two
 //! `lstm_layer`s and the concatenation of their states.
