@@ -5,7 +5,9 @@
 //! `docs/ctc.md`.
 
 use crate::Reduction;
+use om_core::compute::Compute;
 use om_core::kernels::math64;
+use om_core::kernels::parallel::{for_each_tile_scratch, workers, Grid, Tiled};
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, DType, Error, Result, Tensor};
 use om_macros::{op, op_wrapper};
@@ -238,14 +240,15 @@ impl<'a> Plan<'a> {
         Ok(Plan { input_lengths, target_lengths, labels })
     }
 
-    /// Every sequence `b` with its input length and labels, in batch order.
-    fn sequences(&self) -> impl Iterator<Item = (usize, usize, &'a [i32])> + '_ {
-        let mut pos = 0;
-        self.target_lengths.iter().enumerate().map(move |(b, &l)| {
-            let labels = &self.labels[pos..pos + l as usize];
-            pos += l as usize;
-            (b, self.input_lengths[b] as usize, labels)
-        })
+    /// Sequence `b`'s input length and labels.
+    fn sequence(&self, b: usize) -> (usize, &'a [i32]) {
+        let start: usize = self.target_lengths[..b].iter().map(|&l| l as usize).sum();
+        (self.input_lengths[b] as usize, &self.labels[start..start + self.target_lengths[b] as usize])
+    }
+
+    /// The most values one sequence's α (or β) holds: `frames · (2L + 1)`.
+    fn max_trellis(&self) -> usize {
+        self.input_lengths.iter().zip(self.target_lengths).map(|(&f, &l)| f as usize * (2 * l as usize + 1)).max().unwrap_or(0)
     }
 }
 
@@ -291,14 +294,14 @@ impl Sequence<'_> {
         s >= 2 && self.ext(s) != self.ext(s - 2)
     }
 
-    /// `log α_t(s)`, `[frames, 2L+1]` row-major, in pooled scratch (an error if refused).
-    fn alpha(&self) -> Result<F64Scratch> {
+    /// `log α_t(s)`, `[frames, 2L+1]` row-major, into `a` (the first `frames · (2L+1)`
+    /// values of the caller's scratch, returned).
+    fn alpha<'s>(&self, a: &'s mut [f64]) -> &'s [f64] {
         let n = self.ext_len();
-        let mut scratch = F64Scratch::try_zeroed(self.frames.saturating_mul(n))?;
-        let a = scratch.values();
+        let a = &mut a[..self.frames * n];
         a.fill(f64::NEG_INFINITY);
         if self.frames == 0 {
-            return Ok(scratch);
+            return a;
         }
         a[0] = self.lp(0, self.ext(0));
         if n > 1 {
@@ -313,18 +316,17 @@ impl Sequence<'_> {
                 cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext(s));
             }
         }
-        Ok(scratch)
+        a
     }
 
-    /// `log β_t(s)` (including the emission at `t`, as α does), `[frames, 2L+1]`, in pooled
-    /// scratch (an error if refused).
-    fn beta(&self) -> Result<F64Scratch> {
+    /// `log β_t(s)` (including the emission at `t`, as α does), `[frames, 2L+1]`, into
+    /// `bt` (as [`Sequence::alpha`]).
+    fn beta<'s>(&self, bt: &'s mut [f64]) -> &'s [f64] {
         let n = self.ext_len();
-        let mut scratch = F64Scratch::try_zeroed(self.frames.saturating_mul(n))?;
-        let bt = scratch.values();
+        let bt = &mut bt[..self.frames * n];
         bt.fill(f64::NEG_INFINITY);
         if self.frames == 0 {
-            return Ok(scratch);
+            return bt;
         }
         let last = (self.frames - 1) * n;
         bt[last + n - 1] = self.lp(self.frames - 1, self.ext(n - 1));
@@ -340,7 +342,7 @@ impl Sequence<'_> {
                 cur[s] = math64::log_sum_exp3(x, y, z) + self.lp(t, self.ext(s));
             }
         }
-        Ok(scratch)
+        bt
     }
 
     /// `−log p(target | input)` from α: +∞ when no alignment exists.
@@ -377,18 +379,28 @@ mod primitive {
         ) -> Result<Tensor> {
             let shape = log_probs.shape();
             let batch = shape[1];
+            let threads = Compute::settings().threads;
             let mut losses = F64Scratch::try_zeroed(batch)?;
             let losses = losses.values();
             lengths_and_labels.try_with_i32(|entries| {
                 let plan = Plan::new(entries, batch)?;
+                // One chunk per sequence, each thread's α in its part of one scratch.
+                let per = plan.max_trellis();
+                let mut alphas = F64Scratch::try_zeroed(workers(threads, batch).saturating_mul(per))?;
                 log_probs.try_with_f32(|lp| {
-                    for (b, frames, labels) in plan.sequences() {
-                        let seq = Sequence::new(lp, shape, blank, b, frames, labels);
-                        let loss = seq.loss(seq.alpha()?.values());
-                        losses[b] = if zero_infinity && loss == f64::INFINITY { 0.0 } else { loss };
-                    }
-                    Ok::<_, Error>(())
-                })??;
+                    for_each_tile_scratch(
+                        threads,
+                        Tiled::row_bands(&mut losses[..], batch, 1, 1),
+                        alphas.values(),
+                        per,
+                        |b, loss, part| {
+                            let (frames, labels) = plan.sequence(b);
+                            let seq = Sequence::new(lp, shape, blank, b, frames, labels);
+                            let l = seq.loss(seq.alpha(part));
+                            loss.into_slice()[0] = if zero_infinity && l == f64::INFINITY { 0.0 } else { l };
+                        },
+                    );
+                })?;
                 Ok(match reduction {
                     Reduction::None => Tensor::build_f32(&[batch], |out| {
                         for (o, &l) in out.iter_mut().zip(losses.iter()) {
@@ -415,30 +427,45 @@ mod primitive {
                 return Ok(());
             }
             let shape = &r.input_shapes[0];
-            let (batch, classes) = (shape[1], shape[2]);
-            let mut lcab = F64Scratch::try_zeroed(classes)?;
-            let lcab = lcab.values();
+            let (t_max, batch, classes) = (shape[0], shape[1], shape[2]);
+            let threads = Compute::settings().threads;
             let grad = r.lengths_and_labels().try_with_i32(|entries| {
                 let plan = Plan::new(entries, batch)?;
+                // One chunk per sequence (its `[T, C]` column band of the `[T, B·C]`
+                // gradient), each thread's α, β and class sums in its part of one scratch.
+                let trellis = plan.max_trellis();
+                let per = trellis.saturating_mul(2).saturating_add(classes);
+                let mut scratch = F64Scratch::try_zeroed(workers(threads, batch).saturating_mul(per))?;
                 g.try_with_f32(|gv| {
                     r.log_probs().try_with_f32(|lp| {
                         Tensor::build_f32(shape, |out| {
-                            out.fill(0.0);
-                            for (b, frames, labels) in plan.sequences() {
+                            let grid = Grid {
+                                rows: t_max,
+                                cols: batch * classes,
+                                row_stride: batch * classes,
+                                band_rows: t_max,
+                                band_cols: classes,
+                            };
+                            for_each_tile_scratch(threads, Tiled::new(out, grid), scratch.values(), per, |b, mut rows, part| {
+                                for t in 0..t_max {
+                                    rows.row(t).fill(0.0);
+                                }
+                                let (frames, labels) = plan.sequence(b);
                                 let seq = Sequence::new(lp, shape, r.blank, b, frames, labels);
-                                let mut alpha = seq.alpha()?;
-                                let alpha = alpha.values();
+                                let (alpha, rest) = part.split_at_mut(trellis);
+                                let (beta, lcab) = rest.split_at_mut(trellis);
+                                let alpha = seq.alpha(alpha);
                                 let loss = seq.loss(alpha);
                                 if loss == f64::INFINITY {
-                                    continue; // impossible alignment: zero gradient (with or without zero_infinity)
+                                    return; // impossible alignment: zero gradient (with or without zero_infinity)
                                 }
                                 let w = match r.reduction {
                                     Reduction::None => gv[b] as f64,
                                     Reduction::Sum => gv[0] as f64,
                                     Reduction::Mean => gv[0] as f64 / (batch as f64 * labels.len().max(1) as f64),
                                 };
-                                let mut beta = seq.beta()?;
-                                let beta = beta.values();
+                                let beta = seq.beta(beta);
+                                let lcab = &mut lcab[..classes];
                                 let n = seq.ext_len();
                                 for t in 0..seq.frames {
                                     lcab.fill(f64::NEG_INFINITY);
@@ -446,14 +473,13 @@ mod primitive {
                                         let c = seq.ext(s);
                                         lcab[c] = math64::log_sum_exp2(lcab[c], alpha[t * n + s] + beta[t * n + s]);
                                     }
-                                    let row = &mut out[(t * seq.batch + b) * classes..][..classes];
-                                    for (c, o) in row.iter_mut().enumerate() {
+                                    for (c, o) in rows.row(t).iter_mut().enumerate() {
                                         if lcab[c] != f64::NEG_INFINITY {
                                             *o = (-math64::exp(lcab[c] - seq.lp(t, c) + loss) * w) as f32;
                                         }
                                     }
                                 }
-                            }
+                            });
                             Ok(())
                         })
                     })
@@ -683,5 +709,52 @@ mod oracle_tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn losses_and_gradients_have_the_same_bits_at_any_thread_count() {
+        // The sequences run as chunks on the team: the oracle's cases (impossible
+        // alignments, a sequence without frames, padded and concatenated targets) and a
+        // larger odd batch, in both modes, every reduction, with and without zero_infinity.
+        let o = load();
+        let big_lp = crate::log_softmax(&Tensor::rand_uniform(&[23, 11, 7], -3.0, 3.0, 5).unwrap(), 2).unwrap().detach();
+        let big_tl: Vec<usize> = (0..11).map(|b| (b * 5) % 12).collect();
+        let big_il: Vec<usize> = (0..11).map(|b| 23 - (b * 3) % 9).collect();
+        let labels: Vec<i32> = (0..11 * 12).map(|k: i32| 1 + (k * 7 + k / 5) % 6).collect();
+        let big_targets = Tensor::from_vec_i32(labels, &[11, 12]).unwrap();
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let run = |name: &str, red: Reduction, zi: bool| {
+            let (lp, y) = if name == "big" {
+                let lp = big_lp.detach().requires_grad().unwrap();
+                let y = ctc_loss(&lp, &big_targets, &big_il, &big_tl, 0, red, zi).unwrap();
+                (lp, y)
+            } else {
+                let (lp, _) = run(&o, name, red, zi);
+                let lp = lp.detach().requires_grad().unwrap();
+                let blank = o.get(&format!("{name}_blank")).to_vec_i32()[0] as usize;
+                let (il, tl) = (o.get(&format!("{name}_il")), o.get(&format!("{name}_tl")));
+                (lp.clone(), ctc_loss(&lp, &o.get(&format!("{name}_targets")), &il, &tl, blank, red, zi).unwrap())
+            };
+            let c = Tensor::rand_uniform(y.shape(), 0.5, 1.5, 3).unwrap();
+            crate::sum(&crate::mul(&y, &c).unwrap(), None, false).unwrap().backward().unwrap();
+            (bits(&y), bits(&lp.grad().unwrap()))
+        };
+        for mode in [Mode::Fast, Mode::Exact] {
+            Compute::set_mode(mode);
+            for name in ["pad", "cat", "big"] {
+                for (_, red) in REDUCTIONS {
+                    for zi in [false, true] {
+                        Compute::set_threads(1).unwrap();
+                        let want = run(name, red, zi);
+                        for threads in [2, 3] {
+                            Compute::set_threads(threads).unwrap();
+                            assert!(run(name, red, zi) == want, "{mode:?} {name} {red:?} zero_infinity={zi} at {threads} threads");
+                        }
+                    }
+                }
+            }
+        }
+        Compute::set_mode(Mode::Fast);
+        Compute::set_threads(1).unwrap();
     }
 }

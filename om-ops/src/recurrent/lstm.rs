@@ -19,22 +19,6 @@ pub(super) struct DirForward<'a> {
     pub(super) reverse: bool,
 }
 
-impl<'a> DirForward<'a> {
-    /// One direction's inputs: its prologue's products, biases, `h0` and `W_hhᵀ`, with its
-    /// initial cell state `c0` (the pair layer's two directions).
-    pub(super) fn new(p: &'a Prologue, c0: Option<&'a Scratch>, reverse: bool) -> DirForward<'a> {
-        DirForward {
-            xp: p.xp.get(),
-            b_ih: p.b_ih.as_ref().map(Scratch::get),
-            b_hh: p.b_hh.as_ref().map(Scratch::get),
-            h0: p.h0.get(),
-            c0: c0.map(Scratch::get),
-            whh_t: p.whh_t.get(),
-            reverse,
-        }
-    }
-}
-
 /// The outputs of one direction's forward time loop (all `[T, B, ·]`) and its step buffer.
 pub(super) struct ForwardBufs<'o> {
     pub(super) gates: &'o mut [f32],
@@ -177,9 +161,8 @@ pub mod lstm_layer {
         let mut owned = None;
         let y = {
             Tensor::build_f32(&[t_len + usize::from(final_cell), b, h], |y| {
-                // The time loop `lstm_pair_layer` runs for each of its directions.
-                // Field by field, not `DirForward::new(&p, ..)`: `p.hp` is written below
-                // while these borrows live.
+                // The time loop `lstm_pair_layer` runs for each of its directions (field by
+                // field: `p.hp` is written below while these borrows live).
                 let dir = DirForward {
                     xp: p.xp.get(),
                     b_ih: p.b_ih.as_ref().map(Scratch::get),

@@ -20,7 +20,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gates::{self, CellInputs, GruGrads, LstmGrads};
-use om_core::kernels::gemm::{gemm, MatMut, MatRef};
+use om_core::kernels::gemm::{gemm, gemm_with_scratch, MatMut, MatRef};
 use om_core::kernels::transpose::transpose;
 use om_core::pool::{Buffer, F64Scratch};
 use om_core::{Case, Error, Result, Tensor};
@@ -199,17 +199,35 @@ fn prev_time(t: usize, t_len: usize, reverse: bool) -> Option<usize> {
     }
 }
 
-/// `x·W_ihᵀ` for all steps: `[T·B, gH]`, one GEMM reading `W_ih` transposed in place.
-fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize) -> Result<Scratch> {
+/// `x·W_ihᵀ` for all steps into `xp` `[T·B, gH]`: one GEMM reading `W_ih` transposed in
+/// place.
+fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize, xp: &mut [f32]) -> Result<()> {
     let rows = dm.t * dm.b;
-    let mut xp = Scratch::new(rows.saturating_mul(gh))?;
     x.try_with_f32(|xs| {
         w_ih.try_with_f32(|ws| {
             let (a, b) = (MatRef::row_major(xs, rows, dm.i), MatRef::row_major(ws, gh, dm.i).t());
-            gemm(settings, a, b, MatMut::row_major(xp.get_mut(), rows, gh));
+            gemm(settings, a, b, MatMut::row_major(xp, rows, gh));
         })
-    })??;
-    Ok(xp)
+    })?
+}
+
+/// [`input_projection`] and the copy `W_hhᵀ` of [`Prologue::new`] from values already
+/// read: `xs` `[T·B, I]`, `w_ih` `[gH, I]`, `w_hh` `[gH, H]` into `xp` `[T·B, gH]` and
+/// `whh_t` `[H, gH]`, the product with the caller's `gemm` scratch
+/// (`gemm_scratch_len(settings, T·B, I, gH, gH)` values), so that it can run inside a chunk.
+fn project_into(
+    settings: Settings,
+    dm: Dims,
+    gh: usize,
+    [xs, w_ih, w_hh]: [&[f32]; 3],
+    xp: &mut [f32],
+    whh_t: &mut [f32],
+    gemm: &mut [f32],
+) {
+    let rows = dm.t * dm.b;
+    let (a, b) = (MatRef::row_major(xs, rows, dm.i), MatRef::row_major(w_ih, gh, dm.i).t());
+    gemm_with_scratch(settings, a, b, MatMut::row_major(xp, rows, gh), gemm);
+    transpose(w_hh, gh, dm.h, dm.h, 1, whh_t);
 }
 
 /// The previous hidden states of every step in time order (`[T·B, H]`): the state of the
@@ -297,18 +315,23 @@ fn parameter_grads(settings: Settings, dm: Dims, gh: usize, p: GradProducts, nee
 /// rounded once.
 fn row_sums(m: &[f32], cols: usize) -> Result<Tensor> {
     let mut acc = F64Scratch::try_zeroed(cols)?;
-    let a = acc.values();
-    for row in m.chunks_exact(cols) {
-        for (s, &v) in a.iter_mut().zip(row) {
+    Tensor::build_f32(&[cols], |out| {
+        column_sums_into(m, acc.values(), out);
+        Ok(())
+    })
+}
+
+/// [`row_sums`] into `out` (`cols = out.len()` values), accumulating in `acc` (as many
+/// f64 zeros): the one loop of both, so their bits agree.
+fn column_sums_into(m: &[f32], acc: &mut [f64], out: &mut [f32]) {
+    for row in m.chunks_exact(out.len()) {
+        for (s, &v) in acc.iter_mut().zip(row) {
             *s += v as f64;
         }
     }
-    Tensor::build_f32(&[cols], |out| {
-        for (o, &s) in out.iter_mut().zip(a.iter()) {
-            *o = s as f32;
-        }
-        Ok(())
-    })
+    for (o, &s) in out.iter_mut().zip(acc.iter()) {
+        *o = s as f32;
+    }
 }
 
 /// The shapes of the inputs of a layer record: `[T, B, I]` and `H`.
@@ -339,16 +362,32 @@ impl Prologue {
     /// Validates one layer with `gates` gate blocks (`states`: its optional `[B, H]`
     /// initial states by name, the hidden state first) and prepares its buffers.
     fn new(op: &'static str, gates: usize, x: &Tensor, w: LayerWeights, states: &[(&'static str, Option<&Tensor>)]) -> Result<Prologue> {
+        let mut p = Prologue::unfilled(op, gates, x, w, states)?;
+        let gh = gates * p.dm.h;
+        input_projection(p.settings, x, w.w_ih, p.dm, gh, p.xp.get_mut())?;
+        w.w_hh.try_with_f32(|w| transpose(w, gh, p.dm.h, p.dm.h, 1, p.whh_t.get_mut()))?;
+        Ok(p)
+    }
+
+    /// As [`Prologue::new`] without the products: `xp` (`[T·B, gH]`) and `whh_t` are
+    /// allocated but not written (`lstm_pair_layer` writes them on the thread of their
+    /// direction, with [`project_into`]).
+    fn unfilled(
+        op: &'static str,
+        gates: usize,
+        x: &Tensor,
+        w: LayerWeights,
+        states: &[(&'static str, Option<&Tensor>)],
+    ) -> Result<Prologue> {
         x.expect_f32(op, "x")?;
         let dm = check_layer(op, gates, x.shape(), w, states)?;
         let gh = gates * dm.h;
         let settings = Compute::settings();
-        let xp = input_projection(settings, x, w.w_ih, dm, gh)?;
         let h0 = states.first().and_then(|&(_, h0)| h0);
         Ok(Prologue {
             dm,
             settings,
-            xp,
+            xp: Scratch::new((dm.t * dm.b).saturating_mul(gh))?,
             b_ih: Scratch::of(w.b_ih)?,
             b_hh: Scratch::of(w.b_hh)?,
             h0: match Scratch::of(h0)? {
@@ -357,11 +396,7 @@ impl Prologue {
             },
             has_h0: h0.is_some(),
             hp: Scratch::new(dm.b * gh)?,
-            whh_t: w.w_hh.try_with_f32(|w| {
-                let mut t = Scratch::new(gh * dm.h)?;
-                transpose(w, gh, dm.h, dm.h, 1, t.get_mut());
-                Ok::<_, Error>(t)
-            })??,
+            whh_t: Scratch::new(gh * dm.h)?,
         })
     }
 

@@ -201,44 +201,54 @@ fn final_state_of_a_reverse_layer_is_step_zero() {
 #[test]
 fn lstm_pair_layer_has_the_bits_of_two_lstm_layers_at_any_thread_count() {
     use om_core::compute::{Compute, Mode};
-    let (t, b, i, h) = (5, 3, 4, 6);
     let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    let ins: Vec<Tensor> = (0..13)
-        .map(|k| {
-            let shape: &[usize] = match k {
-                0 => &[t, b, i],
-                1 | 7 => &[4 * h, i],
-                2 | 8 => &[4 * h, h],
-                3 | 4 | 9 | 10 => &[4 * h],
-                _ => &[b, h],
+    // Odd sizes, one large enough for the team to split its products when they run on
+    // it (the pair runs each direction's products on one thread), and a run in which only
+    // some inputs need gradients (the others' products are skipped).
+    let all = [true; 13];
+    let some = [false, true, false, true, false, false, true, false, true, false, true, true, false];
+    for ((t, b, i, h), wants) in [((5, 3, 4, 6), all), ((37, 9, 130, 40), all), ((1, 1, 1, 1), all), ((6, 5, 7, 3), some)] {
+        let ins: Vec<Tensor> = (0..13)
+            .map(|k| {
+                let shape: &[usize] = match k {
+                    0 => &[t, b, i],
+                    1 | 7 => &[4 * h, i],
+                    2 | 8 => &[4 * h, h],
+                    3 | 4 | 9 | 10 => &[4 * h],
+                    _ => &[b, h],
+                };
+                leaf(shape, 50 + k as u64, 0.4).detach()
+            })
+            .collect();
+        // Values and the gradients of every input of `Σ out·c` that needs one.
+        let run = |pair: bool| {
+            let x: Vec<Tensor> =
+                ins.iter().zip(wants).map(|(v, w)| if w { v.detach().requires_grad().unwrap() } else { v.detach() }).collect();
+            let s = |k: usize| Some(&x[k]);
+            let out = if pair {
+                crate::lstm_pair_layer(&x[0], &x[1], &x[2], s(3), s(4), s(5), s(6), &x[7], &x[8], s(9), s(10), s(11), s(12)).unwrap()
+            } else {
+                let f = crate::lstm_layer(&x[0], &x[1], &x[2], s(3), s(4), s(5), s(6), false, true).unwrap();
+                let r = crate::lstm_layer(&x[0], &x[7], &x[8], s(9), s(10), s(11), s(12), true, true).unwrap();
+                crate::concat(&[f, r], 2).unwrap()
             };
-            leaf(shape, 50 + k as u64, 0.4).detach()
-        })
-        .collect();
-    // Values and the gradients of every input of `Σ out·c`.
-    let run = |pair: bool| {
-        let x: Vec<Tensor> = ins.iter().map(|v| v.detach().requires_grad().unwrap()).collect();
-        let s = |k: usize| Some(&x[k]);
-        let out = if pair {
-            crate::lstm_pair_layer(&x[0], &x[1], &x[2], s(3), s(4), s(5), s(6), &x[7], &x[8], s(9), s(10), s(11), s(12)).unwrap()
-        } else {
-            let f = crate::lstm_layer(&x[0], &x[1], &x[2], s(3), s(4), s(5), s(6), false, true).unwrap();
-            let r = crate::lstm_layer(&x[0], &x[7], &x[8], s(9), s(10), s(11), s(12), true, true).unwrap();
-            crate::concat(&[f, r], 2).unwrap()
+            let c = Tensor::rand_uniform(out.shape(), -1.0, 1.0, 7).unwrap();
+            crate::sum(&crate::mul(&out, &c).unwrap(), None, false).unwrap().backward().unwrap();
+            let mut all = vec![bits(&out)];
+            all.extend(x.iter().map(|v| v.grad().map(|g| bits(&g))).map(Option::unwrap_or_default));
+            all
         };
-        let c = Tensor::rand_uniform(out.shape(), -1.0, 1.0, 7).unwrap();
-        crate::sum(&crate::mul(&out, &c).unwrap(), None, false).unwrap().backward().unwrap();
-        let mut all = vec![bits(&out)];
-        all.extend(x.iter().map(|v| bits(&v.grad().unwrap())));
-        all
-    };
-    for mode in [Mode::Fast, Mode::Exact] {
-        Compute::set_mode(mode);
-        Compute::set_threads(1).unwrap();
-        let want = run(false);
-        for threads in [1, 2, 3] {
-            Compute::set_threads(threads).unwrap();
-            assert!(run(true) == want, "{mode:?} at {threads} threads");
+        for mode in [Mode::Fast, Mode::Exact] {
+            Compute::set_mode(mode);
+            Compute::set_threads(1).unwrap();
+            let want = run(false);
+            for threads in [1, 2, 3] {
+                Compute::set_threads(threads).unwrap();
+                assert!(run(true) == want, "{mode:?} at {threads} threads, T, B, I, H = {t}, {b}, {i}, {h}");
+            }
+            // And the composition on the team (its products split among threads).
+            Compute::set_threads(2).unwrap();
+            assert!(run(false) == want, "{mode:?}: the composition at 2 threads");
         }
     }
     Compute::set_mode(Mode::Fast);
