@@ -777,7 +777,7 @@ fn bn_grad_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, sha
 /// Per-channel sums of `[N, C, HW]`: `out[c] = Σ g[n, c, :]` in f64, started at `0.0`,
 /// images in order and each plane in order (the order of `bn_stats`' first sum, and of
 /// the conv bias gradient). Chunked over channels like the batch norm (a chunk sums its
-/// channels over all images), [`LOCKSTEP`] channels side by side: the same bits on every
+/// channels over all images), eight (`LOCKSTEP`) channels side by side: the same bits on every
 /// path and thread count.
 ///
 /// Panics unless the lengths agree with `shape`.
