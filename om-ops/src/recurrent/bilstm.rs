@@ -69,13 +69,13 @@ struct ParamInputs<'a> {
 
 /// Direction `p.dir`'s `parameter_grads` on one thread, into `o` (an empty output is not
 /// needed): `dx = dG·W_ih`, `dW_ih = dGᵀ·x`, `dW_hh = dGᵀ·H_prev` (`H_prev` built in
-/// `h_prev`, `[T·B, H]`, from the states in `p.out`, as `previous_states` builds it), the
+/// `h_prev`, `[T·B, H]`, from the states in `p.out` by `previous_states_into`), the
 /// bias sums with `column_sums_into` (accumulating in `acc`, `4H` f64 zeros): the same
 /// products and sums, so the same bits.
 fn direction_grads(settings: Settings, dm: Dims, p: ParamInputs, o: DirGrads, acc: &mut [f64], h_prev: &mut [f32], gemm: &mut [f32]) {
     let Dims { t: t_len, b, i, h } = dm;
     let (k, dg) = (p.dir, p.dg);
-    let (gh, bh, rows) = (4 * h, b * h, t_len * b);
+    let (gh, rows) = (4 * h, t_len * b);
     let dgt = MatRef::row_major(dg, rows, gh).t();
     if !o.dx.is_empty() {
         gemm_with_scratch(
@@ -90,19 +90,13 @@ fn direction_grads(settings: Settings, dm: Dims, p: ParamInputs, o: DirGrads, ac
         gemm_with_scratch(settings, dgt, MatRef::row_major(p.x, rows, i), MatMut::row_major(o.dw_ih, gh, i), gemm);
     }
     if !o.dw_hh.is_empty() {
-        for t in 0..t_len {
-            let dst = &mut h_prev[t * bh..(t + 1) * bh];
-            match (prev_time(t, t_len, k == 1), p.h0) {
-                (Some(q), _) => {
-                    for (j, row) in dst.chunks_exact_mut(h).enumerate() {
-                        let src = (q * b + j) * 2 * h + k * h;
-                        row.copy_from_slice(&p.out[src..src + h]);
-                    }
-                }
-                (None, Some(h0)) => dst.copy_from_slice(h0),
-                (None, None) => dst.fill(0.0),
+        let h_prev = &mut h_prev[..rows * h];
+        previous_states_into(h_prev, p.h0, dm, k == 1, |q, dst| {
+            for (j, row) in dst.chunks_exact_mut(h).enumerate() {
+                let src = (q * b + j) * 2 * h + k * h;
+                row.copy_from_slice(&p.out[src..src + h]);
             }
-        }
+        });
         gemm_with_scratch(settings, dgt, MatRef::row_major(h_prev, rows, h), MatMut::row_major(o.dw_hh, gh, h), gemm);
     }
     if !o.db.is_empty() {

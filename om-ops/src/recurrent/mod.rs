@@ -199,22 +199,12 @@ fn prev_time(t: usize, t_len: usize, reverse: bool) -> Option<usize> {
     }
 }
 
-/// `x·W_ihᵀ` for all steps into `xp` `[T·B, gH]`: one GEMM reading `W_ih` transposed in
-/// place.
-fn input_projection(settings: Settings, x: &Tensor, w_ih: &Tensor, dm: Dims, gh: usize, xp: &mut [f32]) -> Result<()> {
-    let rows = dm.t * dm.b;
-    x.try_with_f32(|xs| {
-        w_ih.try_with_f32(|ws| {
-            let (a, b) = (MatRef::row_major(xs, rows, dm.i), MatRef::row_major(ws, gh, dm.i).t());
-            gemm(settings, a, b, MatMut::row_major(xp, rows, gh));
-        })
-    })?
-}
-
-/// [`input_projection`] and the copy `W_hhᵀ` of [`Prologue::new`] from values already
-/// read: `xs` `[T·B, I]`, `w_ih` `[gH, I]`, `w_hh` `[gH, H]` into `xp` `[T·B, gH]` and
-/// `whh_t` `[H, gH]`, the product with the caller's `gemm` scratch
-/// (`gemm_scratch_len(settings, T·B, I, gH, gH)` values), so that it can run inside a chunk.
+/// A layer's prologue products from the values of `xs` `[T·B, I]`, `w_ih` `[gH, I]` and
+/// `w_hh` `[gH, H]`: the input projection `x·W_ihᵀ` for all steps into `xp` `[T·B, gH]` (one
+/// GEMM reading `W_ih` transposed in place) and the copy `W_hhᵀ` into `whh_t` `[H, gH]`.
+/// The product packs into the caller's `gemm` scratch when it holds
+/// `gemm_scratch_len(settings, T·B, I, gH, gH)` values (so that it can run inside a chunk),
+/// else into a pooled buffer (an empty `gemm` outside a parallel section).
 fn project_into(
     settings: Settings,
     dm: Dims,
@@ -235,16 +225,22 @@ fn project_into(
 fn previous_states(y: &[f32], h0: Option<&[f32]>, dm: Dims, reverse: bool) -> Result<Scratch> {
     let bh = dm.b * dm.h;
     let mut out = Scratch::new(dm.t * bh)?;
-    let o = out.get_mut();
+    previous_states_into(out.get_mut(), h0, dm, reverse, |p, dst| dst.copy_from_slice(&y[p * bh..(p + 1) * bh]));
+    Ok(out)
+}
+
+/// [`previous_states`] into `out` (`[T·B, H]`), step `p`'s `[B, H]` states written into a
+/// block by `state(p, block)` (the pair layer reads them out of its interleaved output).
+fn previous_states_into(out: &mut [f32], h0: Option<&[f32]>, dm: Dims, reverse: bool, mut state: impl FnMut(usize, &mut [f32])) {
+    let bh = dm.b * dm.h;
     for t in 0..dm.t {
-        let dst = &mut o[t * bh..(t + 1) * bh];
+        let dst = &mut out[t * bh..(t + 1) * bh];
         match (prev_time(t, dm.t, reverse), h0) {
-            (Some(p), _) => dst.copy_from_slice(&y[p * bh..(p + 1) * bh]),
+            (Some(p), _) => state(p, dst),
             (None, Some(h0)) => dst.copy_from_slice(h0),
             (None, None) => dst.fill(0.0),
         }
     }
-    Ok(out)
 }
 
 /// What the gradients of a layer's inputs are products of, after the backward loop.
@@ -363,9 +359,11 @@ impl Prologue {
     /// initial states by name, the hidden state first) and prepares its buffers.
     fn new(op: &'static str, gates: usize, x: &Tensor, w: LayerWeights, states: &[(&'static str, Option<&Tensor>)]) -> Result<Prologue> {
         let mut p = Prologue::unfilled(op, gates, x, w, states)?;
-        let gh = gates * p.dm.h;
-        input_projection(p.settings, x, w.w_ih, p.dm, gh, p.xp.get_mut())?;
-        w.w_hh.try_with_f32(|w| transpose(w, gh, p.dm.h, p.dm.h, 1, p.whh_t.get_mut()))?;
+        let (settings, dm, gh) = (p.settings, p.dm, gates * p.dm.h);
+        let (xp, whh_t) = (p.xp.get_mut(), p.whh_t.get_mut());
+        x.try_with_f32(|xs| {
+            w.w_ih.try_with_f32(|wi| w.w_hh.try_with_f32(|wh| project_into(settings, dm, gh, [xs, wi, wh], xp, whh_t, &mut [])))
+        })???;
         Ok(p)
     }
 
