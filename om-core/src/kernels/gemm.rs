@@ -600,11 +600,8 @@ impl Job<'_> {
         let (apack, bpack) = (&mut apack[..a_len], &mut bpack[..b_len]);
         for pc in (0..self.k).step_by(kc) {
             let kb = kc.min(self.k - pc);
-            // This k-block's B panels of the chunk's columns (all but the full panels when
-            // those are read in place).
             let first = if self.plan.direct_b { cols / nr } else { 0 };
             pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
-            let b: &[f32] = bpack;
             for q in 0..panels {
                 let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
                 let a: &[f32] = if direct_a {
@@ -613,7 +610,7 @@ impl Job<'_> {
                     pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
                     apack
                 };
-                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a, b });
+                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a, b: bpack });
             }
         }
     }

@@ -636,10 +636,7 @@ pub fn batch_norm(settings: Settings, shape: BatchShape, x: &[f32], affine: Affi
 #[inline(always)]
 fn bn_stats<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape: BatchShape, x: &[f32], eps: f32, out: &mut BnStats) {
     let planes = |b: usize| -> [&[f32]; K] { std::array::from_fn(|k| &x[shape.plane(b, ch + k)]) };
-    let mut s = [0.0f64; K];
-    for b in 0..shape.n {
-        s = sum::<L, K>(isa, planes(b), s);
-    }
+    let s = channel_totals::<L, K>(isa, ch, shape, x);
     let count = (shape.n * shape.hw) as f64;
     let m: [f32; K] = s.map(|s| (s / count) as f32);
     let mu = m.map(|m| m as f64);
@@ -808,11 +805,18 @@ pub fn channel_sums(settings: Settings, shape: BatchShape, g: &[f32], out: &mut 
 /// `Σ g` over channels `ch..ch + K` (`c0` is the chunk's first channel, `out` its sums).
 #[inline(always)]
 fn plane_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape: BatchShape, g: &[f32], out: &mut [f64]) {
+    out[ch - c0..][..K].copy_from_slice(&channel_totals::<L, K>(isa, ch, shape, g));
+}
+
+/// The f64 sums of channels `ch..ch + K` of `x`, side by side: from `0.0`, images in
+/// order, each plane in order (batch norm's mean and [`channel_sums`]).
+#[inline(always)]
+fn channel_totals<L: Lanes, const K: usize>(isa: L::Isa, ch: usize, shape: BatchShape, x: &[f32]) -> [f64; K] {
     let mut s = [0.0f64; K];
     for b in 0..shape.n {
-        s = sum::<L, K>(isa, std::array::from_fn(|k| &g[shape.plane(b, ch + k)]), s);
+        s = sum::<L, K>(isa, std::array::from_fn(|k| &x[shape.plane(b, ch + k)]), s);
     }
-    out[ch - c0..][..K].copy_from_slice(&s);
+    s
 }
 
 #[cfg(test)]
