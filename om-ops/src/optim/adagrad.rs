@@ -1,7 +1,7 @@
 //! Adagrad as `torch.optim.Adagrad`.
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+use super::params::{checked_grads, for_each_grad, optimizer_impl, update_chunks, ParamState, Params};
 #[cfg(doc)]
 use super::Optimizer;
 use om_core::Result;
@@ -96,11 +96,13 @@ impl Adagrad {
             steps[i] += 1;
             let clr = (lr as f64 / (1.0 + (steps[i] - 1) as f64 * lr_decay as f64)) as f32;
             p.update_f32("Adagrad", |pv| {
-                for ((p, &g), s) in pv.iter_mut().zip(g).zip(sums[i].iter_mut()) {
-                    let g = if wd != 0.0 { g + wd * *p } else { g };
-                    *s += g * g;
-                    *p -= clr * g / (s.sqrt() + eps);
-                }
+                update_chunks(pv, g, [Some(&mut sums[i])], |pv, g, [s]| {
+                    for ((p, &g), s) in pv.iter_mut().zip(g).zip(s.expect("the sums")) {
+                        let g = if wd != 0.0 { g + wd * *p } else { g };
+                        *s += g * g;
+                        *p -= clr * g / (s.sqrt() + eps);
+                    }
+                })
             })
         })
     }

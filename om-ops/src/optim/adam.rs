@@ -1,7 +1,7 @@
 //! Adam and AdamW as `torch.optim.Adam` / `torch.optim.AdamW` (without amsgrad).
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+use super::params::{checked_grads, for_each_grad, optimizer_impl, update_chunks, ParamState, Params};
 #[cfg(doc)]
 use super::Optimizer;
 use om_core::Result;
@@ -124,21 +124,24 @@ impl Adam {
             let bc2_sqrt = bc2_sqrt as f32;
             let (w1, w2) = (1.0 - b1, 1.0 - b2);
             p.update_f32("Adam", |pv| {
-                for (((p, &g), m), v) in pv.iter_mut().zip(g).zip(ms[i].iter_mut()).zip(vs[i].iter_mut()) {
-                    let g = if decoupled {
-                        *p *= 1.0 - lr * wd;
-                        g
-                    } else if wd != 0.0 {
-                        g + wd * *p
-                    } else {
-                        g
-                    };
-                    // torch.lerp's two-sided formula
-                    *m = if w1 < 0.5 { *m + w1 * (g - *m) } else { g - (g - *m) * (1.0 - w1) };
-                    *v = *v * b2 + w2 * g * g;
-                    let denom = v.sqrt() / bc2_sqrt + eps;
-                    *p -= step_size * (*m / denom);
-                }
+                update_chunks(pv, g, [Some(&mut ms[i]), Some(&mut vs[i])], |pv, g, [m, v]| {
+                    let (ms, vs) = (m.expect("the first moments"), v.expect("the second moments"));
+                    for (((p, &g), m), v) in pv.iter_mut().zip(g).zip(ms).zip(vs) {
+                        let g = if decoupled {
+                            *p *= 1.0 - lr * wd;
+                            g
+                        } else if wd != 0.0 {
+                            g + wd * *p
+                        } else {
+                            g
+                        };
+                        // torch.lerp's two-sided formula
+                        *m = if w1 < 0.5 { *m + w1 * (g - *m) } else { g - (g - *m) * (1.0 - w1) };
+                        *v = *v * b2 + w2 * g * g;
+                        let denom = v.sqrt() / bc2_sqrt + eps;
+                        *p -= step_size * (*m / denom);
+                    }
+                })
             })
         })
     }

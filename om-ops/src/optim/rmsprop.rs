@@ -1,7 +1,7 @@
 //! RMSprop as `torch.optim.RMSprop` (plain or centered, with or without momentum).
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+use super::params::{checked_grads, for_each_grad, optimizer_impl, update_chunks, ParamState, Params};
 #[cfg(doc)]
 use super::Optimizer;
 use om_core::Result;
@@ -111,27 +111,33 @@ impl RMSprop {
         let w = 1.0 - alpha;
         for_each_grad(self.params.tensors(), &grads, |i, p, g| {
             steps[i] += 1;
+            let mom = (mu > 0.0).then(|| &mut mom[i][..]);
+            let avg = centered.then(|| &mut avg[i][..]);
             p.update_f32("RMSprop", |pv| {
-                for (k, (p, &g)) in pv.iter_mut().zip(g).enumerate() {
-                    let g = if wd != 0.0 { g + wd * *p } else { g };
-                    let s = &mut sq[i][k];
-                    *s = *s * alpha + w * g * g;
-                    let a = if centered {
-                        let m = &mut avg[i][k];
-                        // torch.lerp's two-sided formula
-                        *m = if w < 0.5 { *m + w * (g - *m) } else { g - (g - *m) * (1.0 - w) };
-                        (*s - *m * *m).sqrt()
-                    } else {
-                        s.sqrt()
-                    } + eps;
-                    if mu > 0.0 {
-                        let b = &mut mom[i][k];
-                        *b = *b * mu + g / a;
-                        *p -= lr * *b;
-                    } else {
-                        *p -= lr * g / a;
+                update_chunks(pv, g, [Some(&mut sq[i]), mom, avg], |pv, g, [sq, mom, avg]| {
+                    // The buffers the config uses (the others are empty and never read).
+                    let (sq, mom, avg) = (sq.expect("the squares"), mom.unwrap_or_default(), avg.unwrap_or_default());
+                    for (k, (p, &g)) in pv.iter_mut().zip(g).enumerate() {
+                        let g = if wd != 0.0 { g + wd * *p } else { g };
+                        let s = &mut sq[k];
+                        *s = *s * alpha + w * g * g;
+                        let a = if centered {
+                            let m = &mut avg[k];
+                            // torch.lerp's two-sided formula
+                            *m = if w < 0.5 { *m + w * (g - *m) } else { g - (g - *m) * (1.0 - w) };
+                            (*s - *m * *m).sqrt()
+                        } else {
+                            s.sqrt()
+                        } + eps;
+                        if mu > 0.0 {
+                            let b = &mut mom[k];
+                            *b = *b * mu + g / a;
+                            *p -= lr * *b;
+                        } else {
+                            *p -= lr * g / a;
+                        }
                     }
-                }
+                })
             })
         })
     }

@@ -1,7 +1,7 @@
 //! Stochastic gradient descent as `torch.optim.SGD`.
 
 use super::config::{hyper_params, HyperParams};
-use super::params::{checked_grads, for_each_grad, optimizer_impl, ParamState, Params};
+use super::params::{checked_grads, for_each_grad, optimizer_impl, update_chunks, ParamState, Params};
 #[cfg(doc)]
 use super::Optimizer;
 use om_core::{Error, Result};
@@ -107,22 +107,28 @@ impl Sgd {
         }
         let ParamState { bufs, steps, .. } = &mut self.state;
         for_each_grad(self.params.tensors(), &grads, |i, p, g| {
+            if mu == 0.0 {
+                return p.update_f32("Sgd", |pv| {
+                    update_chunks(pv, g, [], |pv, g, []| {
+                        for (p, &g) in pv.iter_mut().zip(g) {
+                            let d = if wd != 0.0 { g + wd * *p } else { g };
+                            *p -= lr * d;
+                        }
+                    })
+                });
+            }
+            let first = steps[i] == 0;
+            steps[i] += 1;
             p.update_f32("Sgd", |pv| {
-                if mu == 0.0 {
-                    for (p, &g) in pv.iter_mut().zip(g) {
+                update_chunks(pv, g, [Some(&mut bufs[0][i])], |pv, g, [b]| {
+                    let b = b.expect("the momentum buffer");
+                    for ((p, &g), b) in pv.iter_mut().zip(g).zip(b) {
                         let d = if wd != 0.0 { g + wd * *p } else { g };
+                        *b = if first { d } else { mu * *b + (1.0 - damp) * d };
+                        let d = if nesterov { d + mu * *b } else { *b };
                         *p -= lr * d;
                     }
-                    return;
-                }
-                let first = steps[i] == 0;
-                steps[i] += 1;
-                for ((p, &g), b) in pv.iter_mut().zip(g).zip(bufs[0][i].iter_mut()) {
-                    let d = if wd != 0.0 { g + wd * *p } else { g };
-                    *b = if first { d } else { mu * *b + (1.0 - damp) * d };
-                    let d = if nesterov { d + mu * *b } else { *b };
-                    *p -= lr * d;
-                }
+                })
             })
         })
     }
