@@ -189,8 +189,8 @@ fn scope_figures_equal_the_pool_counter_deltas() -> Result<()> {
     Compute::set_threads(1)?;
     // The same requests at every thread count above one (the scratch of a section is one
     // request); with more threads, its parts make it larger. One thread may skip a buffer
-    // that only a split among threads needs (the convolution's weight gradient of a small
-    // `K` runs as one band and reads `g` in place: `kernels/conv/mod.rs`, `weight_bands`).
+    // that only a split among threads needs (the convolution's weight gradient runs as one
+    // band at one thread and reads `g` in place: `kernels/conv/mod.rs`, `weight_bands`).
     assert_eq!(requests[1].0, requests[2].0, "the same pool requests at 2 and 3 threads: {requests:?}");
     assert!(requests[0].0 <= requests[1].0, "one thread needs no more requests: {requests:?}");
     assert!(requests[1].1 < requests[2].1, "three threads' scratch parts: {requests:?}");

@@ -25,8 +25,8 @@
 //! are chunked by image (a function of the shape only) and each image's GEMMs run on one
 //! thread; with one image the GEMM itself uses the threads. The GEMM is bit-identical at
 //! every thread count, so the result does not depend on that choice. The weight gradient
-//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and, for a
-//! small `K`, of whether there is more than one thread; never of the bits): each chunk
+//! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and of
+//! whether there is more than one thread; never of the bits): each chunk
 //! runs over all images in item order, so no addition is reordered. The bias gradient is
 //! chunked by channels, each channel summed over all images in order.
 //!
@@ -185,8 +185,9 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// band, read transposed in place by the packer: the same bits as the row-major copy).
 ///
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
-/// the shape and, for a small `K`, of whether there is more than one thread); a chunk unfolds only its rows, runs over every image in item order and
-/// accumulates into its own band of `dWᵀ`, so each element's additions keep their order.
+/// the shape and of whether there is more than one thread); a chunk unfolds only its
+/// rows, runs over every image in item order and accumulates into its own band of `dWᵀ`,
+/// so each element's additions keep their order.
 ///
 /// Fails if a scratch buffer is refused.
 pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32]) -> Result<()> {
@@ -267,14 +268,18 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// GEMMs); per 64, per 128 and a single pair of bands were within 2% of each other, so 64
 /// keeps 6–8 bands for the threads to share at little cost.
 ///
-/// One thread and `K` below two 24-row panels (the first layer of an image model: `K = 9`
-/// or `27`) take a single band: a pair would be two GEMMs of at most 24 rows (panels of
-/// 5 and 4 rows for `K = 9`, where the 14-row AVX-512 tile runs a third full) that each
-/// pack the whole `gᵀ` of every image again. The bands never change a bit (each element
-/// is one `dWᵀ` row's own sum, whichever band computes it), so they may depend on the
-/// thread count.
+/// One thread takes a single band, whatever `K`: every band packs the whole `gᵀ` of every
+/// image again, and several bands also need the transposed copy of `g`, while one band
+/// reads `g` transposed in place, once per image. For `K` below two 24-row panels (the
+/// first layer of an image model: `K = 9` or `27`) a pair would also be two GEMMs of at
+/// most 24 rows (panels of 5 and 4 rows for `K = 9`, where the 14-row AVX-512 tile runs a
+/// third full). Measured (Intel Xeon model 167, `om bench conv --threads 1 --stat min
+/// --reps 21`, 5 interleaved rounds, a loaded machine): the convnet's `dw_ms` of layer 2
+/// (`K = 288`, 6 bands before) 2.69–2.95 → 2.46–2.56, of layer 3 (`K = 576`, 8 bands)
+/// 2.88–3.11 → 2.80–3.04. The bands never change a bit (each element is one `dWᵀ` row's
+/// own sum, whichever band computes it), so they may depend on the thread count.
 fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
-    if threads <= 1 && k < 48 {
+    if threads <= 1 {
         return (k.max(1), 1);
     }
     let target = k.div_ceil(64).next_multiple_of(2);
