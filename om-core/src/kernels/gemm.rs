@@ -18,20 +18,20 @@
 //! columns once into its thread's part of the packing scratch, then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
 //! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
-//! k-block. When several row chunks would pack the same B columns (large products), the
-//! k-loop moves out of the chunks instead: per k-block the team packs the whole B block
-//! once into a shared buffer, then every chunk runs over it (`shared_b`; same tiles, same
-//! bits). An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place (the
-//! same bits). The packing scratch comes from the pool, taken on the calling thread before
-//! the chunks run, or, inside another kernel's chunk, from the caller
-//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
+//! k-block. On one thread, when several row chunks would pack the same B columns, the
+//! k-loop moves out of the chunks instead: per k-block the whole B block is packed once,
+//! then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
+//! already [`DIRECT_A_STRIDE`] apart is read in place (the same bits). The packing
+//! scratch comes from the pool, taken on the calling thread before the chunks run, or,
+//! inside another kernel's chunk, from the caller ([`gemm_with_scratch`],
+//! [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::{for_each_chunk_mut, for_each_tile_scratch, in_parallel_chunk, workers, Grid, TileMut, Tiled};
+use crate::kernels::parallel::{for_each_tile_scratch, in_parallel_chunk, workers, Grid, TileMut, Tiled};
 #[cfg(target_arch = "aarch64")]
 use crate::kernels::simd::Neon;
 use crate::kernels::simd::Scalar;
@@ -160,8 +160,8 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     let threads = threads_for(settings, m, k, n);
     // The packing scratch: one part per thread that may take part, each for the largest
     // chunk of the plan; or, with B shared by the row chunks, one packed B block as wide
-    // as C and an A panel per thread.
-    let shared = shared_b(&plan, m, k, n);
+    // as C (no wider than a chunk) and an A panel.
+    let shared = shared_b(&plan, threads);
     let per = if shared { kernel.a_floats() } else { kernel.packing_floats(plan.kc, plan.nc) };
     let shared_len = if shared { n.div_ceil(kernel.nr) * kernel.nr * plan.kc } else { 0 };
     let packing = workers(threads, plan.chunks()) * per + shared_len;
@@ -206,42 +206,32 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| job.run_chunk(ChunkOut { c, stage }, part));
         return;
     }
-    // B shared: per k-block, one section packs the block (groups of micro-panels, each
-    // written by one thread), then one runs the chunks over it.
+    // B shared (one thread): per k-block, the whole B block packed once, then every chunk
+    // run over it.
     let (bpack, apacks) = packs.split_at_mut(shared_len);
-    let nr = kernel.nr;
     for pc in (0..k).step_by(plan.kc) {
         let kb = plan.kc.min(k - pc);
-        let group = SHARED_B_GROUP * nr;
-        let block = &mut bpack[..n.div_ceil(nr) * nr * kb];
-        for_each_chunk_mut(threads, block, group * kb, |g, dst| {
-            let col = g * group;
-            pack::pack_b(&b, pack::BPanels { nr, col, cols: group.min(n - col), first: 0, pc, kb }, dst);
-        });
-        let block: &[f32] = block;
+        pack::pack_b(&b, pack::BPanels { nr: kernel.nr, col: 0, cols: n, first: 0, pc, kb }, bpack);
         let out = Tiled::new(c.span(), grid(ldc));
         let stage = stage.as_deref_mut().map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
         for_each_tile_scratch(threads, (out, stage), apacks, per, |_, (c, stage), part| {
-            let skip = c.origin().1 * kb;
-            job.run_block(&mut ChunkOut { c, stage }, kernel.split_part(part).0, pc, kb, &block[skip..]);
+            job.run_block(&mut ChunkOut { c, stage }, kernel.split_part(part).0, pc, kb, bpack);
         });
     }
 }
 
-/// Whether the row chunks of `plan` share one packed B block per k-block (packed by the
-/// team, then read by every chunk) instead of each packing its own: when B is packed and
-/// more than one row chunk would pack it, for products of at least [`SHARED_B_WORK`]
-/// multiply-adds (two sections per k-block cost a hand-off each), and never inside a chunk
-/// of another section (its scratch is sized for per-chunk packing).
-fn shared_b(plan: &Plan, m: usize, k: usize, n: usize) -> bool {
-    !plan.direct_b && plan.row_chunks > 1 && m.saturating_mul(k).saturating_mul(n) >= SHARED_B_WORK && !in_parallel_chunk()
+/// Whether the row chunks of `plan` share one packed B block per k-block instead of each
+/// packing its own: on one thread, when B is packed, C has one column of chunks (so the
+/// shared block is no wider than a chunk's) and more than one row chunk would pack it.
+/// Never inside a chunk of another section (its caller's scratch is sized for per-chunk
+/// packing). Only the order in which one thread runs the same tiles changes, not the
+/// grid or any tile's arithmetic, so the bits are the same. Two threads would need a
+/// hand-off per k-block between packing and computing: measured under load on the Intel
+/// Xeon, the helper's polling at those barriers (5% of the samples at 512³) ate what the
+/// shared packing saved (`pack_b` 8.4% → 3.8%).
+fn shared_b(plan: &Plan, threads: usize) -> bool {
+    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1 && !in_parallel_chunk()
 }
-
-/// Fewest multiply-adds for which the row chunks share a packed B ([`shared_b`]).
-const SHARED_B_WORK: usize = 1 << 26;
-
-/// Micro-panels of B per chunk of the section that packs a shared B block.
-const SHARED_B_GROUP: usize = 4;
 
 /// The threads a product runs on: one below [`SERIAL_WORK`] multiply-adds, else the
 /// setting's.
