@@ -134,9 +134,8 @@ fn cases() -> Vec<Case> {
     // a narrow edge tile and k over several blocks.
     cases.push(Case::new(56, 600, 100).ld(600, 1024, 100));
     cases.push(Case::new(29, 300, 47));
-    // Large enough for the row chunks to share one packed B per k-block (two row chunks,
-    // two k-blocks, a 16-column edge panel in the last group of the shared packing), C rows
-    // 2 KiB apart (the staged path).
+    // Two row chunks that share one packed B per k-block on one thread (two k-blocks, a
+    // 16-column edge panel), C rows 2 KiB apart (the staged path).
     cases.push(Case::new(528, 320, 400).ld(320, 400, 512));
     // A read in place (rows `DIRECT_A_STRIDE` apart): one or two k-blocks, short and tall,
     // several chunks, a partial last panel.
