@@ -18,10 +18,13 @@
 //! columns once into its thread's part of the packing scratch, then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
 //! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
-//! k-block. An A whose rows are already [`DIRECT_A_STRIDE`] apart is read in place (the
-//! same bits). The packing scratch comes from the pool, taken on the calling thread before
-//! the chunks run, or, inside another kernel's chunk, from the caller
-//! ([`gemm_with_scratch`], [`gemm_scratch_len`]).
+//! k-block. On one thread, when several row chunks would pack the same B columns, the
+//! k-loop moves out of the chunks instead: per k-block the whole B block is packed once,
+//! then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
+//! already [`DIRECT_A_STRIDE`] apart is read in place (the same bits). The packing
+//! scratch comes from the pool, taken on the calling thread before the chunks run, or,
+//! inside another kernel's chunk, from the caller ([`gemm_with_scratch`],
+//! [`gemm_scratch_len`]).
 //!
 //! Every caller passes typed views ([`MatRef`], [`MatMut`]); there is no positional form
 //! with leading dimensions, so a swapped dimension or stride cannot compile into a
@@ -156,9 +159,12 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     let plan = Plan::new(&kernel, m, k, n, &b);
     let threads = threads_for(settings, m, k, n);
     // The packing scratch: one part per thread that may take part, each for the largest
-    // chunk of the plan.
-    let per = kernel.packing_floats(plan.kc, plan.nc);
-    let packing = workers(threads, plan.chunks()) * per;
+    // chunk of the plan; or, with B shared by the row chunks, one packed B block as wide
+    // as C (no wider than a chunk) and an A panel.
+    let shared = shared_b(&plan, threads);
+    let per = if shared { kernel.a_floats() } else { kernel.packing_floats(plan.kc, plan.nc) };
+    let shared_len = if shared { n.div_ceil(kernel.nr) * kernel.nr * plan.kc } else { 0 };
+    let packing = workers(threads, plan.chunks()) * per + shared_len;
     // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
     // to C (the arithmetic, and so every bit, is the same).
@@ -189,14 +195,42 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
             }
         }
     };
-    let stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
+    let mut stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
     let job = Job { kernel: &kernel, plan: &plan, k, a, b, bias };
     // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
     let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
     let ldc = c.row_stride();
-    let out = Tiled::new(c.span(), grid(ldc));
-    let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
-    for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| job.run_chunk(ChunkOut { c, stage }, part));
+    if !shared {
+        let out = Tiled::new(c.span(), grid(ldc));
+        let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
+        for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| job.run_chunk(ChunkOut { c, stage }, part));
+        return;
+    }
+    // B shared (one thread): per k-block, the whole B block packed once, then every chunk
+    // run over it.
+    let (bpack, apacks) = packs.split_at_mut(shared_len);
+    for pc in (0..k).step_by(plan.kc) {
+        let kb = plan.kc.min(k - pc);
+        pack::pack_b(&b, pack::BPanels { nr: kernel.nr, col: 0, cols: n, first: 0, pc, kb }, bpack);
+        let out = Tiled::new(c.span(), grid(ldc));
+        let stage = stage.as_deref_mut().map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
+        for_each_tile_scratch(threads, (out, stage), apacks, per, |_, (c, stage), part| {
+            job.run_block(&mut ChunkOut { c, stage }, kernel.split_part(part).0, pc, kb, bpack);
+        });
+    }
+}
+
+/// Whether the row chunks of `plan` share one packed B block per k-block instead of each
+/// packing its own: on one thread, when B is packed, C has one column of chunks (so the
+/// shared block is no wider than a chunk's) and more than one row chunk would pack it.
+/// Never inside a chunk of another section (its caller's scratch is sized for per-chunk
+/// packing). Only the order in which one thread runs the same tiles changes, not the
+/// grid or any tile's arithmetic, so the bits are the same. Two threads would need a
+/// hand-off per k-block between packing and computing: measured under load on the Intel
+/// Xeon, the helper's polling at those barriers (5% of the samples at 512³) ate what the
+/// shared packing saved (`pack_b` 8.4% → 3.8%).
+fn shared_b(plan: &Plan, threads: usize) -> bool {
+    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1 && !in_parallel_chunk()
 }
 
 /// The threads a product runs on: one below [`SERIAL_WORK`] multiply-adds, else the
@@ -431,7 +465,22 @@ impl Kernel {
     fn packing_floats(&self, kc: usize, cols: usize) -> usize {
         let kc = kc.min(self.kc);
         let cols = cols.min(self.nc).div_ceil(self.nr) * self.nr;
-        (self.mr * A_STRIDE).next_multiple_of(ALIGN) + cols * kc + ALIGN
+        self.a_floats() + cols * kc
+    }
+
+    /// Floats of packing scratch for one A panel (MR rows, [`A_STRIDE`] apart, rounded up
+    /// to 64 bytes) and the slack that aligns it to 64 bytes.
+    fn a_floats(&self) -> usize {
+        (self.mr * A_STRIDE).next_multiple_of(ALIGN) + ALIGN
+    }
+
+    /// A thread's part of the packing scratch as its A panel (starting on a 64-byte
+    /// boundary: the part has room for the shift) and the rest (a B block, 64-byte aligned).
+    fn split_part<'p>(&self, part: &'p mut [f32]) -> (&'p mut [f32], &'p mut [f32]) {
+        let a_len = self.mr * A_STRIDE;
+        let skew = part.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
+        let (apack, rest) = part[skew..].split_at_mut(a_len.next_multiple_of(ALIGN));
+        (&mut apack[..a_len], rest)
     }
 
     /// `nc` of [`Kernel::new`] for a tile `nr` columns wide.
@@ -587,31 +636,34 @@ impl Job<'_> {
     /// are cut into `ceil(rows / MR)` panels of equal height (±1), so a chunk never ends in
     /// a short, inefficient tile.
     fn run_chunk(&self, mut out: ChunkOut, part: &mut [f32]) {
-        let ((row0, col0), rows, cols) = (out.c.origin(), out.c.rows(), out.c.cols());
-        let (mr, nr, kc) = (self.kernel.mr, self.kernel.nr, self.plan.kc);
-        let a_len = mr * A_STRIDE;
-        let b_len = cols.div_ceil(nr) * nr * kc;
-        let panels = rows.div_ceil(mr);
-        // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
-        let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
-        // The A panel starts on a 64-byte boundary (the part has room for the shift).
-        let skew = part.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
-        let (apack, bpack) = part[skew..].split_at_mut(a_len.next_multiple_of(ALIGN));
-        let (apack, bpack) = (&mut apack[..a_len], &mut bpack[..b_len]);
+        let (col0, cols) = (out.c.origin().1, out.c.cols());
+        let (nr, kc) = (self.kernel.nr, self.plan.kc);
+        let (apack, bpack) = self.kernel.split_part(part);
+        let bpack = &mut bpack[..cols.div_ceil(nr) * nr * kc];
         for pc in (0..self.k).step_by(kc) {
             let kb = kc.min(self.k - pc);
             let first = if self.plan.direct_b { cols / nr } else { 0 };
             pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
-            for q in 0..panels {
-                let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
-                let a: &[f32] = if direct_a {
-                    &self.a.data()[(row0 + row) * A_STRIDE + pc..]
-                } else {
-                    pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
-                    apack
-                };
-                self.run_panel(&mut out, Panel { row, rows: end - row, pc, kb, a, b: bpack });
-            }
+            self.run_block(&mut out, apack, pc, kb, bpack);
+        }
+    }
+
+    /// Runs k-block `pc..pc + kb` of one chunk over its packed B block `bpack`, one row
+    /// panel at a time (A packed into `apack`, unless read in place).
+    fn run_block(&self, out: &mut ChunkOut, apack: &mut [f32], pc: usize, kb: usize, bpack: &[f32]) {
+        let (row0, rows) = (out.c.origin().0, out.c.rows());
+        let panels = rows.div_ceil(self.kernel.mr);
+        // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
+        let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
+        for q in 0..panels {
+            let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
+            let a: &[f32] = if direct_a {
+                &self.a.data()[(row0 + row) * A_STRIDE + pc..]
+            } else {
+                pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
+                apack
+            };
+            self.run_panel(out, Panel { row, rows: end - row, pc, kb, a, b: bpack });
         }
     }
 
