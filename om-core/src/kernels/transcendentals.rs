@@ -265,7 +265,7 @@ impl<L: Lanes> Gauss<L> {
         let scale = exp(hi.neg());
         let small = a.lt(splat(ERF_SPLIT));
         // The large-argument head (a division, an exponential, a degree-9 polynomial) only
-        // when a lane takes it: most vectors of a layer's GELU input are all small.
+        // when a lane takes it (the vectors of a GELU layer's input are often all small).
         let head_small = splat(1.0).sub(erf_small(a));
         let erfc_head = if L::all(small) { head_small } else { L::select(small, head_small, erfc_large_head(a, lo)) };
         Gauss {
