@@ -54,6 +54,27 @@ fn exact_mode_is_identical_across_paths_and_threads() {
 }
 
 #[test]
+fn rows_summed_side_by_side_have_the_bits_of_one_row_at_a_time() {
+    // Groups of eight rows share their sums' loop; a row passed alone takes the one-row
+    // path. Both must give the same bits, in both modes and on every path.
+    for (rows, n) in [(20, 64), (40, 33), (9, 1000), (300, 100)] {
+        let x = data(rows * n, 30.0);
+        for mode in [Mode::Exact, Mode::Fast] {
+            for path in KernelPath::supported() {
+                for f in [softmax_rows as RowFn, log_softmax_rows] {
+                    let all = run(f, path, mode, 1, &x, n);
+                    for r in 0..rows {
+                        let one = run(f, path, mode, 1, &x[r * n..(r + 1) * n], n);
+                        let same = one.iter().zip(&all[r * n..]).all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{path} {mode:?} row {r} of {rows}x{n}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn rows_sum_to_one_and_follow_f64() {
     for mode in [Mode::Exact, Mode::Fast] {
         for (rows, n) in SHAPES {

@@ -40,11 +40,13 @@ const CHUNK_ELEMS: usize = 32 * 1024;
 /// f64 lane each of an AVX-512 vector (`avx512`).
 const LOCKSTEP: usize = ROWS;
 
-/// Columns per chunk of the layer norm's `dγ`, `dβ` sums (each chunk reads all rows).
-/// Measured 2026-12-02 on an Intel Xeon model 167 (`om bench norm-pool --case
-/// layernorm_1024x256`, forward + backward): 32 and 128 took 1.03× and 1.24× the time of 64
-/// at 1 thread, 1.06× and 1.08× at 2 (medians of 11 interleaved runs; docs/performance.md,
-/// "Tuning constants").
+/// Fewest columns per chunk of the layer norm's `dγ`, `dβ` sums (each chunk reads all
+/// rows, its columns of each row contiguously); a chunk is half a row (rounded up to 16
+/// columns) when that is wider: two chunks for two threads, each reading as long a run of
+/// a row as it can. In the encoder step (Intel Xeon model 167, 1 thread, `perf` sample
+/// shares, rows of 256) the layer norm backward took 2.5% of the samples with 64-column
+/// chunks and 2.1% with 128 (the first pass over `x`, cold since the forward, stalls on its
+/// loads; longer runs are prefetched better). The chunks never change a bit.
 const COL_BLOCK: usize = 64;
 
 /// Runs `$body` inside the instruction set's `#[target_feature]` function (through
@@ -208,9 +210,10 @@ fn from8<T: Copy, const K: usize>(a: [T; 8]) -> [T; K] {
     <[T; K]>::try_from(&a[..]).expect("K is 8")
 }
 
-/// `acc[k] + Σ rows[k][i] as f64`, in increasing `i`.
+/// `acc[k] + Σ rows[k][i] as f64`, in increasing `i` (also the softmax rows' sums,
+/// `kernels::softmax`).
 #[inline(always)]
-fn sum<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
+pub(crate) fn sum<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
     #[cfg(target_arch = "x86_64")]
     if let (Some(avx), Some(rows8), Some(acc8)) = (L::avx512(isa), as8(rows), as8(acc)) {
         return from8(avx512::sum(avx, rows8, acc8));
@@ -415,7 +418,8 @@ pub fn layer_norm_backward(settings: Settings, d: usize, grad: NormGrad, dx: Opt
     assert!(gamma.is_none_or(|gm| gm.len() == d), "layer_norm: gamma length");
     if let Some(ParamSums { dgamma, dbeta }) = sums {
         assert!(dgamma.len() == d && dbeta.len() == d, "layer_norm: sum lengths");
-        let outs = (Tiled::contiguous(dgamma, COL_BLOCK), Tiled::contiguous(dbeta, COL_BLOCK));
+        let width = d.div_ceil(2).next_multiple_of(16).max(COL_BLOCK);
+        let outs = (Tiled::contiguous(dgamma, width), Tiled::contiguous(dbeta, width));
         for_each_tile(settings.threads, outs, |_, (dgamma, dbeta)| {
             let c0 = dgamma.origin().1;
             let sums = ParamSums { dgamma: dgamma.into_slice(), dbeta: dbeta.into_slice() };
@@ -446,42 +450,27 @@ pub fn layer_norm_backward(settings: Settings, d: usize, grad: NormGrad, dx: Opt
     });
 }
 
-/// Columns `c0..c0 + sums.dgamma.len()` of `Σ_rows g·x̂` and `Σ_rows g`, in blocks of
-/// [`COL_REGS`] columns whose accumulators stay in registers.
+/// Columns `c0..c0 + sums.dgamma.len()` of `Σ_rows g·x̂` and `Σ_rows g`: the rows in
+/// order, each row's columns read contiguously and added into the sums (which stay in L1),
+/// so `x` and `g` stream in row order. Summing a few columns over all rows in registers
+/// instead read each row 128 bytes at a time with a row's stride between reads: the loads
+/// missed (half of that loop's samples on one load, Intel Xeon, perf).
 #[inline(always)]
 fn ln_column_sums(grad: NormGrad, d: usize, c0: usize, sums: ParamSums) {
+    let NormGrad { x, g, stats: Stats { mean, rstd }, .. } = grad;
     let ParamSums { dgamma: dg, dbeta: db } = sums;
     let nc = dg.len();
-    let full = nc / COL_REGS * COL_REGS;
-    for c in (0..full).step_by(COL_REGS) {
-        ln_column_block::<COL_REGS>(grad, d, c0 + c, &mut dg[c..], &mut db[c..]);
-    }
-    for c in full..nc {
-        ln_column_block::<1>(grad, d, c0 + c, &mut dg[c..], &mut db[c..]);
-    }
-}
-
-/// Columns summed together by the layer norm's `dγ`, `dβ` pass: 32 columns are two sets of
-/// four AVX-512 f64 accumulators, kept in registers. Measured on an AMD EPYC (Zen 5): the
-/// `layernorm_1024x256` benchmark process took 73 ms of CPU against 80 ms when the whole
-/// 64-column chunk was summed at once (its sums went to memory).
-const COL_REGS: usize = 32;
-
-/// Columns `c..c + N` of `Σ_rows g·x̂` (into `dg`) and `Σ_rows g` (into `db`).
-#[inline(always)]
-fn ln_column_block<const N: usize>(grad: NormGrad, d: usize, c: usize, dg: &mut [f64], db: &mut [f64]) {
-    let NormGrad { x, g, stats: Stats { mean, rstd }, .. } = grad;
-    let (mut ag, mut ab) = ([0.0f64; N], [0.0f64; N]);
+    let db = &mut db[..nc];
+    dg.fill(0.0);
+    db.fill(0.0);
     for (row, (&m, &s)) in mean.iter().zip(rstd).enumerate() {
-        let (x, g) = (&x[row * d + c..][..N], &g[row * d + c..][..N]);
-        for i in 0..N {
+        let (x, g) = (&x[row * d + c0..][..nc], &g[row * d + c0..][..nc]);
+        for i in 0..nc {
             let xh = (x[i] - m) * s;
-            ag[i] += g[i] as f64 * xh as f64;
-            ab[i] += g[i] as f64;
+            dg[i] += g[i] as f64 * xh as f64;
+            db[i] += g[i] as f64;
         }
     }
-    dg[..N].copy_from_slice(&ag);
-    db[..N].copy_from_slice(&ab);
 }
 
 /// `dx` of rows `r..r + K`.

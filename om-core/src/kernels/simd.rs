@@ -85,6 +85,9 @@ pub(crate) trait Lanes: Copy {
     fn is_nan(self) -> Self::Mask;
     /// Per lane: `a` where `m` is set, else `b`.
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
+    /// Whether `m` is set in every lane (lets a kernel skip the work of a `select` operand
+    /// that no lane takes; the selected values, hence the bits, are the same).
+    fn all(m: Self::Mask) -> bool;
     fn to_bits(self) -> Self::Int;
     fn from_bits(i: Self::Int) -> Self;
     fn int_splat(isa: Self::Isa, v: i32) -> Self::Int;
@@ -209,6 +212,10 @@ impl Lanes for f32 {
         } else {
             b
         }
+    }
+    #[inline(always)]
+    fn all(m: bool) -> bool {
+        m
     }
     #[inline(always)]
     fn to_bits(self) -> i32 {
@@ -403,6 +410,10 @@ mod x86 {
             Self(intrinsic!(_mm_or_ps(_mm_and_ps(m, a.0), _mm_andnot_ps(m, b.0))))
         }
         #[inline(always)]
+        fn all(m: __m128) -> bool {
+            intrinsic!(_mm_movemask_ps(m)) == 0xf
+        }
+        #[inline(always)]
         fn to_bits(self) -> I32x4 {
             I32x4(intrinsic!(_mm_castps_si128(self.0)))
         }
@@ -507,6 +518,10 @@ mod x86 {
         #[inline(always)]
         fn select(m: __m256, a: Self, b: Self) -> Self {
             Self(intrinsic!(_mm256_blendv_ps(b.0, a.0, m)))
+        }
+        #[inline(always)]
+        fn all(m: __m256) -> bool {
+            intrinsic!(_mm256_movemask_ps(m)) == 0xff
         }
         #[inline(always)]
         fn to_bits(self) -> I32x8 {
@@ -617,6 +632,10 @@ mod x86 {
         #[inline(always)]
         fn select(m: __mmask16, a: Self, b: Self) -> Self {
             Self(intrinsic!(_mm512_mask_blend_ps(m, b.0, a.0)))
+        }
+        #[inline(always)]
+        fn all(m: __mmask16) -> bool {
+            m == 0xffff
         }
         #[inline(always)]
         fn to_bits(self) -> I32x16 {
@@ -733,6 +752,10 @@ mod neon {
         #[inline(always)]
         fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
             Self(intrinsic!(vbslq_f32(m, a.0, b.0)))
+        }
+        #[inline(always)]
+        fn all(m: uint32x4_t) -> bool {
+            intrinsic!(vminvq_u32(m)) != 0
         }
         #[inline(always)]
         fn to_bits(self) -> I32x4 {

@@ -7,7 +7,7 @@
 //!    below; `m + 0` so that `-0` and `+0` maxima give the same bits);
 //! 2. `e[i] = exp(x[i] - m)` with the fixed-polynomial exp;
 //! 3. `s` = the sum of the `e[i]` in `f64`, in increasing element order, rounded once
-//!    to `f32`;
+//!    to `f32` (rows are summed eight side by side, each its own chain);
 //! 4. softmax: `e[i] / s`; log-softmax: `(x[i] - m) - log(s)`.
 //!
 //! A row containing NaN or +inf, or whose elements are all -inf, gives NaN in every
@@ -19,6 +19,8 @@
 //! values have the bits that the row kernel gives for that line copied into a row
 //! (vectors cover adjacent lines instead of adjacent elements of one row).
 
+use super::norm::sum as sum_in_lockstep;
+use super::reduce::ROWS;
 use super::simd::{Lanes, Scalar};
 use super::transcendentals::{exp, log};
 use super::{dispatch, finish, LaneTask};
@@ -95,7 +97,11 @@ impl LaneTask for LinesTask<'_, '_> {
     fn run<L: Lanes>(self, isa: L::Isa) {
         let LinesTask { x, out, n, inner, kind, mode } = self;
         if inner == 1 {
-            for (x, out) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+            let grouped = x.len() / (ROWS * n) * (ROWS * n);
+            for (x, out) in x[..grouped].chunks_exact(ROWS * n).zip(out[..grouped].chunks_exact_mut(ROWS * n)) {
+                rows_side_by_side::<L>(isa, x, out, n, kind, mode);
+            }
+            for (x, out) in x[grouped..].chunks_exact(n).zip(out[grouped..].chunks_exact_mut(n)) {
                 row::<L>(isa, x, out, kind, mode);
             }
             return;
@@ -156,11 +162,43 @@ fn line_block<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], (n, inner, j): 
 /// One row; `L` covers the full vectors, `f32` the tail of each pass.
 #[inline(always)]
 fn row<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], kind: Kind, mode: Mode) {
+    let m = max_and_exp::<L>(isa, x, out);
+    let sum = out.iter().fold(0.0f64, |s, &e| s + e as f64);
+    finish_row::<L>(isa, x, out, (m, sum as f32), kind, mode);
+}
+
+/// [`ROWS`] rows of `n` (`x`, `out` hold `ROWS · n` values): the steps of [`row`] for
+/// each, with the step-3 sums of the rows in lockstep (the norms' sums: one f64 lane or
+/// chain per row, so the chains overlap while each row's own sum is the same sequence of
+/// adds, the same bits). A row of an attention block (64 keys) spent most of its time
+/// waiting on its single chain.
+#[inline(always)]
+fn rows_side_by_side<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], n: usize, kind: Kind, mode: Mode) {
+    let mut m = [0.0f32; ROWS];
+    for ((x, out), m) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)).zip(&mut m) {
+        *m = max_and_exp::<L>(isa, x, out);
+    }
+    let sums = sum_in_lockstep::<L, ROWS>(isa, std::array::from_fn(|r| &out[r * n..(r + 1) * n]), [0.0; ROWS]);
+    for (((x, out), &m), &sum) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)).zip(&m).zip(&sums) {
+        finish_row::<L>(isa, x, out, (m, sum as f32), kind, mode);
+    }
+}
+
+/// Steps 1 and 2 of a row: returns its maximum `m` (`+ 0`) and writes `out = exp(x − m)`.
+#[inline(always)]
+fn max_and_exp<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32]) -> f32 {
     let full = x.len() / L::WIDTH * L::WIDTH;
     let m = larger(row_max::<L>(isa, &x[..full]), row_max::<f32>(Scalar, &x[full..])) + 0.0;
     exp_shifted::<L>(isa, &x[..full], m, &mut out[..full]);
     exp_shifted::<f32>(Scalar, &x[full..], m, &mut out[full..]);
-    let sum = out.iter().fold(0.0f64, |s, &e| s + e as f64) as f32;
+    m
+}
+
+/// Step 4 of a row given its maximum and rounded sum `(m, sum)`, in place of the
+/// exponentials in `out`.
+#[inline(always)]
+fn finish_row<L: Lanes>(isa: L::Isa, x: &[f32], out: &mut [f32], (m, sum): (f32, f32), kind: Kind, mode: Mode) {
+    let full = x.len() / L::WIDTH * L::WIDTH;
     match kind {
         Kind::Softmax => {
             divide::<L>(isa, &mut out[..full], sum, mode);

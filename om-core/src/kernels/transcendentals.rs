@@ -264,7 +264,10 @@ impl<L: Lanes> Gauss<L> {
         let (hi, lo) = (hi2.mul(splat(0.5)), lo2.mul(splat(0.5)));
         let scale = exp(hi.neg());
         let small = a.lt(splat(ERF_SPLIT));
-        let erfc_head = L::select(small, splat(1.0).sub(erf_small(a)), erfc_large_head(a, lo));
+        // The large-argument head (a division, an exponential, a degree-9 polynomial) only
+        // when a lane takes it (the vectors of a GELU layer's input are often all small).
+        let head_small = splat(1.0).sub(erf_small(a));
+        let erfc_head = if L::all(small) { head_small } else { L::select(small, head_small, erfc_large_head(a, lo)) };
         Gauss {
             tail: erfc_head.mul(splat(0.5)),
             tail_scale: L::select(small, splat(1.0), scale),
