@@ -26,7 +26,7 @@
 //! thread; with one image the GEMM itself uses the threads. The GEMM is bit-identical at
 //! every thread count, so the result does not depend on that choice. The weight gradient
 //! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and of
-//! whether there is more than one thread; never of the bits): each chunk
+//! the thread count; never of the bits): each chunk
 //! runs over all images in item order, so no addition is reordered. The bias gradient is
 //! chunked by channels, each channel summed over all images in order.
 //!
@@ -185,7 +185,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// band, read transposed in place by the packer: the same bits as the row-major copy).
 ///
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
-/// the shape and of whether there is more than one thread); a chunk unfolds only its
+/// the shape and of the thread count); a chunk unfolds only its
 /// rows, runs over every image in item order and accumulates into its own band of `dWᵀ`,
 /// so each element's additions keep their order.
 ///
@@ -260,30 +260,34 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 }
 
 /// The weight gradient's chunks: `bands` bands of `band` rows of `K` (the last may be
-/// shorter). About one band per 64 rows, an even number of them (two threads then get equal
-/// shares), each a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles;
-/// the AVX-512 path cuts a band into panels of equal height, at most 14 rows each) when `K`
-/// spans at least two 24-row panels per band. Measured on the convnet layers (AMD EPYC,
-/// 1 thread, fastest of 15): one band per 32 rows was 7% slower than per 64 (more, smaller
-/// GEMMs); per 64, per 128 and a single pair of bands were within 2% of each other, so 64
-/// keeps 6–8 bands for the threads to share at little cost.
+/// shorter). One band per thread (at least two, at most one per 24-row panel of `K`), each
+/// a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles; the AVX-512
+/// path cuts a band into panels of equal height, at most 14 rows each) when `K` spans at
+/// least two 24-row panels per band: every band packs the whole `gᵀ` of every image again,
+/// so more bands than threads only add packing. Measured on the Intel Xeon model 167
+/// (quiet, 2 threads, 5 alternating rounds of `om bench conv --threads 2`, medians): a
+/// pair of bands against the former one band per 64 rows (6 for `K = 288`, 10 for
+/// `K = 576`): `dw_ms` of the convnet's layer 2 1.394 → 1.255, layer 3 1.455 → 1.346; the
+/// step (`om bench step --model convnet --threads 2`, 7 rounds) 12.31 → 11.93 ms. (On an
+/// AMD EPYC at 1 thread, one band per 32 rows had been 7% slower than per 64, and per 64,
+/// per 128 and a single pair within 2% of each other.)
 ///
-/// One thread takes a single band, whatever `K`: every band packs the whole `gᵀ` of every
-/// image again, and several bands also need the transposed copy of `g`, while one band
-/// reads `g` transposed in place, once per image. For `K` below two 24-row panels (the
-/// first layer of an image model: `K = 9` or `27`) a pair would also be two GEMMs of at
-/// most 24 rows (panels of 5 and 4 rows for `K = 9`, where the 14-row AVX-512 tile runs a
-/// third full). Measured (Intel Xeon model 167, `om bench conv --threads 1 --stat min
-/// --reps 21`, 5 interleaved rounds, a loaded machine): the convnet's `dw_ms` of layer 2
-/// (`K = 288`, 6 bands before) 2.69–2.95 → 2.46–2.56, of layer 3 (`K = 576`, 8 bands)
-/// 2.88–3.11 → 2.80–3.04. The bands never change a bit (each element is one `dWᵀ` row's
-/// own sum, whichever band computes it), so they may depend on the thread count.
+/// One thread takes a single band, whatever `K`: several bands also need the transposed
+/// copy of `g`, while one band reads `g` transposed in place, once per image. For `K`
+/// below two 24-row panels (the first layer of an image model: `K = 9` or `27`) a pair
+/// would also be two GEMMs of at most 24 rows (panels of 5 and 4 rows for `K = 9`, where
+/// the 14-row AVX-512 tile runs a third full). Measured (Intel Xeon model 167, `om bench
+/// conv --threads 1 --stat min --reps 21`, 5 interleaved rounds, a loaded machine): the
+/// convnet's `dw_ms` of layer 2 (`K = 288`, 6 bands before) 2.69–2.95 → 2.46–2.56, of
+/// layer 3 (`K = 576`, 8 bands) 2.88–3.11 → 2.80–3.04. The bands never change a bit (each
+/// element is one `dWᵀ` row's own sum, whichever band computes it), so they may depend on
+/// the thread count.
 fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
     if threads <= 1 {
         return (k.max(1), 1);
     }
-    let target = k.div_ceil(64).next_multiple_of(2);
     let panels = k.div_ceil(24);
+    let target = threads.min(panels).max(2);
     let band = if panels >= 2 * target { 24 * panels.div_ceil(target) } else { k.div_ceil(target) };
     (band, k.div_ceil(band))
 }
