@@ -176,8 +176,9 @@ pub fn binary_lanes(settings: Settings, shape: &[usize], a: Operand<'_>, b: Oper
 
 /// Elements per parallel chunk of a flat map (128 KiB of output): large enough that a
 /// chunk costs far more than handing it to a thread, small enough that 2 threads share a
-/// 1M-element map evenly.
-const PAR_CHUNK: usize = 1 << 15;
+/// 1M-element map evenly. The one chunk length of every flat per-element pass: these maps,
+/// the fused GELU (`kernels::fused`) and the optimizers' updates (`om_ops::optim`).
+pub const PAR_CHUNK: usize = 1 << 15;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@
 
 use crate::compute::{Mode, Settings};
 use crate::kernels::chunks::for_each_row_chunk;
+use crate::kernels::elementwise::PAR_CHUNK;
 use crate::kernels::simd::{Lanes, Scalar};
 use crate::kernels::transcendentals as tr;
 use crate::kernels::{dispatch, finish, LaneTask};
@@ -24,9 +25,6 @@ pub enum GeluFormula {
     /// The tanh approximation and its slope (`GeluTanh`, `GeluTanhBackward`).
     Tanh,
 }
-
-/// Elements per parallel chunk (128 KiB of each output), as the flat element-wise maps.
-const PAR_CHUNK: usize = 1 << 15;
 
 /// `y[i] = gelu(x[i])` and `slope[i] = gelu'(x[i])` for every `i < y.len()`, in chunks
 /// shared by the thread team (each element alone, so the bits never depend on it).

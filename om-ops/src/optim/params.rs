@@ -4,6 +4,7 @@
 //! written).
 
 use om_core::compute::Compute;
+use om_core::kernels::elementwise::PAR_CHUNK;
 use om_core::kernels::parallel::{for_each_tile, TileMut, Tiled};
 use om_core::pool::max_buffer_bytes;
 use om_core::{no_grad, DType, Error, Result, Tensor};
@@ -179,15 +180,11 @@ pub(crate) fn for_each_grad(
     })
 }
 
-/// Elements per parallel chunk of an update (128 KiB of each array): a chunk costs far
-/// more than handing it to a thread, and 2 threads share a 1M-element parameter evenly.
-const UPDATE_CHUNK: usize = 1 << 15;
-
 /// Runs `f(p, g, bufs)` over matching chunks of a parameter's values `p`, its gradient `g`
 /// and its state buffers `bufs` (`None`: a buffer the config does not use), all of one
-/// length, on the thread team. Every update rule reads and writes element `k` of each
-/// array at position `k` only, so how the arrays are cut cannot change a bit
-/// (`tests/optim_chunks.rs`).
+/// length, in chunks of [`PAR_CHUNK`] elements (those of the flat element-wise maps) on the
+/// thread team. Every update rule reads and writes element `k` of each array at position
+/// `k` only, so how the arrays are cut cannot change a bit (`tests/optim_chunks.rs`).
 pub(crate) fn update_chunks<const N: usize>(
     p: &mut [f32],
     g: &[f32],
@@ -195,10 +192,10 @@ pub(crate) fn update_chunks<const N: usize>(
     f: impl Fn(&mut [f32], &[f32], [Option<&mut [f32]>; N]) + Sync + Send,
 ) {
     assert!(g.len() == p.len() && bufs.iter().flatten().all(|b| b.len() == p.len()), "optimizer: state of another length");
-    let outs = (Tiled::contiguous(p, UPDATE_CHUNK), bufs.map(|b| b.map(|b| Tiled::contiguous(b, UPDATE_CHUNK))));
+    let outs = (Tiled::contiguous(p, PAR_CHUNK), bufs.map(|b| b.map(|b| Tiled::contiguous(b, PAR_CHUNK))));
     for_each_tile(Compute::settings().threads, outs, |i, (p, bufs)| {
         let p = p.into_slice();
-        f(p, &g[i * UPDATE_CHUNK..][..p.len()], bufs.map(|b| b.map(TileMut::into_slice)))
+        f(p, &g[i * PAR_CHUNK..][..p.len()], bufs.map(|b| b.map(TileMut::into_slice)))
     });
 }
 
