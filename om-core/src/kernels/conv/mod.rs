@@ -260,7 +260,8 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 }
 
 /// The weight gradient's chunks: `bands` bands of `band` rows of `K` (the last may be
-/// shorter). One band per thread (at least two, at most one per 24-row panel of `K`), each
+/// shorter). One band per thread, but no more than `K` has 24-row panels and never fewer
+/// than two (`K = 9` at two threads: 5 and 4 rows), each
 /// a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles; the AVX-512
 /// path cuts a band into panels of equal height, at most 14 rows each) when `K` spans at
 /// least two 24-row panels per band: every band packs the whole `gᵀ` of every image again,
