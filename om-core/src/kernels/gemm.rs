@@ -16,8 +16,9 @@
 //! is computed independently by one thread, as a rectangle of C handed out by
 //! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
 //! columns once into its thread's part of the packing scratch, then for each row panel of
-//! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
-//! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
+//! up to MR rows packs those A rows (an L1-sized panel; a column-major A [`A_GROUP`]
+//! panels at a time) and runs the path's register-tile kernel across the packed B; an
+//! optional [`Bias`] is added to each tile after its last
 //! k-block. On one thread, when several row chunks would pack the same B columns, the
 //! k-loop moves out of the chunks instead: per k-block the whole B block is packed once,
 //! then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
