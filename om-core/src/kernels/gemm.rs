@@ -16,8 +16,9 @@
 //! is computed independently by one thread, as a rectangle of C handed out by
 //! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
 //! columns once into its thread's part of the packing scratch, then for each row panel of
-//! up to MR rows packs those A rows (an L1-sized panel) and runs the path's register-tile
-//! kernel across the packed B; an optional [`Bias`] is added to each tile after its last
+//! up to MR rows packs those A rows (an L1-sized panel; a column-major A [`A_GROUP`]
+//! panels at a time) and runs the path's register-tile kernel across the packed B; an
+//! optional [`Bias`] is added to each tile after its last
 //! k-block. On one thread, when several row chunks would pack the same B columns, the
 //! k-loop moves out of the chunks instead: per k-block the whole B block is packed once,
 //! then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
@@ -107,7 +108,7 @@ pub fn gemm_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: u
     }
     let kernel = Kernel::select(settings.path, settings.mode);
     let parts = workers(threads_for(settings, m, k, n), usize::MAX);
-    parts.saturating_mul(kernel.packing_floats(k, n)).saturating_add(padded_c_len(m, n, ldc))
+    parts.saturating_mul(kernel.packing_floats(k, n, 1)).saturating_add(padded_c_len(m, n, ldc))
 }
 
 /// As [`gemm`], with the caller's `scratch` (at least [`gemm_scratch_len`] floats) for the
@@ -162,9 +163,19 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     // chunk of the plan; or, with B shared by the row chunks, one packed B block as wide
     // as C (no wider than a chunk) and an A panel.
     let shared = shared_b(&plan, threads);
-    let per = if shared { kernel.a_floats() } else { kernel.packing_floats(plan.kc, plan.nc) };
     let shared_len = if shared { n.div_ceil(kernel.nr) * kernel.nr * plan.kc } else { 0 };
-    let packing = workers(threads, plan.chunks()) * per + shared_len;
+    let packing_for = |panels| {
+        let per = if shared { kernel.a_floats(panels) } else { kernel.packing_floats(plan.kc, plan.nc, panels) };
+        (per, workers(threads, plan.chunks()) * per + shared_len)
+    };
+    let caller = scratch.unwrap_or(&mut []);
+    // A column-major A is packed several row panels at a time (`a_panels`) — unless the
+    // caller's scratch, sized by `gemm_scratch_len` for one panel, is what there is.
+    let mut a_panels = a_group(&kernel, &a, m);
+    if (!caller.is_empty() || in_parallel_chunk()) && caller.len() < packing_for(a_panels).1 {
+        a_panels = 1;
+    }
+    let (per, packing) = packing_for(a_panels);
     // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
     // to C (the arithmetic, and so every bit, is the same).
@@ -176,7 +187,6 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     // `gemm_scratch_len`): there, or if the pool refuses, from a heap buffer. The padded
     // copy only saves time: it comes from what the caller's scratch has left, else with
     // the pooled packing, else C is computed in place.
-    let caller = scratch.unwrap_or(&mut []);
     let (mut pooled, mut heap): (Option<Buffer>, Vec<f32>);
     let (packs, rest): (&mut [f32], &mut [f32]) = if caller.len() >= packing {
         caller.split_at_mut(packing)
@@ -196,7 +206,7 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
     };
     let mut stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
-    let job = Job { kernel: &kernel, plan: &plan, k, a, b, bias };
+    let job = Job { kernel: &kernel, plan: &plan, k, a, a_panels, b, bias };
     // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
     let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
     let ldc = c.row_stride();
@@ -215,10 +225,26 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         let out = Tiled::new(c.span(), grid(ldc));
         let stage = stage.as_deref_mut().map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
         for_each_tile_scratch(threads, (out, stage), apacks, per, |_, (c, stage), part| {
-            job.run_block(&mut ChunkOut { c, stage }, kernel.split_part(part).0, pc, kb, bpack);
+            job.run_block(&mut ChunkOut { c, stage }, kernel.split_part(part, a_panels).0, pc, kb, bpack);
         });
     }
 }
+
+/// Row panels of A packed at once: [`A_GROUP`] for a column-major A (a transposed
+/// operand, at most as many as its rows fill), else 1.
+fn a_group(kernel: &Kernel, a: &MatRef, m: usize) -> usize {
+    if a.cols_contiguous() && !a.rows_contiguous() {
+        A_GROUP.min(m.div_ceil(kernel.mr))
+    } else {
+        1
+    }
+}
+
+/// Row panels of a column-major A packed in one pass (`pack_a`): each of its contiguous
+/// runs along a k step then gives `A_GROUP · MR` values (448 bytes for the 14-row
+/// AVX-512 panel) instead of one panel's 56 bytes from a line, and a page, of its own;
+/// the panels (122 KiB) wait in L2 next to the packed B block.
+const A_GROUP: usize = 8;
 
 /// Whether the row chunks of `plan` share one packed B block per k-block instead of each
 /// packing its own: on one thread, when B is packed, C has one column of chunks (so the
@@ -462,22 +488,23 @@ impl Kernel {
     /// k-blocks of at most `kc` steps: an A panel (MR rows, [`A_STRIDE`] apart, rounded up
     /// to 64 bytes), a packed B block of whole micro-panels, and the slack that aligns the
     /// A panel to 64 bytes.
-    fn packing_floats(&self, kc: usize, cols: usize) -> usize {
+    fn packing_floats(&self, kc: usize, cols: usize, a_panels: usize) -> usize {
         let kc = kc.min(self.kc);
         let cols = cols.min(self.nc).div_ceil(self.nr) * self.nr;
-        self.a_floats() + cols * kc
+        self.a_floats(a_panels) + cols * kc
     }
 
-    /// Floats of packing scratch for one A panel (MR rows, [`A_STRIDE`] apart, rounded up
-    /// to 64 bytes) and the slack that aligns it to 64 bytes.
-    fn a_floats(&self) -> usize {
-        (self.mr * A_STRIDE).next_multiple_of(ALIGN) + ALIGN
+    /// Floats of packing scratch for `a_panels` A panels packed at once (MR rows each,
+    /// [`A_STRIDE`] apart, rounded up to 64 bytes) and the slack that aligns them to 64 bytes.
+    fn a_floats(&self, a_panels: usize) -> usize {
+        (a_panels * self.mr * A_STRIDE).next_multiple_of(ALIGN) + ALIGN
     }
 
-    /// A thread's part of the packing scratch as its A panel (starting on a 64-byte
-    /// boundary: the part has room for the shift) and the rest (a B block, 64-byte aligned).
-    fn split_part<'p>(&self, part: &'p mut [f32]) -> (&'p mut [f32], &'p mut [f32]) {
-        let a_len = self.mr * A_STRIDE;
+    /// A thread's part of the packing scratch as its A panels (`a_panels` of them, starting
+    /// on a 64-byte boundary: the part has room for the shift) and the rest (a B block,
+    /// 64-byte aligned).
+    fn split_part<'p>(&self, part: &'p mut [f32], a_panels: usize) -> (&'p mut [f32], &'p mut [f32]) {
+        let a_len = a_panels * self.mr * A_STRIDE;
         let skew = part.as_ptr().align_offset(ALIGN * 4).min(ALIGN - 1);
         let (apack, rest) = part[skew..].split_at_mut(a_len.next_multiple_of(ALIGN));
         (&mut apack[..a_len], rest)
@@ -609,6 +636,8 @@ struct Job<'a> {
     plan: &'a Plan,
     k: usize,
     a: MatRef<'a>,
+    /// Row panels of A packed at once ([`a_group`]).
+    a_panels: usize,
     b: MatRef<'a>,
     bias: Option<Bias<'a>>,
 }
@@ -638,7 +667,7 @@ impl Job<'_> {
     fn run_chunk(&self, mut out: ChunkOut, part: &mut [f32]) {
         let (col0, cols) = (out.c.origin().1, out.c.cols());
         let (nr, kc) = (self.kernel.nr, self.plan.kc);
-        let (apack, bpack) = self.kernel.split_part(part);
+        let (apack, bpack) = self.kernel.split_part(part, self.a_panels);
         let bpack = &mut bpack[..cols.div_ceil(nr) * nr * kc];
         for pc in (0..self.k).step_by(kc) {
             let kb = kc.min(self.k - pc);
@@ -649,19 +678,26 @@ impl Job<'_> {
     }
 
     /// Runs k-block `pc..pc + kb` of one chunk over its packed B block `bpack`, one row
-    /// panel at a time (A packed into `apack`, unless read in place).
+    /// panel at a time (A packed into `apack` `a_panels` panels at a time, unless read in
+    /// place).
     fn run_block(&self, out: &mut ChunkOut, apack: &mut [f32], pc: usize, kb: usize, bpack: &[f32]) {
         let (row0, rows) = (out.c.origin().0, out.c.rows());
         let panels = rows.div_ceil(self.kernel.mr);
         // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
         let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
+        // The first row of the panels packed last.
+        let mut packed = 0;
         for q in 0..panels {
             let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
             let a: &[f32] = if direct_a {
                 &self.a.data()[(row0 + row) * A_STRIDE + pc..]
             } else {
-                pack::pack_a(&self.a, row0 + row, end - row, pc, kb, apack);
-                apack
+                if q % self.a_panels == 0 {
+                    let last = (q + self.a_panels).min(panels) * rows / panels;
+                    pack::pack_a(&self.a, row0 + row, last - row, pc, kb, apack);
+                    packed = row;
+                }
+                &apack[(row - packed) * A_STRIDE..]
             };
             self.run_panel(out, Panel { row, rows: end - row, pc, kb, a, b: bpack });
         }

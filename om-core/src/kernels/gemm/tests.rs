@@ -279,7 +279,7 @@ fn layouts(rows: usize, cols: usize, seed: u64) -> Vec<(&'static str, Vec<f32>, 
 #[test]
 fn strided_and_transposed_operands_match_the_dense_product_bit_for_bit() {
     for (ci, &(m, k, n)) in
-        [(1, 1, 1), (5, 7, 3), (8, 128, 40), (16, 300, 1000), (30, 300, 37), (70, 20, 33), (49, 257, 18)].iter().enumerate()
+        [(1, 1, 1), (5, 7, 3), (8, 128, 40), (16, 300, 1000), (30, 300, 37), (70, 20, 33), (49, 257, 18), (230, 19, 21)].iter().enumerate()
     {
         let seed = 100 * ci as u64;
         for (an, adata, [ars, acs]) in layouts(m, k, seed) {
