@@ -40,6 +40,7 @@
 use crate::compute::Settings;
 use crate::error::Result;
 use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
+use crate::kernels::norm::on_path;
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
@@ -130,18 +131,30 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
         let (cols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
-            im2col_kp(geo, xg, cols);
+            let cols = &mut *cols;
+            on_path!(settings.path, _isa, (geo: &'a ConvGeom, xg: &'a [f32], cols: &'a mut [f32]) { im2col_kp(geo, xg, cols) });
             let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
             let yg = MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p);
             gemm_with_scratch(inner, wg, MatRef::row_major(cols, k, p), yg, tmp);
         }
         if let Some(b) = bias {
-            for (row, &bv) in yn.chunks_mut(p).zip(b) {
-                row.iter_mut().for_each(|v| *v += bv);
-            }
+            on_path!(settings.path, _isa, (yn: &'a mut [f32], b: &'a [f32], p: usize) { add_bias(yn, p, b) });
         }
     });
     Ok(())
+}
+
+/// `+= b[i]` on every element of row `i` (rows of `len`, one per value of `b`): one f32
+/// addition per element. Inlined into the callers' [`on_path`] bodies, so the loop is
+/// vectorised for the path's instruction set (the same bits at every width).
+#[inline(always)]
+fn add_bias(rows: &mut [f32], len: usize, b: &[f32]) {
+    if len == 0 {
+        return;
+    }
+    for (row, &bv) in rows.chunks_mut(len).zip(b) {
+        row.iter_mut().for_each(|v| *v += bv);
+    }
 }
 
 /// Input gradient: `dx` (`[N, C, H, W]`, overwritten) from `g` (`[N, O, OH, OW]`) and `w`.
@@ -168,8 +181,9 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
         for gi in 0..geo.groups {
             let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
             let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
-            gemm_with_scratch(inner, wgt, gg, MatMut::row_major(dcols, k, p), tmp);
-            col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
+            gemm_with_scratch(inner, wgt, gg, MatMut::row_major(&mut *dcols, k, p), tmp);
+            let (dcols, dxg) = (&mut *dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
+            on_path!(settings.path, _isa, (geo: &'a ConvGeom, dcols: &'a mut [f32], dxg: &'a mut [f32]) { col2im_kp_add(geo, dcols, dxg) });
         }
     });
     Ok(())
@@ -236,14 +250,18 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         let (cols, part) = (&mut cols[..m * lda], &mut part[..m * og]);
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
-            im2col_kp_rows_strided(geo, xg, rows.clone(), cols, lda);
+            let (rows, band_cols) = (rows.clone(), &mut *cols);
+            on_path!(settings.path, _isa, (geo: &'a ConvGeom, xg: &'a [f32], rows: std::ops::Range<usize>, band_cols: &'a mut [f32], lda: usize) {
+                im2col_kp_rows_strided(geo, xg, rows, band_cols, lda)
+            });
             let at = n * image_out + gi * og * p;
             let ggt = match gt {
                 Some(gt) => MatRef::row_major(&gt[at..][..p * og], p, og),
                 None => MatRef::row_major(&g[at..][..og * p], og, p).t(),
             };
-            gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(part, m, og), tmp);
-            acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
+            gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(&mut *part, m, og), tmp);
+            let (acc, part) = (&mut *acc, &*part);
+            on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
         }
     });
     // dw[g·Og + o, k] = dWᵀ_g[k, o].
