@@ -163,11 +163,21 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
-    // W_gᵀ for every group, row-major [K, og].
-    let mut wt_buf = Buffer::try_new(geo.o * k * 4)?;
-    let wt = &mut wt_buf.f32_mut()[..geo.o * k];
+    // W_gᵀ for every group, `[K, og]` with rows `lda` apart: `DIRECT_A_STRIDE` when `og`
+    // fits, so that every image's GEMM reads its A operand in place instead of packing
+    // it again (the same bits).
+    let lda = if og <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { og };
+    let group_len = k * lda;
+    let mut wt_buf = Buffer::try_new(geo.groups * group_len * 4)?;
+    let wt = &mut wt_buf.f32_mut()[..geo.groups * group_len];
     for gi in 0..geo.groups {
-        transpose(&w[gi * og * k..][..og * k], og, k, k, 1, &mut wt[gi * og * k..]);
+        let wtg = &mut wt[gi * group_len..][..group_len];
+        transpose(&w[gi * og * k..][..og * k], og, k, k, 1, wtg);
+        // Spread the rows from the last down: row `r` moves from `r·og` to `r·lda ≥ r·og`,
+        // past the rows still to move.
+        for r in (1..k).rev() {
+            wtg.copy_within(r * og..(r + 1) * og, r * lda);
+        }
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
@@ -179,7 +189,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
         dxn.fill(0.0);
         let (dcols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
-            let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
+            let wgt = MatRef::with_stride(&wt[gi * group_len..][..group_len], k, og, lda);
             let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
             gemm_with_scratch(inner, wgt, gg, MatMut::row_major(&mut *dcols, k, p), tmp);
             let (dcols, dxg) = (&mut *dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
