@@ -118,24 +118,6 @@ impl ConvGeom {
     }
 }
 
-/// Copies `src` into `dst` (equal lengths): whole 16-value blocks as fixed-size copies
-/// (inlined vector moves, no call), the rest element-wise; long runs go to `memcpy`.
-#[inline(always)]
-fn copy_run(dst: &mut [f32], src: &[f32]) {
-    if dst.len() >= 256 {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let (mut d, mut s) = (dst.chunks_exact_mut(16), src.chunks_exact(16));
-    for (d, s) in (&mut d).zip(&mut s) {
-        let block: &[f32; 16] = s.try_into().expect("16 values");
-        *<&mut [f32; 16]>::try_from(d).expect("16 values") = *block;
-    }
-    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d = s;
-    }
-}
-
 /// For stride 1 and an output as wide as the input, output `(oy, ox)` of tap `(kh, kw)`
 /// reads plane element `oy·W + ox + shift`: returns the part of the flat output range of
 /// rows `ys` whose shifted index lies inside the plane, and the shift. Columns outside the
@@ -203,7 +185,7 @@ pub fn im2col_kp_rows_strided(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, ou
             // One shifted copy of the valid rows, then the columns outside `xs` (which
             // read a neighbouring row, or were clipped) are zeroed.
             let from = (a as isize + shift) as usize;
-            copy_run(&mut dst[a..b], &plane[from..from + (b - a)]);
+            dst[a..b].copy_from_slice(&plane[from..from + (b - a)]);
             zero_columns(&mut dst[ys.start * ow..ys.end * ow], ow, &xs);
             continue;
         }
