@@ -279,8 +279,8 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles; the AVX-512
 /// path cuts a band into panels of equal height, at most 14 rows each) when `K` spans at
 /// least two 24-row panels per band: every band packs (transposes) the whole `gᵀ` of every
-/// image again, so more bands than threads only add packing. Measured on the Intel Xeon model 167
-/// (quiet, 2 threads, 5 alternating rounds of `om bench conv --threads 2`, medians): a
+/// image again, so more bands than threads only add packing. Measured on the Intel Xeon
+/// model 167 (quiet, 2 threads, 5 alternating rounds of `om bench conv --threads 2`, medians): a
 /// pair of bands against the former one band per 64 rows (6 for `K = 288`, 10 for
 /// `K = 576`): `dw_ms` of the convnet's layer 2 1.394 → 1.255, layer 3 1.455 → 1.346; the
 /// step (`om bench step --model convnet --threads 2`, 7 rounds) 12.31 → 11.93 ms. (On an
@@ -301,9 +301,10 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// Every band reads `g` transposed in place (its GEMM's packer transposes each image's
 /// `gᵀ`), so each thread transposes it once per image, as one thread does alone. Against
 /// the former transposed copy `[N, P, og]` that several bands read (a pass writing `N·O·P`
-/// values first, then a plain-copy packing per band and image), measured on the Intel Xeon model 167, 2 threads, quiet, `om bench conv --threads 2
-/// --stat min --reps 21`, 3 alternating rounds, `dw_ms` layer 1 0.451–0.466 → 0.382–0.405,
-/// layer 2 1.093–1.197 → 1.051–1.162, layer 3 1.167–1.215 → 1.158–1.268.
+/// values first, then a plain-copy packing per band and image), measured on the Intel
+/// Xeon model 167, 2 threads, quiet, `om bench conv --threads 2 --stat min --reps 21`, 3
+/// alternating rounds: `dw_ms` layer 1 0.451–0.466 → 0.382–0.405, layer 2 1.093–1.197 →
+/// 1.051–1.162, layer 3 1.167–1.215 → 1.158–1.268.
 fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
     if threads <= 1 {
         return (k.max(1), 1);

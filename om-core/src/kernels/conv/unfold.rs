@@ -280,7 +280,8 @@ mod tests {
     }
 
     /// Geometries covering stride, dilation, asymmetric padding (wider than the kernel
-    /// reach on one side), 1×1 outputs and kernels reaching past the whole image.
+    /// reach on one side), 1×1 outputs, kernels reaching past the whole image, and a kernel
+    /// of more taps than the per-call table of runs holds.
     fn geometries() -> Vec<ConvGeom> {
         let mut out = Vec::new();
         for &(h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw) in &[
@@ -294,6 +295,8 @@ mod tests {
             (1, 9, 1, 4, 1, 2, 0, 3, 0, 0, 1, 3),
             (7, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2),
             (5, 6, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1),
+            // 30 taps: more than `PLANNED_TAPS`, so each row's runs are computed on the fly.
+            (7, 7, 6, 5, 1, 1, 2, 2, 3, 2, 1, 1),
         ] {
             let (eh, ew) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
             let (oh, ow) = ((h + pt + pb - eh) / sh + 1, (w + pl + pr - ew) / sw + 1);
