@@ -10,16 +10,20 @@
 //! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
-//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`;
-//!   read transposed in place by the GEMM's packer when a single band reads it). The
+//!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`,
+//!   read transposed in place by the GEMM's packer, once per image by each band). The
 //!   band's rows are unfolded [`DIRECT_A_STRIDE`] apart when `P` fits, so the GEMM reads
 //!   its A operand in place instead of packing it.
-//! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once),
+//! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once,
+//!   rows [`DIRECT_A_STRIDE`] apart when `og` fits, so no image's GEMM packs it again),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
 //!
 //! The unfolding and col2im work row-wise (`unfold`): one run of an input row per kernel tap
-//! and output row, not one closure call per element.
+//! and output row, not one closure call per element. They, the bias add and the weight
+//! gradient's per-image sum run inside the path's `#[target_feature]` function
+//! ([`on_path`]), so their loops are vectorised for it (plain copies and IEEE additions:
+//! the same bits at every width).
 //!
 //! Threads: images are independent in the forward pass and the input gradient, so those
 //! are chunked by image (a function of the shape only) and each image's GEMMs run on one
@@ -40,7 +44,8 @@
 use crate::compute::Settings;
 use crate::error::Result;
 use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
-use crate::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
+use crate::kernels::norm::on_path;
+use crate::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
 
@@ -130,18 +135,30 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
         let (cols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
-            im2col_kp(geo, xg, cols);
+            let cols = &mut *cols;
+            on_path!(settings.path, _isa, (geo: &'a ConvGeom, xg: &'a [f32], cols: &'a mut [f32]) { im2col_kp(geo, xg, cols) });
             let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
             let yg = MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p);
             gemm_with_scratch(inner, wg, MatRef::row_major(cols, k, p), yg, tmp);
         }
         if let Some(b) = bias {
-            for (row, &bv) in yn.chunks_mut(p).zip(b) {
-                row.iter_mut().for_each(|v| *v += bv);
-            }
+            on_path!(settings.path, _isa, (yn: &'a mut [f32], b: &'a [f32], p: usize) { add_bias(yn, p, b) });
         }
     });
     Ok(())
+}
+
+/// `+= b[i]` on every element of row `i` (rows of `len`, one per value of `b`): one f32
+/// addition per element. Inlined into the callers' [`on_path`] bodies, so the loop is
+/// vectorised for the path's instruction set (the same bits at every width).
+#[inline(always)]
+fn add_bias(rows: &mut [f32], len: usize, b: &[f32]) {
+    if len == 0 {
+        return;
+    }
+    for (row, &bv) in rows.chunks_mut(len).zip(b) {
+        row.iter_mut().for_each(|v| *v += bv);
+    }
 }
 
 /// Input gradient: `dx` (`[N, C, H, W]`, overwritten) from `g` (`[N, O, OH, OW]`) and `w`.
@@ -150,11 +167,21 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
-    // W_gᵀ for every group, row-major [K, og].
-    let mut wt_buf = Buffer::try_new(geo.o * k * 4)?;
-    let wt = &mut wt_buf.f32_mut()[..geo.o * k];
+    // W_gᵀ for every group, `[K, og]` with rows `lda` apart: `DIRECT_A_STRIDE` when `og`
+    // fits, so that every image's GEMM reads its A operand in place instead of packing
+    // it again (the same bits).
+    let lda = if og <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { og };
+    let group_len = k * lda;
+    let mut wt_buf = Buffer::try_new(geo.groups * group_len * 4)?;
+    let wt = &mut wt_buf.f32_mut()[..geo.groups * group_len];
     for gi in 0..geo.groups {
-        transpose(&w[gi * og * k..][..og * k], og, k, k, 1, &mut wt[gi * og * k..]);
+        let wtg = &mut wt[gi * group_len..][..group_len];
+        transpose(&w[gi * og * k..][..og * k], og, k, k, 1, wtg);
+        // Spread the rows from the last down: row `r` moves from `r·og` to `r·lda ≥ r·og`,
+        // past the rows still to move.
+        for r in (1..k).rev() {
+            wtg.copy_within(r * og..(r + 1) * og, r * lda);
+        }
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
@@ -166,10 +193,11 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
         dxn.fill(0.0);
         let (dcols, tmp) = scratch.split_at_mut(k * p);
         for gi in 0..geo.groups {
-            let wgt = MatRef::row_major(&wt[gi * og * k..][..k * og], k, og);
+            let wgt = MatRef::with_stride(&wt[gi * group_len..][..group_len], k, og, lda);
             let gg = MatRef::row_major(&g[n * image_out + gi * og * p..][..og * p], og, p);
-            gemm_with_scratch(inner, wgt, gg, MatMut::row_major(dcols, k, p), tmp);
-            col2im_kp_add(geo, dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
+            gemm_with_scratch(inner, wgt, gg, MatMut::row_major(&mut *dcols, k, p), tmp);
+            let (dcols, dxg) = (&mut *dcols, &mut dxn[gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w]);
+            on_path!(settings.path, _isa, (geo: &'a ConvGeom, dcols: &'a mut [f32], dxg: &'a mut [f32]) { col2im_kp_add(geo, dcols, dxg) });
         }
     });
     Ok(())
@@ -181,8 +209,8 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 /// same `Σ_p g[o, p]·cols[p, k]` (one accumulator, `p` increasing; a product is the same
 /// bits in either operand order), each image's product is rounded on its own and added to
 /// the running sum in item order, exactly as `S = g·cols; dW += S`. Only the `[K, P]`
-/// unfolding is needed (row-wise), and `g` is transposed once per call (or, with a single
-/// band, read transposed in place by the packer: the same bits as the row-major copy).
+/// unfolding is needed (row-wise), and `g` is read transposed in place by the GEMM's
+/// packer (the same bits as a row-major copy of `gᵀ`), once per image by each band.
 ///
 /// Threads: the chunks are bands of `K` rows of one group (`weight_bands`, a function of
 /// the shape and of the thread count); a chunk unfolds only its
@@ -198,22 +226,6 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
     let (band, bands) = weight_bands(k, settings.threads);
-    // gᵀ per image and group, `[N, groups, P, Og]`, when several bands read it: each band's
-    // GEMM packs its B again, a plain copy from this transposed copy. With one band, `g`
-    // is read transposed in place instead (the packer transposes it block-wise, once per
-    // image), saving the copy and its `N·O·P` scratch. The same bits either way.
-    // Measured (Intel Xeon model 167, `om bench conv --stat min`, 1 thread): reading in
-    // place with 6 and 8 bands made the convnet's layer 2 and 3 weight gradients ~8% slower.
-    let mut gt_buf = if bands > 1 { Some(Buffer::try_new(geo.n * image_out * 4)?) } else { None };
-    if let Some(buf) = gt_buf.as_mut() {
-        let gt = &mut buf.f32_mut()[..geo.n * image_out];
-        for_each_chunk_mut(settings.threads, gt, image_out, |n, gtn| {
-            for gi in 0..geo.groups {
-                transpose(&g[n * image_out + gi * og * p..][..og * p], og, p, p, 1, &mut gtn[gi * og * p..]);
-            }
-        });
-    }
-    let gt = gt_buf.as_ref().map(|buf| &buf.f32()[..geo.n * image_out]);
     let chunks = geo.groups * bands;
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
@@ -236,14 +248,16 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
         let (cols, part) = (&mut cols[..m * lda], &mut part[..m * og]);
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
-            im2col_kp_rows_strided(geo, xg, rows.clone(), cols, lda);
+            let (rows, band_cols) = (rows.clone(), &mut *cols);
+            on_path!(settings.path, _isa, (geo: &'a ConvGeom, xg: &'a [f32], rows: std::ops::Range<usize>, band_cols: &'a mut [f32], lda: usize) {
+                im2col_kp_rows_strided(geo, xg, rows, band_cols, lda)
+            });
             let at = n * image_out + gi * og * p;
-            let ggt = match gt {
-                Some(gt) => MatRef::row_major(&gt[at..][..p * og], p, og),
-                None => MatRef::row_major(&g[at..][..og * p], og, p).t(),
-            };
-            gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(part, m, og), tmp);
-            acc.iter_mut().zip(part.iter()).for_each(|(d, &s)| *d += s);
+            // gᵀ read in place: the packer transposes it block-wise.
+            let ggt = MatRef::row_major(&g[at..][..og * p], og, p).t();
+            gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(&mut *part, m, og), tmp);
+            let (acc, part) = (&mut *acc, &*part);
+            on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
         }
     });
     // dw[g·Og + o, k] = dWᵀ_g[k, o].
@@ -264,17 +278,17 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// than two (`K = 9` at two threads: 5 and 4 rows), each
 /// a multiple of 24 rows (whole row panels of the 6-, 8- and 4-row GEMM tiles; the AVX-512
 /// path cuts a band into panels of equal height, at most 14 rows each) when `K` spans at
-/// least two 24-row panels per band: every band packs the whole `gᵀ` of every image again,
-/// so more bands than threads only add packing. Measured on the Intel Xeon model 167
-/// (quiet, 2 threads, 5 alternating rounds of `om bench conv --threads 2`, medians): a
+/// least two 24-row panels per band: every band packs (transposes) the whole `gᵀ` of every
+/// image again, so more bands than threads only add packing. Measured on the Intel Xeon
+/// model 167 (quiet, 2 threads, 5 alternating rounds of `om bench conv --threads 2`, medians): a
 /// pair of bands against the former one band per 64 rows (6 for `K = 288`, 10 for
 /// `K = 576`): `dw_ms` of the convnet's layer 2 1.394 → 1.255, layer 3 1.455 → 1.346; the
 /// step (`om bench step --model convnet --threads 2`, 7 rounds) 12.31 → 11.93 ms. (On an
 /// AMD EPYC at 1 thread, one band per 32 rows had been 7% slower than per 64, and per 64,
 /// per 128 and a single pair within 2% of each other.)
 ///
-/// One thread takes a single band, whatever `K`: several bands also need the transposed
-/// copy of `g`, while one band reads `g` transposed in place, once per image. For `K`
+/// One thread takes a single band, whatever `K`: each band reads `g` transposed in place,
+/// once per image, so one band transposes it once. For `K`
 /// below two 24-row panels (the first layer of an image model: `K = 9` or `27`) a pair
 /// would also be two GEMMs of at most 24 rows (panels of 5 and 4 rows for `K = 9`, where
 /// the 14-row AVX-512 tile runs a third full). Measured (Intel Xeon model 167, `om bench
@@ -283,6 +297,14 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
 /// layer 3 (`K = 576`, 8 bands) 2.88–3.11 → 2.80–3.04. The bands never change a bit (each
 /// element is one `dWᵀ` row's own sum, whichever band computes it), so they may depend on
 /// the thread count.
+///
+/// Every band reads `g` transposed in place (its GEMM's packer transposes each image's
+/// `gᵀ`), so each thread transposes it once per image, as one thread does alone. Against
+/// the former transposed copy `[N, P, og]` that several bands read (a pass writing `N·O·P`
+/// values first, then a plain-copy packing per band and image), measured on the Intel
+/// Xeon model 167, 2 threads, quiet, `om bench conv --threads 2 --stat min --reps 21`, 3
+/// alternating rounds: `dw_ms` layer 1 0.451–0.466 → 0.382–0.405, layer 2 1.093–1.197 →
+/// 1.051–1.162, layer 3 1.167–1.215 → 1.158–1.268.
 fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
     if threads <= 1 {
         return (k.max(1), 1);

@@ -15,18 +15,21 @@ use std::ops::Range;
 impl ConvGeom {
     /// Output rows `oh` whose input row `oh·sH + kh·dH − top` lies inside the image, for
     /// kernel row `kh`.
+    #[inline(always)]
     fn valid_rows(&self, kh: usize) -> Range<usize> {
         valid_range(self.oh, self.sh, kh * self.dh, self.pt, self.h)
     }
 
     /// Output columns `ow` whose input column `ow·sW + kw·dW − left` lies inside the
     /// image, for kernel column `kw`.
+    #[inline(always)]
     fn valid_cols(&self, kw: usize) -> Range<usize> {
         valid_range(self.ow, self.sw, kw * self.dw, self.pl, self.w)
     }
 
     /// Channel, kernel row and kernel column of each unfolded row in `rows`, in order,
     /// counted up instead of divided out per row.
+    #[inline(always)]
     fn taps(&self, rows: Range<usize>) -> impl Iterator<Item = (usize, usize, usize)> {
         let (kh, kw) = (self.kh, self.kw);
         let (mut c, mut ky, mut kx) = (rows.start / (kh * kw), rows.start / kw % kh, rows.start % kw);
@@ -46,10 +49,80 @@ impl ConvGeom {
     }
 }
 
+/// What one kernel tap `(kh, kw)` reads, the same for every channel: its valid output
+/// rows and columns, and its flat run ([`flat_run`]) when there is one.
+#[derive(Clone, Copy, Default)]
+struct TapRun {
+    ys: (usize, usize),
+    xs: (usize, usize),
+    /// The flat run's output range and shift.
+    flat: Option<(usize, usize, isize)>,
+}
+
+impl TapRun {
+    #[inline(always)]
+    fn ys(&self) -> Range<usize> {
+        self.ys.0..self.ys.1
+    }
+    #[inline(always)]
+    fn xs(&self) -> Range<usize> {
+        self.xs.0..self.xs.1
+    }
+}
+
+/// Kernels of at most this many taps have their [`TapRun`]s computed once per call (a
+/// table on the stack) instead of once per unfolded row: on the convnet's 8×8 layer
+/// (`K = 576` rows of 64 values) the range arithmetic per row cost about as much as the
+/// copy it sets up.
+const PLANNED_TAPS: usize = 25;
+
+/// The [`TapRun`] of every tap of a kernel of at most [`PLANNED_TAPS`] taps; larger
+/// kernels compute each row's on the fly.
+struct TapRuns {
+    runs: [TapRun; PLANNED_TAPS],
+    planned: bool,
+}
+
+impl TapRuns {
+    #[inline(always)]
+    fn new(geo: &ConvGeom) -> TapRuns {
+        let mut runs = [TapRun::default(); PLANNED_TAPS];
+        let planned = geo.kh * geo.kw <= PLANNED_TAPS;
+        if planned {
+            for ky in 0..geo.kh {
+                for kx in 0..geo.kw {
+                    runs[ky * geo.kw + kx] = geo.tap_run(ky, kx);
+                }
+            }
+        }
+        TapRuns { runs, planned }
+    }
+
+    #[inline(always)]
+    fn get(&self, geo: &ConvGeom, ky: usize, kx: usize) -> TapRun {
+        if self.planned {
+            self.runs[ky * geo.kw + kx]
+        } else {
+            geo.tap_run(ky, kx)
+        }
+    }
+}
+
+impl ConvGeom {
+    /// The [`TapRun`] of tap `(ky, kx)`.
+    #[inline(always)]
+    fn tap_run(&self, ky: usize, kx: usize) -> TapRun {
+        let (ys, xs) = (self.valid_rows(ky), self.valid_cols(kx));
+        let flat = flat_run(self, ky, kx, &ys).map(|(run, shift)| (run.start, run.end, shift));
+        TapRun { ys: (ys.start, ys.end), xs: (xs.start, xs.end), flat }
+    }
+}
+
 /// For stride 1 and an output as wide as the input, output `(oy, ox)` of tap `(kh, kw)`
 /// reads plane element `oy·W + ox + shift`: returns the part of the flat output range of
 /// rows `ys` whose shifted index lies inside the plane, and the shift. Columns outside the
 /// tap's valid columns then map onto a neighbouring row's edge (or are clipped here).
+#[inline(always)]
 fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(Range<usize>, isize)> {
     if geo.sh != 1 || geo.sw != 1 || geo.ow != geo.w || ys.is_empty() {
         return None;
@@ -71,6 +144,7 @@ fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(
 /// Zeroes the columns outside `keep` of every row of `rows` (rows of `width`), a column
 /// at a time: a strided loop, where a fill per row would be a `memset` call for one or two
 /// values (about 4% of the time on the convnet's 8×8 layer, `perf`).
+#[inline(always)]
 fn zero_columns(rows: &mut [f32], width: usize, keep: &Range<usize>) {
     for col in (0..keep.start).chain(keep.end..width) {
         rows[col..].iter_mut().step_by(width).for_each(|v| *v = 0.0);
@@ -78,6 +152,7 @@ fn zero_columns(rows: &mut [f32], width: usize, keep: &Range<usize>) {
 }
 
 /// The outputs `o < len` with `0 ≤ o·stride + off − pad < size`.
+#[inline(always)]
 fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -> Range<usize> {
     let steps = |v: usize| if stride == 1 { v } else { v.div_ceil(stride) };
     let lo = steps(pad.saturating_sub(off)).min(len);
@@ -87,26 +162,30 @@ fn valid_range(len: usize, stride: usize, off: usize, pad: usize, size: usize) -
 
 /// Writes rows `rows` of one image group's `colsᵀ` (`[K, P]`) into `out`
 /// (`[rows.len(), P]`, row-major); `xg` is the group's input, `[C/g, H, W]`.
+#[inline(always)]
 pub fn im2col_kp_rows(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32]) {
     im2col_kp_rows_strided(geo, xg, rows, out, geo.p());
 }
 
 /// As [`im2col_kp_rows`], with the rows of `out` `row_stride ≥ P` values apart (the values
 /// between them are left as they are).
+#[inline(always)]
 pub fn im2col_kp_rows_strided(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, out: &mut [f32], row_stride: usize) {
     let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
     assert!(row_stride >= p, "im2col: row stride {row_stride} below P = {p}");
     let rows_out = out.chunks_mut(row_stride.max(1)).map(|r| &mut r[..p]);
+    let runs = TapRuns::new(geo);
     for ((c, ky, kx), dst) in geo.taps(rows).zip(rows_out) {
         let plane = &xg[c * h * w..][..h * w];
-        let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
+        let tap = runs.get(geo, ky, kx);
+        let (ys, xs) = (tap.ys(), tap.xs());
         dst[..ys.start * ow].fill(0.0);
         dst[ys.end * ow..].fill(0.0);
-        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+        if let Some((a, b, shift)) = tap.flat {
             // One shifted copy of the valid rows, then the columns outside `xs` (which
             // read a neighbouring row, or were clipped) are zeroed.
-            let from = (run.start as isize + shift) as usize;
-            dst[run.clone()].copy_from_slice(&plane[from..from + run.len()]);
+            let from = (a as isize + shift) as usize;
+            dst[a..b].copy_from_slice(&plane[from..from + (b - a)]);
             zero_columns(&mut dst[ys.start * ow..ys.end * ow], ow, &xs);
             continue;
         }
@@ -131,6 +210,7 @@ pub fn im2col_kp_rows_strided(geo: &ConvGeom, xg: &[f32], rows: Range<usize>, ou
 }
 
 /// Unfolds one image's group (`xg`: `[C/g, H, W]`) into `colsᵀ` (`[K, P]`, row-major).
+#[inline(always)]
 pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
     im2col_kp_rows(geo, xg, 0..geo.k(), cols);
 }
@@ -144,18 +224,21 @@ pub fn im2col_kp(geo: &ConvGeom, xg: &[f32], cols: &mut [f32]) {
 /// started from `+0.0` never are `-0.0` (round to nearest), so a `dx` zeroed first and
 /// filled only by this function qualifies, and every element's additions are exactly those
 /// of the element-wise loop, in its order.
+#[inline(always)]
 pub fn col2im_kp_add(geo: &ConvGeom, dcols: &mut [f32], dxg: &mut [f32]) {
     let (p, h, w, ow) = (geo.p(), geo.h, geo.w, geo.ow);
+    let runs = TapRuns::new(geo);
     for ((c, ky, kx), src) in geo.taps(0..geo.k()).zip(dcols.chunks_exact_mut(p)) {
         let plane = &mut dxg[c * h * w..][..h * w];
-        let (ys, xs) = (geo.valid_rows(ky), geo.valid_cols(kx));
+        let tap = runs.get(geo, ky, kx);
+        let (ys, xs) = (tap.ys(), tap.xs());
         if xs.is_empty() {
             continue;
         }
-        if let Some((run, shift)) = flat_run(geo, ky, kx, &ys) {
+        if let Some((a, b, shift)) = tap.flat {
             zero_columns(&mut src[ys.start * ow..ys.end * ow], ow, &xs);
-            let to = (run.start as isize + shift) as usize;
-            plane[to..to + run.len()].iter_mut().zip(&src[run]).for_each(|(d, &v)| *d += v);
+            let to = (a as isize + shift) as usize;
+            plane[to..to + (b - a)].iter_mut().zip(&src[a..b]).for_each(|(d, &v)| *d += v);
             continue;
         }
         let c0 = xs.start * geo.sw + kx * geo.dw - geo.pl;
@@ -197,7 +280,8 @@ mod tests {
     }
 
     /// Geometries covering stride, dilation, asymmetric padding (wider than the kernel
-    /// reach on one side), 1×1 outputs and kernels reaching past the whole image.
+    /// reach on one side), 1×1 outputs, kernels reaching past the whole image, and a kernel
+    /// of more taps than the per-call table of runs holds.
     fn geometries() -> Vec<ConvGeom> {
         let mut out = Vec::new();
         for &(h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw) in &[
@@ -211,6 +295,8 @@ mod tests {
             (1, 9, 1, 4, 1, 2, 0, 3, 0, 0, 1, 3),
             (7, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2),
             (5, 6, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1),
+            // 30 taps: more than `PLANNED_TAPS`, so each row's runs are computed on the fly.
+            (7, 7, 6, 5, 1, 1, 2, 2, 3, 2, 1, 1),
         ] {
             let (eh, ew) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
             let (oh, ow) = ((h + pt + pb - eh) / sh + 1, (w + pl + pr - ew) / sw + 1);
