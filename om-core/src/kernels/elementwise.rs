@@ -8,7 +8,8 @@
 //! outputs skip the NaN pass of `Tensor::build_f32`, whose `canonicalise_nans` lives
 //! here). Large maps over flat operands (contiguous, or one broadcast value) are cut into
 //! `PAR_CHUNK`-element chunks that the thread team shares; each element is computed alone,
-//! so the bits never depend on it. The tensor-level maps (operand checks, broadcasting, the
+//! so the bits never depend on it; [`binary_lanes_in_place`] is that flat pass with the
+//! first operand as the output. The tensor-level maps (operand checks, broadcasting, the
 //! output tensor, the thread's settings) are `crate::maps`.
 
 use crate::compute::{Mode, Settings};

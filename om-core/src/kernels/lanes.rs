@@ -1,5 +1,5 @@
 //! Element-wise lane loops: [`unary`] and [`binary`] over contiguous, broadcast or
-//! strided operands.
+//! strided operands, and [`binary_in_place`] (the first operand is the output).
 //!
 //! Each element is computed by one generic kernel (a single IEEE operation, a
 //! compare-and-select, or a function of `transcendentals`; `Pow` runs the scalar `f64`

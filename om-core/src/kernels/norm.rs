@@ -795,7 +795,12 @@ fn bn_backward(settings: Settings, shape: BatchShape, saved: BnSaved, sums: Para
                                 *v = k * (*v - mg - (x - m) * s * mgx);
                             }
                         }
-                        (None, false) => dx.iter_mut().for_each(|v| *v = k * *v),
+                        (None, false) => {
+                            for v in dx.iter_mut() {
+                                let g = *v;
+                                *v = k * g;
+                            }
+                        }
                     }
                 }
             }
