@@ -888,6 +888,13 @@ impl Tensor {
         self.0.storage.version()
     }
 
+    /// Whether this handle is the only one on its storage: no other handle (clone or view)
+    /// can read the storage, so a write to it is seen through this handle alone. (A scope's
+    /// log holds handles weakly and reads none of their values.)
+    pub(crate) fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.0) == 1 && Arc::strong_count(&self.0.storage) == 1 && Arc::weak_count(&self.0.storage) == 0
+    }
+
     /// Whether two tensors share one storage (one is a view of the other).
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0.storage, &other.0.storage)

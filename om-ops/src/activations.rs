@@ -9,7 +9,7 @@ use crate::elementwise_cases::unary_cases;
 use om_core::kernels::fused::GeluFormula;
 use om_core::kernels::lanes::{Binary, Unary};
 use om_core::kernels::math;
-use om_core::maps::{binary, binary_op, gelu_with_slope_tensors, unary, unary_op};
+use om_core::maps::{binary, binary_op, binary_op_over_gradient, gelu_with_slope_tensors, unary, unary_op};
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
 
@@ -32,7 +32,8 @@ pub mod relu {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        d.x(binary_op(NAME, g, r.out(), Binary::ReluBackward)?);
+        // Over `g`'s buffer when the engine's handle is its only one.
+        d.x(binary_op_over_gradient(NAME, g, r.out(), Binary::ReluBackward)?);
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 
 use om_core::compute::Compute;
 use om_core::kernels::norm::{self as kernel, Affine, BatchShape, NormGrad, NormOut, ParamSums, Stats};
+use om_core::maps;
 use om_core::pool::F64Scratch;
 use om_core::{Case, Error, Result, Tensor};
 use om_macros::op;
@@ -352,6 +353,26 @@ pub mod batch_norm2d {
         let mut sg = F64Scratch::try_zeroed(c)?;
         let mut sgx = F64Scratch::try_zeroed(c)?;
         let need_x = d.needs_x();
+        if need_x && r.options.training {
+            // `dx` over `g`'s buffer when the engine's handle is its only one.
+            let over = maps::over_gradient(NAME, g, |gs| {
+                r.x().try_with_f32(|xs| {
+                    r.mean().try_with_f32(|mean| {
+                        r.rstd().try_with_f32(|rstd| {
+                            Tensor::try_with_f32_opt(r.gamma().ok(), |gamma| {
+                                let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
+                                kernel::batch_norm_backward_over_g(settings, shape4, xs, Stats { mean, rstd }, gamma, sums, gs);
+                            })
+                        })
+                    })
+                })????;
+                Ok(())
+            });
+            if let Some(dx) = over {
+                d.x(dx?);
+                return param_grads(d, &mut sg, &mut sgx, c);
+            }
+        }
         let dx = r.x().try_with_f32(|xs| {
             g.try_with_f32(|gs| {
                 r.mean().try_with_f32(|mean| {
@@ -376,11 +397,16 @@ pub mod batch_norm2d {
         if let Some(dx) = dx {
             d.x(dx);
         }
+        param_grads(d, &mut sg, &mut sgx, c)
+    }
+
+    /// `dγ` and `dβ` from their f64 sums, where wanted.
+    fn param_grads(d: &mut Grads, sg: &mut F64Scratch, sgx: &mut F64Scratch, c: usize) -> Result<()> {
         if d.needs_gamma() {
-            d.gamma(round_sums(&mut sgx, c)?);
+            d.gamma(round_sums(sgx, c)?);
         }
         if d.needs_beta() {
-            d.beta(round_sums(&mut sg, c)?);
+            d.beta(round_sums(sg, c)?);
         }
         Ok(())
     }

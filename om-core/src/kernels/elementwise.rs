@@ -8,7 +8,8 @@
 //! outputs skip the NaN pass of `Tensor::build_f32`, whose `canonicalise_nans` lives
 //! here). Large maps over flat operands (contiguous, or one broadcast value) are cut into
 //! `PAR_CHUNK`-element chunks that the thread team shares; each element is computed alone,
-//! so the bits never depend on it. The tensor-level maps (operand checks, broadcasting, the
+//! so the bits never depend on it; [`binary_lanes_in_place`] is that flat pass with the
+//! first operand as the output. The tensor-level maps (operand checks, broadcasting, the
 //! output tensor, the thread's settings) are `crate::maps`.
 
 use crate::compute::{Mode, Settings};
@@ -174,6 +175,12 @@ pub fn binary_lanes(settings: Settings, shape: &[usize], a: Operand<'_>, b: Oper
     });
 }
 
+/// `a[i] = op(a[i], b[i])` over a contiguous `a` and a flat `b` (`a.len()` contiguous
+/// values, or one value), in the chunks of [`binary_lanes`]' flat pass and with its bits.
+pub fn binary_lanes_in_place(settings: Settings, a: &mut [f32], b: Src<'_>, op: Binary) {
+    for_each_chunk_mut(settings.threads, a, PAR_CHUNK, |i, o| lanes::binary_in_place(settings, op, o, b.skip_to(i * PAR_CHUNK)));
+}
+
 /// Elements per parallel chunk of a flat map (128 KiB of output): large enough that a
 /// chunk costs far more than handing it to a thread, small enough that 2 threads share a
 /// 1M-element map evenly. The one chunk length of every flat per-element pass: these maps,
@@ -182,9 +189,10 @@ pub const PAR_CHUNK: usize = 1 << 15;
 
 #[cfg(test)]
 mod tests {
-    use super::{binary_lanes, binary_with, unary_lanes, unary_with, Operand, PAR_CHUNK};
+    use super::{binary_lanes, binary_lanes_in_place, binary_with, unary_lanes, unary_with, Operand, PAR_CHUNK};
     use crate::compute::{Compute, KernelPath, Mode, Settings};
-    use crate::kernels::lanes::{Binary, Unary};
+    use crate::kernels::lanes::{Binary, Src, Unary};
+    use crate::kernels::norm::tests::{bits, every_setting};
     use crate::kernels::CANONICAL_NAN;
 
     const FAST: Settings = Settings { mode: Mode::Fast, threads: 1, path: KernelPath::Scalar };
@@ -245,5 +253,23 @@ mod tests {
         let mut out = vec![0.0f32; n];
         unary_lanes(two, &[rows, cols], Operand { data: &vals[7..8], strides: &[0, 0], offset: 0 }, Unary::Neg, &mut out);
         assert!(out.iter().all(|v| v.to_bits() == (-vals[7]).to_bits()));
+    }
+
+    /// Written over `a`, binary lane maps give the bits of a separate output, on every
+    /// path at 1 and 2 threads (several chunks and a tail), in both modes.
+    #[test]
+    fn in_place_maps_give_the_bits_of_separate_outputs() {
+        let n = 2 * PAR_CHUNK + 13;
+        let a: Vec<f32> = (0..n).map(|i| if i % 101 == 0 { f32::NAN } else { (i % 977) as f32 * 0.013 - 6.0 }).collect();
+        let b: Vec<f32> = (0..n).map(|i| (i % 1013) as f32 * 0.011 - 5.0).collect();
+        for st in every_setting().into_iter().flat_map(|s| [s, Settings { mode: Mode::Exact, ..s }]) {
+            for op in [Binary::ReluBackward, Binary::Sub, Binary::Div, Binary::TanhBackward] {
+                let mut want = vec![0.0f32; n];
+                binary_lanes(st, &[n], contiguous(&a, &[1]), contiguous(&b, &[1]), op, &mut want);
+                let mut over = a.clone();
+                binary_lanes_in_place(st, &mut over, Src::Contig(&b), op);
+                assert_eq!(bits(&over), bits(&want), "{op:?} {st:?}");
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Element-wise lane loops: [`unary`] and [`binary`] over contiguous, broadcast or
-//! strided operands.
+//! strided operands, and [`binary_in_place`] (the first operand is the output).
 //!
 //! Each element is computed by one generic kernel (a single IEEE operation, a
 //! compare-and-select, or a function of `transcendentals`; `Pow` runs the scalar `f64`
@@ -45,7 +45,16 @@ pub fn unary(settings: Settings, op: Unary, x: Src, out: &mut [f32]) {
 pub fn binary(settings: Settings, op: Binary, a: Src, b: Src, out: &mut [f32]) {
     a.check(out.len());
     b.check(out.len());
-    dispatch(settings.path, BinaryTask { op, a, b, out, mode: settings.mode });
+    dispatch(settings.path, BinaryTask { op, a: Some(a), b, out, mode: settings.mode });
+}
+
+/// Writes `op(a[i], b[i])` over `a[i]` for every `i < a.len()`: the bits [`binary`] writes
+/// into a separate output (each element is read before its own result is stored).
+///
+/// Panics if `b` holds fewer than `a.len()` elements.
+pub fn binary_in_place(settings: Settings, op: Binary, a: &mut [f32], b: Src) {
+    b.check(a.len());
+    dispatch(settings.path, BinaryTask { op, a: None, b, out: a, mode: settings.mode });
 }
 
 /// Widest lane count of any path (AVX-512).
@@ -176,7 +185,7 @@ lane_ops! {
 
 lane_ops! {
     /// Element-wise functions of two operands `a`, `b`.
-    pub enum Binary: BinaryKernel via map2((Src, Src)) {
+    pub enum Binary: BinaryKernel via map2((Option<Src>, Src)) {
         /// `a + b`.
         Add(a, b) => a.add(b);
         /// `a - b`.
@@ -224,20 +233,31 @@ fn map1_full<L: Lanes, K: UnaryKernel>(isa: L::Isa, x: Src, out: &mut [f32], mod
     }
 }
 
-/// Full `L` vectors over the front of `out`, then width 1 over the tail.
+/// Full `L` vectors over the front of `out`, then width 1 over the tail; `a` is `None`
+/// when `out` itself holds the first operand (an in-place map).
 #[inline(always)]
-fn map2<L: Lanes, K: BinaryKernel>(isa: L::Isa, (a, b): (Src, Src), out: &mut [f32], mode: Mode) {
+fn map2<L: Lanes, K: BinaryKernel>(isa: L::Isa, (a, b): (Option<Src>, Src), out: &mut [f32], mode: Mode) {
     let full = out.len() / L::WIDTH * L::WIDTH;
     let (front, tail) = out.split_at_mut(full);
     map2_full::<L, K>(isa, a, b, front, mode);
-    map2_full::<f32, K>(Scalar, a.skip(full), b.skip(full), tail, mode);
+    map2_full::<f32, K>(Scalar, a.map(|a| a.skip(full)), b.skip(full), tail, mode);
 }
 
 #[inline(always)]
-fn map2_full<L: Lanes, K: BinaryKernel>(isa: L::Isa, a: Src, b: Src, out: &mut [f32], mode: Mode) {
-    for (c, o) in out.chunks_exact_mut(L::WIDTH).enumerate() {
-        let i = c * L::WIDTH;
-        finish(K::apply(a.load::<L>(isa, i), b.load::<L>(isa, i)), mode).store(o);
+fn map2_full<L: Lanes, K: BinaryKernel>(isa: L::Isa, a: Option<Src>, b: Src, out: &mut [f32], mode: Mode) {
+    match a {
+        Some(a) => {
+            for (c, o) in out.chunks_exact_mut(L::WIDTH).enumerate() {
+                let i = c * L::WIDTH;
+                finish(K::apply(a.load::<L>(isa, i), b.load::<L>(isa, i)), mode).store(o);
+            }
+        }
+        None => {
+            for (c, o) in out.chunks_exact_mut(L::WIDTH).enumerate() {
+                let i = c * L::WIDTH;
+                finish(K::apply(L::load(isa, o), b.load::<L>(isa, i)), mode).store(o);
+            }
+        }
     }
 }
 
@@ -260,7 +280,8 @@ impl LaneTask for UnaryTask<'_, '_> {
 
 struct BinaryTask<'a, 'b, 'o> {
     op: Binary,
-    a: Src<'a>,
+    /// `None`: `out` holds the first operand.
+    a: Option<Src<'a>>,
     b: Src<'b>,
     out: &'o mut [f32],
     mode: Mode,

@@ -697,24 +697,78 @@ pub fn batch_norm_apply(settings: Settings, shape: BatchShape, x: &[f32], stats:
 /// assert_eq!((dgamma, dbeta, dx), ([0.0], [2.0], [0.0, 0.0]));
 /// ```
 pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad, training: bool, sums: ParamSums, dx: Option<&mut [f32]>) {
+    let NormGrad { x, g, stats, gamma } = grad;
+    assert!(g.len() == shape.n * shape.c * shape.hw, "batch_norm: lengths");
+    let saved = BnSaved { x, stats, gamma, training };
+    match dx {
+        Some(dx) => {
+            assert!(dx.len() == g.len(), "batch_norm: lengths");
+            bn_backward(settings, shape, saved, sums, (Some(g), Some(shape.planes(dx))));
+        }
+        None => bn_backward(settings, shape, saved, sums, (Some(g), None)),
+    }
+}
+
+/// [`batch_norm_backward`] in training with `dx` written over `g`: each chunk of channels
+/// reads its planes of `g` for the sums, then overwrites them with `dx` (no other chunk
+/// reads them). The same bits as a separate `dx`; the output's buffer is one the cache
+/// already holds (`g` was just read) instead of a fresh one fetched before it is written.
+///
+/// Panics unless the lengths agree with `shape`.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::compute::Compute;
+/// use om_core::kernels::norm::{batch_norm_backward_over_g, BatchShape, ParamSums, Stats};
+/// let (x, mut g, mean, rstd) = ([1.0f32, 3.0], [1.0f32, 1.0], [2.0f32], [1.0f32]);
+/// let (mut dgamma, mut dbeta) = ([0.0f64], [0.0f64]);
+/// let sums = ParamSums { dgamma: &mut dgamma, dbeta: &mut dbeta };
+/// let stats = Stats { mean: &mean, rstd: &rstd };
+/// batch_norm_backward_over_g(Compute::settings(), BatchShape { n: 1, c: 1, hw: 2 }, &x, stats, None, sums, &mut g);
+/// assert_eq!((dgamma, dbeta, g), ([0.0], [2.0], [0.0, 0.0]));
+/// ```
+pub fn batch_norm_backward_over_g(
+    settings: Settings,
+    shape: BatchShape,
+    x: &[f32],
+    stats: Stats,
+    gamma: Option<&[f32]>,
+    sums: ParamSums,
+    g: &mut [f32],
+) {
+    assert!(g.len() == shape.n * shape.c * shape.hw, "batch_norm: lengths");
+    bn_backward(settings, shape, BnSaved { x, stats, gamma, training: true }, sums, (None, Some(shape.planes(g))));
+}
+
+/// What a batch norm backward reads besides `g`: the forward's input, statistics and
+/// scale, and whether it ran in training.
+#[derive(Clone, Copy)]
+struct BnSaved<'a> {
+    x: &'a [f32],
+    stats: Stats<'a>,
+    gamma: Option<&'a [f32]>,
+    training: bool,
+}
+
+/// The body of the batch norm backwards: `g` read from the slice, with `dx` (if any)
+/// written into the tiles; or, with no slice, `g` read from the tiles and overwritten by
+/// `dx`.
+fn bn_backward(settings: Settings, shape: BatchShape, saved: BnSaved, sums: ParamSums, (g, dx): (Option<&[f32]>, Option<Tiled<f32>>)) {
     let BatchShape { n, c, hw } = shape;
-    let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
+    let BnSaved { x, stats: Stats { mean, rstd }, gamma, .. } = saved;
     let ParamSums { dgamma, dbeta } = sums;
-    let len = n * c * hw;
-    assert!(
-        x.len() == len && g.len() == len && mean.len() == c && rstd.len() == c && dgamma.len() == c && dbeta.len() == c,
-        "batch_norm: lengths"
-    );
-    assert!(gamma.is_none_or(|gm| gm.len() == c) && dx.as_ref().is_none_or(|d| d.len() == len), "batch_norm: lengths");
-    let outs = (shape.channels(dgamma), shape.channels(dbeta), dx.map(|dx| shape.planes(dx)));
+    assert!(x.len() == n * c * hw && mean.len() == c && rstd.len() == c && dgamma.len() == c && dbeta.len() == c, "batch_norm: lengths");
+    assert!(gamma.is_none_or(|gm| gm.len() == c), "batch_norm: lengths");
+    let outs = (shape.channels(dgamma), shape.channels(dbeta), dx);
     for_each_tile(settings.threads, outs, |_, (dgamma, dbeta, dx)| {
         let (c0, nc) = (dgamma.origin().1, dgamma.cols());
         let sums = ParamSums { dgamma: dgamma.into_slice(), dbeta: dbeta.into_slice() };
-        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, grad: NormGrad<'a>, training: bool, sums: ParamSums<'a>, dx: Option<TileMut<'a, f32>>) {
-            let mut sums = sums;
-            in_lockstep!(c0, nc, bn_grad_sums(isa, c0, shape, grad, &mut sums));
+        on_path!(settings.path, isa, (c0: usize, nc: usize, shape: BatchShape, saved: BnSaved<'a>, g: Option<&'a [f32]>, sums: ParamSums<'a>, dx: Option<TileMut<'a, f32>>) {
+            let (mut sums, mut dx) = (sums, dx);
+            in_lockstep!(c0, nc, bn_grad_sums(isa, c0, shape, saved, g, dx.as_mut(), &mut sums));
             let Some(mut dx) = dx else { return };
-            let NormGrad { x, g, stats: Stats { mean, rstd }, gamma } = grad;
+            let BnSaved { x, stats: Stats { mean, rstd }, gamma, training } = saved;
             let (sg, sgx) = (&*sums.dbeta, &*sums.dgamma);
             let count = (shape.n * shape.hw) as f64;
             for b in 0..shape.n {
@@ -726,15 +780,27 @@ pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad
                     };
                     let dx = &mut dx[(ch - c0) * shape.hw..][..shape.hw];
                     let p = shape.plane(b, ch);
-                    let (x, g) = (&x[p.clone()], &g[p]);
-                    if training {
-                        let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
-                        let (m, s) = (mean[ch], rstd[ch]);
-                        for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(g) {
-                            *dx = k * (g - mg - (x - m) * s * mgx);
+                    let x = &x[p.clone()];
+                    let (mg, mgx) = ((sg[ch - c0] / count) as f32, (sgx[ch - c0] / count) as f32);
+                    let (m, s) = (mean[ch], rstd[ch]);
+                    match (g, training) {
+                        (Some(g), true) => {
+                            for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(&g[p]) {
+                                *dx = k * (g - mg - (x - m) * s * mgx);
+                            }
                         }
-                    } else {
-                        dx.iter_mut().zip(g).for_each(|(dx, &g)| *dx = k * g);
+                        (Some(g), false) => dx.iter_mut().zip(&g[p]).for_each(|(dx, &g)| *dx = k * g),
+                        (None, true) => {
+                            for (v, &x) in dx.iter_mut().zip(x) {
+                                *v = k * (*v - mg - (x - m) * s * mgx);
+                            }
+                        }
+                        (None, false) => {
+                            for v in dx.iter_mut() {
+                                let g = *v;
+                                *v = k * g;
+                            }
+                        }
                     }
                 }
             }
@@ -742,16 +808,34 @@ pub fn batch_norm_backward(settings: Settings, shape: BatchShape, grad: NormGrad
     });
 }
 
-/// `Σ g` and `Σ g·x̂` of channels `ch..ch + K` (`c0` is the chunk's first channel).
+/// `Σ g` and `Σ g·x̂` of channels `ch..ch + K` (`c0` is the chunk's first channel): `g`
+/// from the slice, or else from the chunk's tile.
 #[inline(always)]
-fn bn_grad_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape: BatchShape, grad: NormGrad, sums: &mut ParamSums) {
-    let NormGrad { x, g, stats: Stats { mean, rstd }, .. } = grad;
+#[allow(clippy::too_many_arguments)] // the lockstep macro's operands
+fn bn_grad_sums<L: Lanes, const K: usize>(
+    ch: usize,
+    isa: L::Isa,
+    c0: usize,
+    shape: BatchShape,
+    saved: BnSaved,
+    g: Option<&[f32]>,
+    mut tile: Option<&mut TileMut<f32>>,
+    sums: &mut ParamSums,
+) {
+    let BnSaved { x, stats: Stats { mean, rstd }, .. } = saved;
     let m: [f32; K] = std::array::from_fn(|k| mean[ch + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[ch + k]);
     let (mut a, mut b) = ([0.0f64; K], [0.0f64; K]);
+    let hw = shape.hw;
     for img in 0..shape.n {
+        // Image `img`'s planes from channel `first` on.
+        let (row, first): (&[f32], usize) = match (g, tile.as_mut()) {
+            (Some(g), _) => (&g[shape.plane(img, 0).start..], 0),
+            (None, Some(t)) => (&*t.row(img), c0),
+            (None, None) => unreachable!("a batch norm backward reads g from the slice or the tiles"),
+        };
         let xs: [&[f32]; K] = std::array::from_fn(|k| &x[shape.plane(img, ch + k)]);
-        let gs: [&[f32]; K] = std::array::from_fn(|k| &g[shape.plane(img, ch + k)]);
+        let gs: [&[f32]; K] = std::array::from_fn(|k| &row[(ch + k - first) * hw..][..hw]);
         (a, b) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: None, m, s }, (a, b));
     }
     for k in 0..K {
@@ -1062,7 +1146,15 @@ pub(super) mod tests {
                         let sums = ParamSums { dgamma: &mut sgx, dbeta: &mut sg };
                         batch_norm_backward(st, sh, grad, training, sums, Some(&mut dx));
                         assert_eq!(bits(&dx), bits(&rdx), "{sh:?} {st:?} training {training}");
-                        assert_eq!((sg, sgx), (rsg, rsgx), "{sh:?} {st:?} training {training}");
+                        assert_eq!((&sg, &sgx), (&rsg, &rsgx), "{sh:?} {st:?} training {training}");
+                        if training {
+                            // `dx` written over `g`: the same bits.
+                            let (mut over, mut sg, mut sgx) = (g.clone(), vec![0.0; sh.c], vec![0.0; sh.c]);
+                            let sums = ParamSums { dgamma: &mut sgx, dbeta: &mut sg };
+                            batch_norm_backward_over_g(st, sh, &x, Stats { mean: &m, rstd: &s }, gv, sums, &mut over);
+                            assert_eq!(bits(&over), bits(&rdx), "{sh:?} {st:?} over g");
+                            assert_eq!((sg, sgx), (rsg, rsgx), "{sh:?} {st:?} over g");
+                        }
                     }
                 }
             }
