@@ -96,6 +96,26 @@ pub fn binary_op(name: &'static str, a: &Tensor, b: &Tensor, op: Binary) -> Resu
 /// before it is written, `g` was just read (on the convnet's 4 MiB activations, one L3
 /// round trip of three). Only for a rule's `g`: any other sole handle would see its values
 /// change.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::{maps, Tensor};
+/// // The sole handle: the result is written over its buffer.
+/// let g = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// let doubled = maps::over_gradient("double", &g, |v| {
+///     v.iter_mut().for_each(|x| *x *= 2.0);
+///     Ok(())
+/// });
+/// let doubled = doubled.expect("a sole handle")?;
+/// assert!(doubled.shares_storage(&g));
+/// assert_eq!(doubled.to_vec(), vec![2.0, 4.0]);
+/// // A second handle could still read the values: left alone, `f` not run.
+/// let kept = g.clone();
+/// assert!(maps::over_gradient("double", &g, |_| Ok(())).is_none());
+/// assert_eq!(kept.to_vec(), vec![2.0, 4.0]);
+/// # Ok::<(), om_core::Error>(())
+/// ```
 pub fn over_gradient(name: &'static str, g: &Tensor, f: impl FnOnce(&mut [f32]) -> Result<()>) -> Option<Result<Tensor>> {
     let exact = Compute::mode() == Mode::Exact;
     over_gradient_raw(name, g, |values| {
@@ -123,6 +143,20 @@ fn over_gradient_raw(name: &'static str, g: &Tensor, f: impl FnOnce(&mut [f32]) 
 /// [`binary_op`] in a backward rule with the rule's incoming gradient `g` as `a`: written
 /// over `g`'s buffer ([`over_gradient`]) when `b` is a contiguous `f32` tensor of `g`'s
 /// shape, else a new tensor. The same bits either way.
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::lanes::Binary;
+/// use om_core::{maps, Tensor};
+/// let y = Tensor::from_vec(vec![1.0, 0.0, 3.0], &[3])?;
+/// let g = Tensor::from_vec(vec![0.5, 0.5, 0.5], &[3])?;
+/// let kept = g.clone(); // a second handle: a new tensor, `g` unchanged
+/// let dx = maps::binary_op_over_gradient("relu", &g, &y, Binary::ReluBackward)?;
+/// assert_eq!((dx.to_vec(), kept.to_vec()), (vec![0.5, 0.0, 0.5], vec![0.5; 3]));
+/// assert!(!dx.shares_storage(&g));
+/// # Ok::<(), om_core::Error>(())
+/// ```
 pub fn binary_op_over_gradient(name: &'static str, g: &Tensor, b: &Tensor, op: Binary) -> Result<Tensor> {
     if g.shape() == b.shape() && b.dtype() == DType::F32 && b.is_contiguous() {
         let settings = Compute::settings();
