@@ -148,8 +148,8 @@ unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(_isa: 
             TileBias::Rows(bias) => {
                 for (r, v) in acc.iter_mut().enumerate() {
                     let s = _mm512_set1_ps(*bias.add(r));
-                    for h in 0..V {
-                        v[h] = _mm512_add_ps(v[h], s);
+                    for x in v.iter_mut() {
+                        *x = _mm512_add_ps(*x, s);
                     }
                 }
             }
