@@ -16,12 +16,12 @@
 //! is computed independently by one thread, as a rectangle of C handed out by
 //! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
 //! columns once into its thread's part of the packing scratch, then for each row panel of
-//! up to MR rows packs those A rows (an L1-sized panel; a column-major A [`A_GROUP`]
+//! up to MR rows packs those A rows (an L1-sized panel; a column-major A `A_GROUP`
 //! panels at a time) and runs the path's register-tile kernel across the packed B; an
 //! optional [`Bias`] is added to each tile after its last k-block (by the AVX-512 kernel
-//! itself, before its store). On one thread, when several row chunks would pack the same B columns, the
-//! k-loop moves out of the chunks instead: per k-block the whole B block is packed once,
-//! then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
+//! itself, before its store). On one thread, when several row chunks would pack the same
+//! B columns, the k-loop moves out of the chunks instead: per k-block the whole B block is
+//! packed once, then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
 //! already [`DIRECT_A_STRIDE`] apart is read in place (the same bits). The packing
 //! scratch comes from the pool, taken on the calling thread before the chunks run, or,
 //! inside another kernel's chunk, from the caller ([`gemm_with_scratch`],
@@ -438,6 +438,7 @@ struct Kernel {
     masked: bool,
     /// The kernel adds a [`TileBias`] before its store (AVX-512), so the bias costs no
     /// pass of its own over the tile; the others get the bias added after the kernel.
+    /// Only with [`Kernel::masked`]: a narrow edge tile has only `cols` bias values.
     fused_bias: bool,
     /// Most row panels for which B is read in place rather than packed when all of B fits
     /// in half of L2: 1 (B is then read once whichever way), or 4 for a kernel that

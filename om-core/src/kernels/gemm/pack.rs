@@ -6,10 +6,10 @@
 //!   partial last panel is zero-padded.
 //!
 //! Each packer has a contiguous fast path for both orientations: rows contiguous
-//! (`col_stride == 1`, copied row by row) and columns contiguous (`row_stride == 1`, a
-//! transposed operand: transposed through 8×8 blocks by `kernels/transpose.rs`'s
-//! [`transpose_runs`], in AVX registers where the CPU has AVX, so reads and writes both
-//! stay sequential); any other strides go element by element. Packing copies values only,
+//! (`col_stride == 1`: A copied row by row, B in bands of [`B_BAND`] rows) and columns
+//! contiguous (`row_stride == 1`, a transposed operand: transposed through 8×8 blocks by
+//! `kernels/transpose.rs`'s [`transpose_runs`], in AVX registers where the CPU has AVX, so
+//! reads and writes both stay sequential); any other strides go element by element. Packing copies values only,
 //! so it cannot change a bit of the result, and has no instruction-set code of its own.
 
 use super::operand::MatRef;
