@@ -16,12 +16,12 @@
 //! is computed independently by one thread, as a rectangle of C handed out by
 //! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
 //! columns once into its thread's part of the packing scratch, then for each row panel of
-//! up to MR rows packs those A rows (an L1-sized panel; a column-major A [`A_GROUP`]
+//! up to MR rows packs those A rows (an L1-sized panel; a column-major A `A_GROUP`
 //! panels at a time) and runs the path's register-tile kernel across the packed B; an
-//! optional [`Bias`] is added to each tile after its last
-//! k-block. On one thread, when several row chunks would pack the same B columns, the
-//! k-loop moves out of the chunks instead: per k-block the whole B block is packed once,
-//! then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
+//! optional [`Bias`] is added to each tile after its last k-block (by the AVX-512 kernel
+//! itself, before its store). On one thread, when several row chunks would pack the same
+//! B columns, the k-loop moves out of the chunks instead: per k-block the whole B block is
+//! packed once, then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
 //! already [`DIRECT_A_STRIDE`] apart is read in place (the same bits). The packing
 //! scratch comes from the pool, taken on the calling thread before the chunks run, or,
 //! inside another kernel's chunk, from the caller ([`gemm_with_scratch`],
@@ -335,7 +335,7 @@ const MAX_TILE: usize = 14 * 32;
 ///
 /// The kernel computes a `rows × NR` tile: `acc = accumulate ? C : +0.0`, then for each of
 /// the `kc` steps `p`, `acc[r][j] = acc[r][j] + a[r·A_STRIDE + p] · b[p·ldb + j]`, then
-/// stores `acc` to `C` (row stride `ldc`).
+/// adds the [`TileBias`] if there is one, then stores `acc` to `C` (row stride `ldc`).
 pub(crate) struct Tile {
     /// Number of k steps.
     pub kc: usize,
@@ -359,6 +359,21 @@ pub(crate) struct Tile {
     pub cols: usize,
     /// Continue from the values in `c` (a later k-block) instead of +0.0.
     pub accumulate: bool,
+    /// A bias the kernel adds to the accumulators before its store (only a kernel with
+    /// [`Kernel::fused_bias`] is given one; the others get [`TileBias::None`]).
+    pub bias: TileBias,
+}
+
+/// The bias a register-tile kernel adds to its accumulators before the store, after the
+/// last k-block: one addition per output, `acc + bias`, the same as a separate
+/// `C += bias` afterwards (and so the same bits).
+#[derive(Clone, Copy)]
+pub(crate) enum TileBias {
+    None,
+    /// `acc[r][j] + bias[j]`: the tile's `cols` values of a per-column bias.
+    Cols(*const f32),
+    /// `acc[r][j] + bias[r]`: the tile's `rows` values of a per-row bias.
+    Rows(*const f32),
 }
 
 /// A register-tile kernel for `rows` (1 to MR) rows, taking the capability token `T` of its
@@ -421,6 +436,10 @@ struct Kernel {
     /// The kernel stores only [`Tile::cols`] columns (masked), so an edge tile narrower
     /// than NR needs no buffer.
     masked: bool,
+    /// The kernel adds a [`TileBias`] before its store (AVX-512), so the bias costs no
+    /// pass of its own over the tile; the others get the bias added after the kernel.
+    /// Only with [`Kernel::masked`]: a narrow edge tile has only `cols` bias values.
+    fused_bias: bool,
     /// Most row panels for which B is read in place rather than packed when all of B fits
     /// in half of L2: 1 (B is then read once whichever way), or 4 for a kernel that
     /// prefetches B ahead (AVX-512). Packing reads B and writes a copy; reading it in place
@@ -441,7 +460,7 @@ impl Kernel {
             KernelPath::Avx512 => {
                 if let Some(isa) = Avx512::detect() {
                     let tiles = Tiles::Avx512(isa, x86::avx512_tile(fast));
-                    return Kernel { masked: true, direct_panels: 4, ..Kernel::new(14, 32, tiles) };
+                    return Kernel { masked: true, fused_bias: true, direct_panels: 4, ..Kernel::new(14, 32, tiles) };
                 }
             }
             #[cfg(target_arch = "x86_64")]
@@ -481,7 +500,7 @@ impl Kernel {
         debug_assert!(mr * nr <= MAX_TILE);
         let caches = cache::caches();
         let kc = (caches.l1.size * 4 / 5 / (mr * 4)).min(KC) / 16 * 16;
-        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), masked: false, direct_panels: 1, tile }
+        Kernel { mr, nr, kc: kc.max(16), nc: Kernel::block_columns(nr), masked: false, fused_bias: false, direct_panels: 1, tile }
     }
 
     /// Floats of packing scratch one thread needs for chunks of at most `cols` columns and
@@ -733,15 +752,19 @@ impl Job<'_> {
                 Some((s, ld)) if pc > 0 => (s as *const f32, ld),
                 _ => (top_left as *const f32, ldc),
             };
-            let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0 };
+            let fused = bias.filter(|_| self.kernel.fused_bias);
+            let add = fused.map_or(TileBias::None, |v| v.for_tile(row0 + p.row, rows, col0 + col, cols));
+            let tile = Tile { kc: kb, a: p.a.as_ptr(), b, ldb, c: dst, ldc: ldd, src, lds, cols, accumulate: pc > 0, bias: add };
             // SAFETY: the packed panels hold `kb` steps of `rows` (A) and NR (B) values (A
             // read in place: `rows` rows of `kb` steps, `A_STRIDE` apart, of the checked
             // view; B read in place: `kb` rows of a full tile of the checked view); the `rows × cols`
             // outputs lie inside this chunk's tiles of C and the stage (rows `p.row..` and
             // columns `col..col + cols` of them), which `ptr_at` of their first row
-            // addresses (`TileMut::ptr_at`); the kernel was selected for a supported path.
+            // addresses (`TileMut::ptr_at`); the bias pointer is `Bias::for_tile`'s (its
+            // `rows` or `cols` values checked there); the kernel was selected for a
+            // supported path.
             unsafe { run_tile(self.kernel, rows, &tile) };
-            if let Some(bias) = &bias {
+            if let Some(bias) = bias.filter(|_| !self.kernel.fused_bias) {
                 for r in 0..rows {
                     bias.add_to_row(row0 + p.row + r, col0 + col, &mut out.c.row(p.row + r)[col..col + cols]);
                 }

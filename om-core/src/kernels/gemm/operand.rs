@@ -6,6 +6,8 @@
 //! slice (the kernels then use raw pointers), so a swapped leading dimension is caught at
 //! construction instead of reading the wrong elements.
 
+use super::TileBias;
+
 /// A read-only `rows × cols` matrix: element `(i, j)` is
 /// `data[i · row_stride + j · col_stride]`.
 ///
@@ -186,6 +188,15 @@ impl Bias<'_> {
                 let v = b[row];
                 out.iter_mut().for_each(|o| *o += v);
             }
+        }
+    }
+
+    /// The values of the tile of C at `row..row + rows`, `col..col + cols`, for a register
+    /// kernel to add before its store (bounds checked here).
+    pub(super) fn for_tile(&self, row: usize, rows: usize, col: usize, cols: usize) -> TileBias {
+        match *self {
+            Bias::PerCol(b) => TileBias::Cols(b[col..col + cols].as_ptr()),
+            Bias::PerRow(b) => TileBias::Rows(b[row..row + rows].as_ptr()),
         }
     }
 

@@ -24,7 +24,7 @@
 //! proof that the CPU runs the kernel's `#[target_feature]` code, so a kernel cannot be
 //! called without it. The tokens are zero-sized, so they add no instruction.
 
-use super::{Tile, TileFn, A_STRIDE};
+use super::{Tile, TileBias, TileFn, A_STRIDE};
 use crate::kernels::simd::{Avx2, Avx512, Sse2};
 use std::arch::x86_64::*;
 
@@ -104,9 +104,10 @@ fn column_mask(cols: usize, h: usize) -> __mmask16 {
 /// See [`TileFn`] (the token proves that the CPU runs AVX-512F/VL/DQ/BW and FMA).
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
 unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(_isa: Avx512, t: &Tile) {
-    // SAFETY: the caller guarantees `kc` steps of `R` A rows and `16·V` B values, and
-    // `R` rows of `t.cols` outputs at `c` (the masks cover exactly those); unaligned and
-    // masked loads and stores have no alignment needs.
+    // SAFETY: the caller guarantees `kc` steps of `R` A rows and `16·V` B values, `R`
+    // rows of `t.cols` outputs at `c` (the masks cover exactly those), and `t.cols`
+    // (`R`) values at a per-column (per-row) bias; unaligned and masked loads and stores
+    // have no alignment needs.
     unsafe {
         let masks: [__mmask16; V] = std::array::from_fn(|h| column_mask(t.cols, h));
         let mut acc = [[_mm512_setzero_ps(); V]; R];
@@ -131,6 +132,27 @@ unsafe fn avx512_kernel<const R: usize, const V: usize, const FAST: bool>(_isa: 
             }
             a = a.add(1);
             b = b.add(t.ldb);
+        }
+        // The bias: one addition per output after the whole accumulation, as `C += bias`
+        // would (masked-off lanes add zeros and are not stored).
+        match t.bias {
+            TileBias::None => {}
+            TileBias::Cols(bias) => {
+                let bv: [__m512; V] = std::array::from_fn(|h| _mm512_maskz_loadu_ps(masks[h], bias.add(16 * h)));
+                for v in acc.iter_mut() {
+                    for h in 0..V {
+                        v[h] = _mm512_add_ps(v[h], bv[h]);
+                    }
+                }
+            }
+            TileBias::Rows(bias) => {
+                for (r, v) in acc.iter_mut().enumerate() {
+                    let s = _mm512_set1_ps(*bias.add(r));
+                    for x in v.iter_mut() {
+                        *x = _mm512_add_ps(*x, s);
+                    }
+                }
+            }
         }
         for (r, v) in acc.iter().enumerate() {
             for h in 0..V {
