@@ -22,7 +22,7 @@
 //! The unfolding and col2im work row-wise (`unfold`): one run of an input row per kernel tap
 //! and output row, not one closure call per element. They, the bias add and the weight
 //! gradient's per-image sum run inside the path's `#[target_feature]` function
-//! ([`on_path`]), so their loops are vectorised for it (plain copies and IEEE additions:
+//! (`norm::on_path!`), so their loops are vectorised for it (plain copies and IEEE additions:
 //! the same bits at every width).
 //!
 //! Threads: images are independent in the forward pass and the input gradient, so those
