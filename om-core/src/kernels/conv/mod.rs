@@ -50,7 +50,7 @@ use crate::kernels::scratch::WorkerScratch;
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
-use crate::kernels::transpose::transpose;
+use crate::kernels::transpose::{transpose_runs, Runs};
 pub use unfold::{col2im_kp_add, im2col_kp, im2col_kp_rows, im2col_kp_rows_strided};
 
 /// The geometry of one convolution (all sizes validated by the caller: every divisor
@@ -175,13 +175,9 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     let mut wt_buf = Buffer::try_new(geo.groups * group_len * 4)?;
     let wt = &mut wt_buf.f32_mut()[..geo.groups * group_len];
     for gi in 0..geo.groups {
-        let wtg = &mut wt[gi * group_len..][..group_len];
-        transpose(&w[gi * og * k..][..og * k], og, k, k, 1, wtg);
-        // Spread the rows from the last down: row `r` moves from `r·og` to `r·lda ≥ r·og`,
-        // past the rows still to move.
-        for r in (1..k).rev() {
-            wtg.copy_within(r * og..(r + 1) * og, r * lda);
-        }
+        // The `og` rows of W_g (runs of `k`) written as the columns of rows `lda` apart.
+        let runs = Runs { src: &w[gi * og * k..][..og * k], start: 0, stride: k, count: og, len: k };
+        transpose_runs(runs, &mut wt[gi * group_len..][..group_len], lda);
     }
     let wt = &*wt;
     let inner = inner_settings(settings, geo.n);
