@@ -356,48 +356,45 @@ pub mod batch_norm2d {
         if need_x && r.options.training {
             // `dx` over `g`'s buffer when the engine's handle is its only one.
             let over = maps::over_gradient(NAME, g, |gs| {
-                r.x().try_with_f32(|xs| {
-                    r.mean().try_with_f32(|mean| {
-                        r.rstd().try_with_f32(|rstd| {
-                            Tensor::try_with_f32_opt(r.gamma().ok(), |gamma| {
-                                let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
-                                kernel::batch_norm_backward_over_g(settings, shape4, xs, Stats { mean, rstd }, gamma, sums, gs);
-                            })
-                        })
-                    })
-                })????;
-                Ok(())
+                with_saved(r, |xs, stats, gamma| {
+                    let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
+                    kernel::batch_norm_backward_over_g(settings, shape4, xs, stats, gamma, sums, gs);
+                    Ok(())
+                })
             });
             if let Some(dx) = over {
                 d.x(dx?);
                 return param_grads(d, &mut sg, &mut sgx, c);
             }
         }
-        let dx = r.x().try_with_f32(|xs| {
-            g.try_with_f32(|gs| {
-                r.mean().try_with_f32(|mean| {
-                    r.rstd().try_with_f32(|rstd| {
-                        Tensor::try_with_f32_opt(r.gamma().ok(), |gamma| {
-                            let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
-                            let grad = NormGrad { x: xs, g: gs, stats: Stats { mean, rstd }, gamma };
-                            if !need_x {
-                                kernel::batch_norm_backward(settings, shape4, grad, r.options.training, sums, None);
-                                return Ok(None);
-                            }
-                            Tensor::build_f32(shape, |dx| {
-                                kernel::batch_norm_backward(settings, shape4, grad, r.options.training, sums, Some(dx));
-                                Ok(())
-                            })
-                            .map(Some)
-                        })
-                    })
+        let dx = g.try_with_f32(|gs| {
+            with_saved(r, |xs, stats, gamma| {
+                let sums = ParamSums { dgamma: sgx.values(), dbeta: sg.values() };
+                let grad = NormGrad { x: xs, g: gs, stats, gamma };
+                if !need_x {
+                    kernel::batch_norm_backward(settings, shape4, grad, r.options.training, sums, None);
+                    return Ok(None);
+                }
+                Tensor::build_f32(shape, |dx| {
+                    kernel::batch_norm_backward(settings, shape4, grad, r.options.training, sums, Some(dx));
+                    Ok(())
                 })
+                .map(Some)
             })
-        })??????;
+        })??;
         if let Some(dx) = dx {
             d.x(dx);
         }
         param_grads(d, &mut sg, &mut sgx, c)
+    }
+
+    /// Runs `f` on the forward's saved input, batch statistics and scale (if any).
+    fn with_saved<T>(r: &Record, f: impl FnOnce(&[f32], Stats<'_>, Option<&[f32]>) -> Result<T>) -> Result<T> {
+        r.x().try_with_f32(|xs| {
+            r.mean().try_with_f32(|mean| {
+                r.rstd().try_with_f32(|rstd| Tensor::try_with_f32_opt(r.gamma().ok(), |gamma| f(xs, Stats { mean, rstd }, gamma)))
+            })
+        })????
     }
 
     /// `dγ` and `dβ` from their f64 sums, where wanted.
