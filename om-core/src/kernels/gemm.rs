@@ -45,6 +45,7 @@ mod cache;
 mod neon;
 mod operand;
 mod pack;
+pub mod prepacked;
 mod scalar;
 #[cfg(test)]
 mod tests;

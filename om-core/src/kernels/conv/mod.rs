@@ -43,7 +43,8 @@
 
 use crate::compute::Settings;
 use crate::error::Result;
-use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
+use crate::kernels::gemm::prepacked::{gemm_prepacked_a, pack_a_once, packed_a_len};
+use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef, DIRECT_A_STRIDE};
 use crate::kernels::norm::on_path;
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch};
 use crate::kernels::scratch::WorkerScratch;
@@ -127,7 +128,12 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
     let image_in = geo.c * geo.h * geo.w;
     let image_out = geo.o * p;
     let inner = inner_settings(settings, geo.n);
-    // Per thread: the unfolding, and the GEMM's scratch (packing, padded copy of C).
+    // `w` (`[O, K]`, every group's `W_g` one after the other) packed once for every image's
+    // GEMM (the same bits as packing it in each).
+    let packed_len = packed_a_len(inner, geo.o, k);
+    let mut packed_buf = Buffer::try_new(packed_len * 4)?;
+    let packed = pack_a_once(inner, MatRef::row_major(w, geo.o, k), &mut packed_buf.f32_mut()[..packed_len]);
+    // Per thread: the unfolding, and the GEMM's scratch (packing B, padded copy of C).
     let padded = gemm_scratch_len(inner, og, k, p, p);
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(y.len(), image_out), k.saturating_mul(p).saturating_add(padded))?;
     let per = scratch.per_worker();
@@ -137,28 +143,14 @@ pub fn conv2d_forward(settings: Settings, geo: &ConvGeom, x: &[f32], w: &[f32], 
             let xg = &x[n * image_in + gi * cg * geo.h * geo.w..][..cg * geo.h * geo.w];
             let cols = &mut *cols;
             on_path!(settings.path, _isa, (geo: &'a ConvGeom, xg: &'a [f32], cols: &'a mut [f32]) { im2col_kp(geo, xg, cols) });
-            let wg = MatRef::row_major(&w[gi * og * k..][..og * k], og, k);
+            let wg = packed.row_range(gi * og..(gi + 1) * og);
             let yg = MatMut::row_major(&mut yn[gi * og * p..][..og * p], og, p);
-            gemm_with_scratch(inner, wg, MatRef::row_major(cols, k, p), yg, tmp);
-        }
-        if let Some(b) = bias {
-            on_path!(settings.path, _isa, (yn: &'a mut [f32], b: &'a [f32], p: usize) { add_bias(yn, p, b) });
+            // The bias added in the GEMM's tile stores (the bits of a separate add).
+            let bg = bias.map(|b| Bias::PerRow(&b[gi * og..][..og]));
+            gemm_prepacked_a(inner, &wg, MatRef::row_major(cols, k, p), yg, bg, tmp);
         }
     });
     Ok(())
-}
-
-/// `+= b[i]` on every element of row `i` (rows of `len`, one per value of `b`): one f32
-/// addition per element. Inlined into the callers' [`on_path`] bodies, so the loop is
-/// vectorised for the path's instruction set (the same bits at every width).
-#[inline(always)]
-fn add_bias(rows: &mut [f32], len: usize, b: &[f32]) {
-    if len == 0 {
-        return;
-    }
-    for (row, &bv) in rows.chunks_mut(len).zip(b) {
-        row.iter_mut().for_each(|v| *v += bv);
-    }
 }
 
 /// Input gradient: `dx` (`[N, C, H, W]`, overwritten) from `g` (`[N, O, OH, OW]`) and `w`.
