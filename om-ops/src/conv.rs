@@ -8,7 +8,8 @@
 use crate::image::Images;
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::conv::{
-    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, conv_transpose2d_forward, ConvGeom,
+    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_backward_weight_bias, conv2d_forward, conv_transpose2d_forward,
+    ConvGeom,
 };
 use om_core::layout::Dims;
 use om_core::{Case, Error, Result, Tensor};
@@ -462,15 +463,26 @@ fn gradients(side: Side, geo: &ConvGeom, [x, w, g]: [&Tensor; 3], shapes: &[Dims
             Side::Transposed => conv2d_forward(st, geo, g, w, None, dx),
         })?),
     };
+    // A convolution's `dbias` (the sums of `g`) comes with `dW` when both are needed: the
+    // weight gradient sums each image's `g` while it is in cache (the same bits).
+    let with_bias = side == Side::Conv && needs[2];
+    let mut db = None;
     let dw = match needs[1] {
         false => None,
         true => {
             let (input, out_grad) = if side == Side::Conv { (x, g) } else { (g, x) };
-            Some(kernel_output(&shapes[1], [input, out_grad], None, |st, a, b, _, dw| conv2d_backward_weight(st, geo, a, b, dw))?)
+            Some(kernel_output(&shapes[1], [input, out_grad], None, |st, a, b, _, dw| match with_bias {
+                false => conv2d_backward_weight(st, geo, a, b, dw),
+                true => {
+                    db = Some(Tensor::build_f32(&[geo.o], |db| conv2d_backward_weight_bias(st, geo, a, b, dw, db))?);
+                    Ok(())
+                }
+            })?)
         }
     };
     let db = match needs[2] {
         false => None,
+        true if db.is_some() => db,
         true => {
             let (channels, plane) = if side == Side::Conv { (geo.o, geo.p()) } else { (geo.c, geo.h * geo.w) };
             Some(g.try_with_f32(|gs| {

@@ -45,9 +45,10 @@ use crate::compute::Settings;
 use crate::error::Result;
 use crate::kernels::gemm::prepacked::{gemm_prepacked_a, pack_a_once, packed_a_len};
 use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef, DIRECT_A_STRIDE};
-use crate::kernels::norm::on_path;
-use crate::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch};
+use crate::kernels::norm::{on_path, sum};
+use crate::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch, for_each_tile_scratch, Tiled};
 use crate::kernels::scratch::WorkerScratch;
+use crate::kernels::simd::Lanes;
 use crate::pool::{Buffer, F64Scratch};
 
 mod unfold;
@@ -207,9 +208,28 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
 ///
 /// Fails if a scratch buffer is refused.
 pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32]) -> Result<()> {
+    weight_gradient(settings, geo, x, g, dw, None)
+}
+
+/// [`conv2d_backward_weight`] and [`conv2d_backward_bias`] in one pass over `g`: each
+/// chunk of the weight gradient also sums its share of the channels (`db`, `[O]`,
+/// overwritten), image by image right after that image's product, while its `g` is in
+/// cache, with the same f64 chains as [`channel_sums`] (from `0.0`, images in order, each
+/// plane in order, rounded once), so the same bits as the separate pass, which it saves.
+/// Fails if a scratch buffer is refused.
+pub fn conv2d_backward_weight_bias(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32], db: &mut [f32]) -> Result<()> {
+    weight_gradient(settings, geo, x, g, dw, Some(db))
+}
+
+/// The weight gradient, and the bias gradient with it when `db` is given.
+fn weight_gradient(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw: &mut [f32], db: Option<&mut [f32]>) -> Result<()> {
     let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
     if k == 0 || og == 0 {
-        return Ok(()); // no weights (zero channels): `dw` is empty and there is no band of rows
+        // No weights (zero channels): `dw` is empty and there is no band of rows.
+        return match db {
+            Some(db) => conv2d_backward_bias(settings, geo, g, db),
+            None => Ok(()),
+        };
     }
     let (image_in, plane) = (geo.c * geo.h * geo.w, geo.h * geo.w);
     let image_out = geo.o * p;
@@ -217,6 +237,13 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     let chunks = geo.groups * bands;
     let mut acc_buf = Buffer::try_new(chunks * band * og * 4)?;
     let acc = &mut acc_buf.f32_mut()[..chunks * band * og];
+    // The bias sums: each chunk sums `per` channels of its group (the band's share).
+    let per = og.div_ceil(bands);
+    let mut sums_buf = match db {
+        Some(_) => Some(F64Scratch::try_zeroed(chunks * per)?),
+        None => None,
+    };
+    let sums = sums_buf.as_mut().map(|s| Tiled::contiguous(&mut s.values()[..chunks * per], per));
     let inner = inner_settings(settings, chunks);
     // The band's rows `DIRECT_A_STRIDE` apart when they fit: the GEMM then reads its A
     // operand in place instead of packing it (the same bits).
@@ -224,13 +251,17 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
     // Per thread: the unfolding of a band, its product, and the GEMM's scratch.
     let floats = band.saturating_mul(lda.saturating_add(og)).saturating_add(gemm_scratch_len(inner, band, p, og, og));
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), floats)?;
-    let per = scratch.per_worker();
-    for_each_chunk_mut_scratch(settings.threads, acc, band * og, scratch.parts(), per, |i, acc, scratch| {
+    let per_worker = scratch.per_worker();
+    let outs = (Tiled::contiguous(&mut *acc, band * og), sums);
+    for_each_tile_scratch(settings.threads, outs, scratch.parts(), per_worker, |i, (acc, sums), scratch| {
         let (gi, b) = (i / bands, i % bands);
         let rows = b * band..(b * band + band).min(k);
         let m = rows.len();
-        let acc = &mut acc[..m * og];
+        let acc = &mut acc.into_slice()[..m * og];
         acc.fill(0.0);
+        // This chunk's channels of the bias sums (absolute), and their running sums.
+        let channels = gi * og + (b * per).min(og)..gi * og + (b * per + per).min(og);
+        let mut sums = sums.map(|s| &mut s.into_slice()[..channels.len()]);
         let (cols, rest) = scratch.split_at_mut(band * lda);
         let (part, tmp) = rest.split_at_mut(band * og);
         let (cols, part) = (&mut cols[..m * lda], &mut part[..m * og]);
@@ -246,6 +277,10 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
             gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(&mut *part, m, og), tmp);
             let (acc, part) = (&mut *acc, &*part);
             on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
+            if let Some(sums) = sums.as_deref_mut() {
+                let planes = &g[n * image_out + channels.start * p..][..channels.len() * p];
+                on_path!(settings.path, isa, (planes: &'a [f32], p: usize, sums: &'a mut [f64]) { add_plane_sums::<L>(isa, planes, p, sums) });
+            }
         }
     });
     // dw[g·Og + o, k] = dWᵀ_g[k, o].
@@ -258,7 +293,35 @@ pub fn conv2d_backward_weight(settings: Settings, geo: &ConvGeom, x: &[f32], g: 
             }
         }
     }
+    if let (Some(db), Some(sums)) = (db, sums_buf.as_mut()) {
+        // Chunk `gi·bands + b` holds channels `gi·og + b·per ..` of its group, in order.
+        let sums = sums.values();
+        for gi in 0..geo.groups {
+            for b in 0..bands {
+                let channels = (b * per).min(og)..(b * per + per).min(og);
+                let from = &sums[(gi * bands + b) * per..][..channels.len()];
+                db[gi * og..][channels].iter_mut().zip(from).for_each(|(d, &s)| *d = s as f32);
+            }
+        }
+    }
     Ok(())
+}
+
+/// `sums[c] + Σ planes[c·p..][..p]` (f64, increasing element order) for each channel `c`
+/// of `sums`, eight channels side by side then one by one: the calls `norm::channel_sums`
+/// makes per image (`norm::sum`), so each channel's chain is the same.
+#[inline(always)]
+fn add_plane_sums<L: Lanes>(isa: L::Isa, planes: &[f32], p: usize, sums: &mut [f64]) {
+    for (j, s) in sums.chunks_mut(8).enumerate() {
+        let plane = |c: usize| &planes[(j * 8 + c) * p..][..p];
+        if let Ok(s8) = <&mut [f64; 8]>::try_from(&mut *s) {
+            *s8 = sum::<L, 8>(isa, std::array::from_fn(plane), *s8);
+        } else {
+            for (c, v) in s.iter_mut().enumerate() {
+                *v = sum::<L, 1>(isa, [plane(c)], [*v])[0];
+            }
+        }
+    }
 }
 
 /// The weight gradient's chunks: `bands` bands of `band` rows of `K` (the last may be
@@ -388,6 +451,40 @@ mod tests {
                 let mut got = vec![f32::NAN; c];
                 channel_sums(st, n, c, p, &g, &mut got).unwrap();
                 assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "[{n}, {c}, {p}] {st:?}");
+            }
+        }
+    }
+
+    /// The weight and bias gradients in one pass have the bits of the separate passes, on
+    /// every path at 1, 2 and 3 threads (one band, or bands that split a group's channels
+    /// unevenly), with groups, channel counts off the eight-channel lockstep, a stride, and
+    /// values whose f64 sums change bits in any other order.
+    #[test]
+    fn weight_and_bias_gradients_together_match_the_separate_passes() {
+        let shapes = [(3, 6, 10, 2, 5, 1), (2, 3, 32, 1, 8, 1), (2, 4, 22, 2, 7, 2), (4, 16, 13, 1, 6, 1)];
+        for (n, c, o, groups, hw, stride) in shapes {
+            let (oh, ow) = ((hw + 2 - 3) / stride + 1, (hw + 2 - 3) / stride + 1);
+            let geo = ConvGeom { n, c, h: hw, w: hw, o, groups, kh: 3, kw: 3, sh: stride, sw: stride, pt: 1, pl: 1, dh: 1, dw: 1, oh, ow };
+            let wave = |len: usize, seed: usize| -> Vec<f32> {
+                (0..len).map(|i| (((i + seed) * 7919 % 1013) as f32 - 500.0) * 10f32.powi(((i + seed) % 9) as i32 - 4)).collect()
+            };
+            let x = wave(n * c * hw * hw, 3);
+            let mut g = wave(n * o * geo.p(), 11);
+            for ch in 0..o {
+                g[ch * geo.p()] = 2f32.powi(40);
+                g[((n - 1) * o + ch) * geo.p() + geo.p() - 1] = -(2f32.powi(40));
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let mut settings = crate::kernels::norm::tests::every_setting();
+            settings.extend(settings.clone().into_iter().map(|st| Settings { threads: 3, ..st }));
+            for st in settings {
+                let (mut dw, mut db) = (vec![f32::NAN; o * geo.k()], vec![f32::NAN; o]);
+                conv2d_backward_weight(st, &geo, &x, &g, &mut dw).unwrap();
+                conv2d_backward_bias(st, &geo, &g, &mut db).unwrap();
+                let (mut dw2, mut db2) = (vec![f32::NAN; o * geo.k()], vec![f32::NAN; o]);
+                conv2d_backward_weight_bias(st, &geo, &x, &g, &mut dw2, &mut db2).unwrap();
+                assert_eq!(bits(&dw2), bits(&dw), "dw {geo:?} {st:?}");
+                assert_eq!(bits(&db2), bits(&db), "db {geo:?} {st:?}");
             }
         }
     }
