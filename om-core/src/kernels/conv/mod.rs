@@ -6,7 +6,9 @@
 //!
 //! - forward: `y[og, P] = W_g[og, K] · colsᵀ[K, P]`; `colsᵀ` is unfolded directly in
 //!   row-major `[K, P]` order (the transposed operand copied to row-major, spec section 4),
-//!   and the GEMM writes straight into the output image. The bias is added after.
+//!   and the GEMM writes straight into the output image. `w` is packed once per call
+//!   (`gemm::prepacked`), not by every image's GEMM, and the bias is added in the GEMM's
+//!   tile stores (the bits of a separate add).
 //! - weight gradient: computed transposed, `dWᵀ_g[K, og] += colsᵀ[K, P] · gᵀ[P, og]` per
 //!   image in item order (each image's product rounded into a scratch, then added): every
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
@@ -17,11 +19,14 @@
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once,
 //!   rows [`DIRECT_A_STRIDE`] apart when `og` fits, so no image's GEMM packs it again),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
-//! - bias gradient: `Σ g` over images and positions in f64, increasing element order.
+//! - bias gradient: `Σ g` over images and positions in f64, increasing element order;
+//!   with the weight gradient ([`conv2d_backward_weight_bias`]) each band sums its share of
+//!   the channels image by image right after that image's product, while its `g` is in
+//!   cache, instead of a separate pass.
 //!
 //! The unfolding and col2im work row-wise (`unfold`): one run of an input row per kernel tap
-//! and output row, not one closure call per element. They, the bias add and the weight
-//! gradient's per-image sum run inside the path's `#[target_feature]` function
+//! and output row, not one closure call per element. They, the weight gradient's per-image
+//! sum and its bias sums run inside the path's `#[target_feature]` function
 //! (`norm::on_path!`), so their loops are vectorised for it (plain copies and IEEE additions:
 //! the same bits at every width).
 //!
@@ -32,7 +37,8 @@
 //! is chunked by bands of `K` rows of `dWᵀ` (`weight_bands`, a function of `K` and of
 //! the thread count; never of the bits): each chunk
 //! runs over all images in item order, so no addition is reordered. The bias gradient is
-//! chunked by channels, each channel summed over all images in order.
+//! chunked by channels, each channel summed over all images in order (alone, or by the
+//! weight gradient's bands: each band a share of its group's channels).
 //!
 //! Every scratch buffer comes from the pool through the fallible path: a refused request
 //! makes the kernel return [`Error::OutOfMemory`](crate::Error::OutOfMemory) (naming no
