@@ -7,7 +7,7 @@
 //! per product there, is gone.
 //!
 //! Layout ([`PackedA`]): one slab per k-block, `m` rows of the block's `kb` steps,
-//! [`A_STRIDE`] apart (`[m, A_STRIDE]`), slab `i` at `i·m·A_STRIDE`. A slab is what the
+//! `A_STRIDE` (272) apart (`[m, A_STRIDE]`), slab `i` at `i·m·A_STRIDE`. A slab is what the
 //! register tiles read of an A that is read in place (`DIRECT_A_STRIDE`), so each k-block
 //! runs through `Job::run_block` with a view whose rows are `A_STRIDE` apart and whose
 //! step `pc` is the slab's first value; row panels may then be cut anywhere.
