@@ -47,14 +47,15 @@ impl PackedA<'_> {
     /// If the range is not inside `0..rows()`.
     pub fn row_range(&self, rows: std::ops::Range<usize>) -> PackedA<'_> {
         assert!(rows.start <= rows.end && rows.end <= self.m, "PackedA: rows {rows:?} of {}", self.m);
-        let data = if rows.is_empty() { &[][..] } else { &self.data[rows.start * A_STRIDE..] };
+        // (Nothing is packed when A has no columns.)
+        let data = if rows.is_empty() { &[][..] } else { self.data.get(rows.start * A_STRIDE..).unwrap_or(&[]) };
         PackedA { data, m: rows.len(), ..*self }
     }
 
     /// The slab of k-block `pc..pc + kb` as a view the GEMM reads in place: rows
     /// `A_STRIDE` apart, whose element `(i, pc + p)` is the slab's row `i`, step `p` (the
-    /// view starts `pc` values before the slab; every slab but the first lies at least
-    /// `A_STRIDE > pc` values in).
+    /// view starts `pc` values before the slab: slab `b` starts `b·slab ≥ b·A_STRIDE` values
+    /// in, more than its `pc = b·kc`, as `kc ≤ KC < A_STRIDE`).
     fn block(&self, pc: usize, kb: usize) -> MatRef<'_> {
         let slab = pc / self.kc * self.slab;
         MatRef::with_stride(&self.data[slab - pc..], self.m, pc + kb, A_STRIDE)
@@ -192,6 +193,14 @@ mod tests {
                         gemm_bias(st, av, bm, MatMut::row_major(&mut want, m, n), Bias::PerRow(&bias));
                         gemm_prepacked_a(st, &pa, bm, MatMut::row_major(&mut got, m, n), Some(Bias::PerRow(&bias)), &mut scratch);
                         assert_eq!(bits(&got), bits(&want), "bias {st:?} {m}×{k}×{n}");
+                        // A band of rows of the packed A, as a convolution's group reads it.
+                        let rows = m / 3..m - m / 4;
+                        let mut band = vec![f32::NAN; rows.len() * n];
+                        let sub = pa.row_range(rows.clone());
+                        gemm_prepacked_a(st, &sub, bm, MatMut::row_major(&mut band, rows.len(), n), None, &mut scratch);
+                        let mut whole = vec![0.0; m * n];
+                        gemm_with_scratch(st, av, bm, MatMut::row_major(&mut whole, m, n), &mut scratch);
+                        assert_eq!(bits(&band), bits(&whole[rows.start * n..rows.end * n]), "rows {st:?} {m}×{k}×{n}");
                     }
                 }
             }
