@@ -14,8 +14,10 @@
 //! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
 //! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
 //! is computed independently by one thread, as a rectangle of C handed out by
-//! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
-//! columns once into its thread's part of the packing scratch, then for each row panel of
+//! [`for_each_tile_worker`] (disjoint by construction): for each k-block it packs its B
+//! columns once into its thread's part of the packing scratch (or, when the row chunks
+//! span all of a small B, `Plan::keep_b`, the thread's first chunk packs every k-block and
+//! its later chunks reuse them), then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel; a column-major A `A_GROUP`
 //! panels at a time) and runs the path's register-tile kernel across the packed B; an
 //! optional [`Bias`] is added to each tile after its last k-block (by the AVX-512 kernel
@@ -32,7 +34,7 @@
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::{for_each_tile_scratch, in_parallel_chunk, workers, Grid, TileMut, Tiled};
+use crate::kernels::parallel::{for_each_tile_scratch, for_each_tile_worker, in_parallel_chunk, workers, Grid, TileMut, Tiled};
 #[cfg(target_arch = "aarch64")]
 use crate::kernels::simd::Neon;
 use crate::kernels::simd::Scalar;
@@ -162,20 +164,36 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     // The packing scratch: one part per thread that may take part, each for the largest
     // chunk of the plan; or, with B shared by the row chunks, one packed B block as wide
     // as C (no wider than a chunk) and an A panel.
+    // With several workers, or a caller's scratch, each thread may instead keep all of B's
+    // k-blocks packed for the row chunks it runs (`Plan::keep_b`).
     let shared = shared_b(&plan, threads);
-    let shared_len = if shared { n.div_ceil(kernel.nr) * kernel.nr * plan.kc } else { 0 };
-    let packing_for = |panels| {
-        let per = if shared { kernel.a_floats(panels) } else { kernel.packing_floats(plan.kc, plan.nc, panels) };
+    let block_len = n.div_ceil(kernel.nr) * kernel.nr * plan.kc;
+    let shared_len = if shared { block_len } else { 0 };
+    let kept_len = if plan.keep_b && !shared { k.div_ceil(plan.kc) * block_len } else { 0 };
+    let packing_for = |panels, keep: bool| {
+        let per = if shared {
+            kernel.a_floats(panels)
+        } else if keep {
+            kernel.a_floats(panels) + kept_len
+        } else {
+            kernel.packing_floats(plan.kc, plan.nc, panels)
+        };
         (per, workers(threads, plan.chunks()) * per + shared_len)
     };
     let caller = scratch.unwrap_or(&mut []);
-    // A column-major A is packed several row panels at a time (`a_panels`) — unless the
-    // caller's scratch, sized by `gemm_scratch_len` for one panel, is what there is.
+    // A column-major A is packed several row panels at a time (`a_panels`), and B kept —
+    // unless the caller's scratch, sized by `gemm_scratch_len` for one panel and one
+    // k-block, is what there is and cannot hold them.
     let mut a_panels = a_group(&kernel, &a, m);
-    if (!caller.is_empty() || in_parallel_chunk()) && caller.len() < packing_for(a_panels).1 {
+    let mut keep = kept_len > 0;
+    let from_caller = !caller.is_empty() || in_parallel_chunk();
+    if from_caller && caller.len() < packing_for(1, keep).1 {
+        keep = false;
+    }
+    if from_caller && caller.len() < packing_for(a_panels, keep).1 {
         a_panels = 1;
     }
-    let (per, packing) = packing_for(a_panels);
+    let (per, packing) = packing_for(a_panels, keep);
     // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
     // to C (the arithmetic, and so every bit, is the same).
@@ -206,14 +224,15 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
     };
     let mut stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
-    let job = Job { kernel: &kernel, plan: &plan, k, a, a_panels, b, bias };
+    let job = Job { kernel: &kernel, plan: &plan, k, a, a_panels, b, bias, keep };
     // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
     let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
     let ldc = c.row_stride();
     if !shared {
         let out = Tiled::new(c.span(), grid(ldc));
         let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
-        for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| job.run_chunk(ChunkOut { c, stage }, part));
+        let start = |part| Worker { part, b_packed: false };
+        for_each_tile_worker(threads, (out, stage), packs, per, start, |_, (c, stage), w| job.run_chunk(ChunkOut { c, stage }, w));
         return;
     }
     // B shared (one thread): per k-block, the whole B block packed once, then every chunk
@@ -305,6 +324,14 @@ const MIN_CHUNKS: usize = 2;
 /// As [`MIN_CHUNKS`] when B is read in place: row splits then repack nothing, and finer
 /// chunks let a late thread cost less.
 const MIN_CHUNKS_DIRECT: usize = 4;
+
+/// As [`MIN_CHUNKS`] when each thread keeps B packed for all its row chunks
+/// ([`Plan::keep_b`]): row splits then repack nothing, and finer chunks let a late or
+/// preempted thread cost less.
+const MIN_CHUNKS_KEPT: usize = 4;
+
+/// The largest packed B (all k-blocks) a thread keeps for its row chunks ([`Plan::keep_b`]).
+const KEEP_B_BYTES: usize = 1 << 20;
 
 /// Largest k-block of every path (it fixes [`A_STRIDE`]); a path's own k-block may be
 /// smaller if its A panel would not fit the L1 cache (see [`Kernel::new`]).
@@ -550,6 +577,11 @@ struct Plan {
     col_chunks: usize,
     /// Read full B micro-panels in place instead of packing them.
     direct_b: bool,
+    /// The row chunks (one column of chunks, B packed) span the same columns, and all of
+    /// B packed, every k-block, takes at most [`KEEP_B_BYTES`]: a thread then packs B
+    /// once for all the chunks it runs (if its scratch holds it), so a row split repacks
+    /// nothing, and rows are split as finely as for a B read in place.
+    keep_b: bool,
 }
 
 impl Plan {
@@ -570,6 +602,7 @@ impl Plan {
                 || (m <= kernel.direct_panels * kernel.mr && k * n * 4 <= cache::caches().l2.size / 2)
                 || direct_b_pays(k, n, ldb)
                 || direct_b_fits_l2(kc, nc, ldb));
+        let keepable = !direct_b && nc >= n && k.div_ceil(kc) * kc * tiles * kernel.nr * 4 <= KEEP_B_BYTES;
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
@@ -577,6 +610,8 @@ impl Plan {
             let chunks = chunks(mc, nc);
             if direct_b {
                 chunks < MIN_CHUNKS_DIRECT || (chunks < 2 * MIN_CHUNKS_DIRECT && mc >= 2 * kernel.mr)
+            } else if keepable {
+                chunks < MIN_CHUNKS_KEPT
             } else {
                 chunks < MIN_CHUNKS
             }
@@ -588,7 +623,7 @@ impl Plan {
             // end in a shorter tile), columns in whole tiles (a narrow tile goes through
             // the edge buffer).
             let (rows, cols) = (mc.div_ceil(ROW_UNIT), nc.div_ceil(kernel.nr));
-            let row_key = (rows > 1, rows % 2 == 0, if direct_b { usize::MAX } else { mc });
+            let row_key = (rows > 1, rows % 2 == 0, if direct_b || keepable { usize::MAX } else { mc });
             let col_key = (cols > 1, cols % 2 == 0, nc);
             if rows > 1 && row_key >= col_key {
                 mc = rows.div_ceil(2) * ROW_UNIT;
@@ -598,7 +633,8 @@ impl Plan {
                 break;
             }
         }
-        Plan { mc, nc, kc, row_chunks: m.div_ceil(mc), col_chunks: n.div_ceil(nc), direct_b }
+        let (row_chunks, col_chunks) = (m.div_ceil(mc), n.div_ceil(nc));
+        Plan { mc, nc, kc, row_chunks, col_chunks, direct_b, keep_b: keepable && col_chunks == 1 && row_chunks > 1 }
     }
 
     fn chunks(&self) -> usize {
@@ -659,6 +695,15 @@ struct Job<'a> {
     a_panels: usize,
     b: MatRef<'a>,
     bias: Option<Bias<'a>>,
+    /// Each thread packs all of B once, into its part, for all its chunks ([`Plan::keep_b`]).
+    keep: bool,
+}
+
+/// A thread's state in a product's section: its part of the packing scratch, and whether
+/// the part already holds all of B packed, by an earlier chunk of this call.
+struct Worker<'p> {
+    part: &'p mut [f32],
+    b_packed: bool,
 }
 
 /// One chunk's rectangle of C, and of the staging copy of C (for the k-blocks before the
@@ -683,17 +728,24 @@ impl Job<'_> {
     /// Computes one chunk of C, all k-blocks, on the calling thread. The chunk's rows
     /// are cut into `ceil(rows / MR)` panels of equal height (±1), so a chunk never ends in
     /// a short, inefficient tile.
-    fn run_chunk(&self, mut out: ChunkOut, part: &mut [f32]) {
+    fn run_chunk(&self, mut out: ChunkOut, w: &mut Worker) {
         let (col0, cols) = (out.c.origin().1, out.c.cols());
         let (nr, kc) = (self.kernel.nr, self.plan.kc);
-        let (apack, bpack) = self.kernel.split_part(part, self.a_panels);
-        let bpack = &mut bpack[..cols.div_ceil(nr) * nr * kc];
-        for pc in (0..self.k).step_by(kc) {
+        let (apack, bpack) = self.kernel.split_part(w.part, self.a_panels);
+        let block_len = cols.div_ceil(nr) * nr * kc;
+        // Kept B: every chunk spans all columns, so the blocks packed for the thread's
+        // first chunk serve the others.
+        debug_assert!(!self.keep || (col0 == 0 && cols == self.b.cols()));
+        for (q, pc) in (0..self.k).step_by(kc).enumerate() {
             let kb = kc.min(self.k - pc);
-            let first = if self.plan.direct_b { cols / nr } else { 0 };
-            pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
-            self.run_block(&mut out, apack, pc, kb, bpack);
+            let block = &mut bpack[if self.keep { q * block_len } else { 0 }..][..block_len];
+            if !w.b_packed {
+                let first = if self.plan.direct_b { cols / nr } else { 0 };
+                pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, block);
+            }
+            self.run_block(&mut out, apack, pc, kb, block);
         }
+        w.b_packed = self.keep;
     }
 
     /// Runs k-block `pc..pc + kb` of one chunk over its packed B block `bpack`, one row

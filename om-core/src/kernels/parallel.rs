@@ -734,6 +734,25 @@ pub fn for_each_tile_scratch<O: Outputs, S: Send>(
     per_worker: usize,
     f: impl Fn(usize, O::Tile, &mut [S]) + Sync + Send,
 ) {
+    for_each_tile_worker(threads, outs, scratch, per_worker, |part| part, |chunk, tiles, part| f(chunk, tiles, part));
+}
+
+/// As [`for_each_tile_scratch`], with a state per thread: each thread taking part makes
+/// its `W` from its part of `scratch` with `start(part)` once, before its first chunk, and
+/// `f(chunk, tiles, state)` gets it for every chunk the thread runs, so a chunk can reuse
+/// what the thread's earlier chunks of this call left in its part (a state made fresh for
+/// each call says what that is; the part's values themselves may be left from anything).
+///
+/// # Panics
+/// As [`for_each_tile_scratch`].
+pub fn for_each_tile_worker<'s, O: Outputs, S: Send, W>(
+    threads: usize,
+    outs: O,
+    scratch: &'s mut [S],
+    per_worker: usize,
+    start: impl Fn(&'s mut [S]) -> W + Sync + Send,
+    f: impl Fn(usize, O::Tile, &mut W) + Sync + Send,
+) {
     let (row_bands, col_bands) = outs.bands();
     let chunks = row_bands * col_bands;
     let parts = worker_parts(scratch, workers(threads, chunks), per_worker);
@@ -741,7 +760,7 @@ pub fn for_each_tile_scratch<O: Outputs, S: Send>(
         threads,
         chunks,
         // SAFETY: each worker index is drawn by one thread, once (`run_section`).
-        |worker| unsafe { parts.take(worker, 0) }.into_slice(),
+        |worker| start(unsafe { parts.take(worker, 0) }.into_slice()),
         |part, chunk| {
             // SAFETY: each chunk index is run once (`run_section`), so each band is taken once.
             let tiles = unsafe { outs.take(chunk / col_bands, chunk % col_bands) };

@@ -134,8 +134,9 @@ fn cases() -> Vec<Case> {
     // a narrow edge tile and k over several blocks.
     cases.push(Case::new(56, 600, 100).ld(600, 1024, 100));
     cases.push(Case::new(29, 300, 47));
-    // Two row chunks that share one packed B per k-block on one thread (two k-blocks, a
-    // 16-column edge panel), C rows 2 KiB apart (the staged path).
+    // Row chunks that share one packed B per k-block on one thread, and on several
+    // threads each keep all of B packed for the chunks they run (four row chunks, two
+    // k-blocks, a 16-column edge panel), C rows 2 KiB apart (the staged path).
     cases.push(Case::new(528, 320, 400).ld(320, 400, 512));
     // A read in place (rows `DIRECT_A_STRIDE` apart): one or two k-blocks, short and tall,
     // several chunks, a partial last panel.
