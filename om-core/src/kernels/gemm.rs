@@ -327,10 +327,15 @@ const MIN_CHUNKS_DIRECT: usize = 4;
 
 /// As [`MIN_CHUNKS`] when each thread keeps B packed for all its row chunks
 /// ([`Plan::keep_b`]): row splits then repack nothing, and finer chunks let a late or
-/// preempted thread cost less.
+/// preempted thread cost less. Measured 2026-12-03 on an Intel Xeon model 167 (2 threads,
+/// one binary, 7 alternating rounds, median GFLOP/s, idle spell): 4 against 2 ran 1.004×
+/// at 256³ and 1.014× at 512³; at load 2.6, 8 ran as 4 (docs/kernels-gemm.md, "Seventh
+/// session").
 const MIN_CHUNKS_KEPT: usize = 4;
 
-/// The largest packed B (all k-blocks) a thread keeps for its row chunks ([`Plan::keep_b`]).
+/// The largest packed B (all k-blocks) a thread keeps for its row chunks ([`Plan::keep_b`]):
+/// half of the Intel Xeon's 2 MiB L2, so 512³ (two k-blocks of 512 KiB) is kept and 1024³
+/// (4 MiB) is not (not tuned).
 const KEEP_B_BYTES: usize = 1 << 20;
 
 /// Largest k-block of every path (it fixes [`A_STRIDE`]); a path's own k-block may be
