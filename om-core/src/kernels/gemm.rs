@@ -160,14 +160,16 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     }
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, &b);
-    let threads = threads_for(settings, m, k, n);
+    // Inside another section's chunk the team is taken, so this section runs on this
+    // thread alone whatever the setting (`kernels::parallel`): plan for one thread.
+    let threads = if in_parallel_chunk() { 1 } else { threads_for(settings, m, k, n) };
     // The packing scratch: one part per thread that may take part, each for the largest
-    // chunk of the plan; or, with B shared by the row chunks, one packed B block as wide
-    // as C (no wider than a chunk) and an A panel.
-    // With several workers, or a caller's scratch, each thread may instead keep all of B's
-    // k-blocks packed for the row chunks it runs (`Plan::keep_b`).
-    let shared = shared_b(&plan, threads);
+    // chunk of the plan; or, with B shared by the row chunks on one thread, one packed B
+    // block as wide as C (no wider than a chunk) and an A panel; or, with B kept
+    // (`Plan::keep_b`, several threads), a part holds an A panel and all of B's k-blocks.
+    let caller = scratch.unwrap_or(&mut []);
     let block_len = n.div_ceil(kernel.nr) * kernel.nr * plan.kc;
+    let shared = shared_b(&plan, threads) && (!in_parallel_chunk() || caller.len() >= kernel.a_floats(1) + block_len);
     let shared_len = if shared { block_len } else { 0 };
     let kept_len = if plan.keep_b && !shared { k.div_ceil(plan.kc) * block_len } else { 0 };
     let packing_for = |panels, keep: bool| {
@@ -180,7 +182,6 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         };
         (per, workers(threads, plan.chunks()) * per + shared_len)
     };
-    let caller = scratch.unwrap_or(&mut []);
     // A column-major A is packed several row panels at a time (`a_panels`), and B kept —
     // unless the caller's scratch, sized by `gemm_scratch_len` for one panel and one
     // k-block, is what there is and cannot hold them.
@@ -268,14 +269,15 @@ const A_GROUP: usize = 8;
 /// Whether the row chunks of `plan` share one packed B block per k-block instead of each
 /// packing its own: on one thread, when B is packed, C has one column of chunks (so the
 /// shared block is no wider than a chunk's) and more than one row chunk would pack it.
-/// Never inside a chunk of another section (its caller's scratch is sized for per-chunk
-/// packing). Only the order in which one thread runs the same tiles changes, not the
+/// Inside a chunk of another section, only if the caller's scratch holds the shared
+/// block and an A panel (`product`; `gemm_scratch_len` gives that much with one column
+/// of chunks). Only the order in which one thread runs the same tiles changes, not the
 /// grid or any tile's arithmetic, so the bits are the same. Two threads would need a
 /// hand-off per k-block between packing and computing: measured under load on the Intel
 /// Xeon, the helper's polling at those barriers (5% of the samples at 512³) ate what the
 /// shared packing saved (`pack_b` 8.4% → 3.8%).
 fn shared_b(plan: &Plan, threads: usize) -> bool {
-    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1 && !in_parallel_chunk()
+    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1
 }
 
 /// The threads a product runs on: one below [`SERIAL_WORK`] multiply-adds, else the
