@@ -1,5 +1,5 @@
 //! Running a kernel's chunks on several threads: [`for_each_chunk`] (the calling thread
-//! takes part, helpers join through a shared chunk counter) and the one primitive for
+//! takes part, helpers join through shared chunk counters) and the one primitive for
 //! writing disjoint parts of outputs from several threads, [`for_each_tile`]: each output
 //! is a [`Tiled`] (a slice borrowed mutably, seen as a row-major [`Grid`] with a row stride
 //! and cut into row bands × column bands), and each chunk gets its rectangle of every
@@ -85,7 +85,7 @@ impl Drop for InChunk {
 /// take pool memory (see the module documentation; use [`for_each_chunk_scratch`]).
 ///
 /// The calling thread takes part: it posts the job to `threads - 1` helper threads and
-/// claims chunks itself from a shared counter, as do the helpers once they wake up. The
+/// claims chunks itself from shared counters, as do the helpers once they wake up. The
 /// caller then waits only for helpers still inside a chunk, never for one to wake, so a
 /// late helper costs nothing but its share. A warm call allocates nothing. If another
 /// caller is using the helpers, this call runs all its chunks on the calling thread.
@@ -97,21 +97,27 @@ pub fn for_each_chunk(threads: usize, chunks: usize, f: impl Fn(usize) + Sync + 
 /// of every loop of this module. Each thread taking part draws its `worker` index once,
 /// from a counter of its own call, so the indices are distinct and below
 /// [`workers`]`(threads, chunks)`; before its first chunk it makes its `state` with
-/// `start(worker)` (its part of a scratch) and passes it to each chunk it runs. Each chunk
-/// index is claimed from a shared counter, so each is run exactly once.
+/// `start(worker)` (its part of a scratch) and passes it to each chunk it runs.
+///
+/// A thread first claims the right to run one more chunk from a shared count (`claimed`;
+/// only `chunks` claims succeed), then takes the chunk from its end of the range: even
+/// workers (the caller, usually worker 0) the lowest chunk not yet taken, odd workers the
+/// highest. So each chunk is run exactly once (`f` front and `b` back takes with
+/// `f + b = chunks` are chunks `0..f` and `chunks - b..`), and with two threads each keeps
+/// the same chunks from call to call while they run equally fast (the caller the first
+/// half, the helper the second), so their rows of the outputs stay in its own caches;
+/// with one shared counter the later chunks went to whichever thread was free first.
 fn run_section<W>(threads: usize, chunks: usize, start: impl Fn(usize) -> W + Sync + Send, f: impl Fn(&mut W, usize) + Sync + Send) {
-    let next = AtomicUsize::new(0);
+    let claimed = AtomicUsize::new(0);
+    let (front, back) = (AtomicUsize::new(0), AtomicUsize::new(chunks));
     let joined = AtomicUsize::new(0);
     let parallel = workers(threads, chunks) > 1;
     let work = || {
         let _inside = parallel.then(InChunk::enter);
         let worker = joined.fetch_add(1, Ordering::Relaxed);
         let mut state = None;
-        loop {
-            let chunk = next.fetch_add(1, Ordering::Relaxed);
-            if chunk >= chunks {
-                break;
-            }
+        while claimed.fetch_add(1, Ordering::Relaxed) < chunks {
+            let chunk = if worker % 2 == 0 { front.fetch_add(1, Ordering::Relaxed) } else { back.fetch_sub(1, Ordering::Relaxed) - 1 };
             f(state.get_or_insert_with(|| start(worker)), chunk);
         }
     };
