@@ -330,9 +330,9 @@ const MIN_CHUNKS_DIRECT: usize = 4;
 /// As [`MIN_CHUNKS`] when each thread keeps B packed for all its row chunks
 /// ([`Plan::keep_b`]): row splits then repack nothing, and finer chunks let a late or
 /// preempted thread cost less. Measured 2026-12-03 on an Intel Xeon model 167 (2 threads,
-/// one binary, 7 alternating rounds, median GFLOP/s, idle spell): 4 against 2 ran 1.004×
-/// at 256³ and 1.014× at 512³; at load 2.6, 8 ran as 4 (docs/kernels-gemm.md, "Seventh
-/// session").
+/// idle spells, 74 rotating rounds of `om bench gemm`, medians): 4 against 2 ran 0.993× at
+/// 256³ and 1.025× at 512³ (2 kept chunks gain no reuse and hold both k-blocks in L2);
+/// at load 2.6, 8 ran as 4 (docs/kernels-gemm.md, "Seventh session").
 const MIN_CHUNKS_KEPT: usize = 4;
 
 /// The largest packed B (all k-blocks) a thread keeps for its row chunks ([`Plan::keep_b`]):
