@@ -117,7 +117,8 @@ fn run_section<W>(threads: usize, chunks: usize, start: impl Fn(usize) -> W + Sy
         let worker = joined.fetch_add(1, Ordering::Relaxed);
         let mut state = None;
         while claimed.fetch_add(1, Ordering::Relaxed) < chunks {
-            let chunk = if worker % 2 == 0 { front.fetch_add(1, Ordering::Relaxed) } else { back.fetch_sub(1, Ordering::Relaxed) - 1 };
+            let chunk =
+                if worker.is_multiple_of(2) { front.fetch_add(1, Ordering::Relaxed) } else { back.fetch_sub(1, Ordering::Relaxed) - 1 };
             f(state.get_or_insert_with(|| start(worker)), chunk);
         }
     };
