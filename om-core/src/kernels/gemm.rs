@@ -14,8 +14,10 @@
 //! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
 //! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
 //! is computed independently by one thread, as a rectangle of C handed out by
-//! [`for_each_tile_scratch`] (disjoint by construction): for each k-block it packs its B
-//! columns once into its thread's part of the packing scratch, then for each row panel of
+//! [`for_each_tile_worker`] (disjoint by construction): for each k-block it packs its B
+//! columns once into its thread's part of the packing scratch (or, when the row chunks
+//! span all of a small B, `Plan::keep_b`, the thread's first chunk packs every k-block and
+//! its later chunks reuse them), then for each row panel of
 //! up to MR rows packs those A rows (an L1-sized panel; a column-major A `A_GROUP`
 //! panels at a time) and runs the path's register-tile kernel across the packed B; an
 //! optional [`Bias`] is added to each tile after its last k-block (by the AVX-512 kernel
@@ -32,7 +34,7 @@
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::{for_each_tile_scratch, in_parallel_chunk, workers, Grid, TileMut, Tiled};
+use crate::kernels::parallel::{for_each_tile_scratch, for_each_tile_worker, in_parallel_chunk, workers, Grid, TileMut, Tiled};
 #[cfg(target_arch = "aarch64")]
 use crate::kernels::simd::Neon;
 use crate::kernels::simd::Scalar;
@@ -159,24 +161,41 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     }
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, &b);
-    let threads = threads_for(settings, m, k, n);
+    // Inside another section's chunk the team is taken, so this section runs on this
+    // thread alone whatever the setting (`kernels::parallel`): plan for one thread.
+    let threads = if in_parallel_chunk() { 1 } else { threads_for(settings, m, k, n) };
     // The packing scratch: one part per thread that may take part, each for the largest
-    // chunk of the plan; or, with B shared by the row chunks, one packed B block as wide
-    // as C (no wider than a chunk) and an A panel.
-    let shared = shared_b(&plan, threads);
-    let shared_len = if shared { n.div_ceil(kernel.nr) * kernel.nr * plan.kc } else { 0 };
-    let packing_for = |panels| {
-        let per = if shared { kernel.a_floats(panels) } else { kernel.packing_floats(plan.kc, plan.nc, panels) };
+    // chunk of the plan; or, with B shared by the row chunks on one thread, one packed B
+    // block as wide as C (no wider than a chunk) and an A panel; or, with B kept
+    // (`Plan::keep_b`, several threads), a part holds an A panel and all of B's k-blocks.
+    let caller = scratch.unwrap_or(&mut []);
+    let block_len = n.div_ceil(kernel.nr) * kernel.nr * plan.kc;
+    let shared = shared_b(&plan, threads) && (!in_parallel_chunk() || caller.len() >= kernel.a_floats(1) + block_len);
+    let shared_len = if shared { block_len } else { 0 };
+    let kept_len = if plan.keep_b && !shared { k.div_ceil(plan.kc) * block_len } else { 0 };
+    let packing_for = |panels, keep: bool| {
+        let per = if shared {
+            kernel.a_floats(panels)
+        } else if keep {
+            kernel.a_floats(panels) + kept_len
+        } else {
+            kernel.packing_floats(plan.kc, plan.nc, panels)
+        };
         (per, workers(threads, plan.chunks()) * per + shared_len)
     };
-    let caller = scratch.unwrap_or(&mut []);
-    // A column-major A is packed several row panels at a time (`a_panels`) — unless the
-    // caller's scratch, sized by `gemm_scratch_len` for one panel, is what there is.
+    // A column-major A is packed several row panels at a time (`a_panels`), and B kept —
+    // unless the caller's scratch, sized by `gemm_scratch_len` for one panel and one
+    // k-block, is what there is and cannot hold them.
     let mut a_panels = a_group(&kernel, &a, m);
-    if (!caller.is_empty() || in_parallel_chunk()) && caller.len() < packing_for(a_panels).1 {
+    let mut keep = kept_len > 0;
+    let from_caller = !caller.is_empty() || in_parallel_chunk();
+    if from_caller && caller.len() < packing_for(1, keep).1 {
+        keep = false;
+    }
+    if from_caller && caller.len() < packing_for(a_panels, keep).1 {
         a_panels = 1;
     }
-    let (per, packing) = packing_for(a_panels);
+    let (per, packing) = packing_for(a_panels, keep);
     // Rows of C a multiple of 1 KiB apart map to few cache sets: then keep the accumulators
     // between k-blocks in a padded copy of C, and store the last k-block's tiles straight
     // to C (the arithmetic, and so every bit, is the same).
@@ -207,14 +226,15 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
         }
     };
     let mut stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
-    let job = Job { kernel: &kernel, plan: &plan, k, a, a_panels, b, bias };
+    let job = Job { kernel: &kernel, plan: &plan, k, a, a_panels, b, bias, keep };
     // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
     let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
     let ldc = c.row_stride();
     if !shared {
         let out = Tiled::new(c.span(), grid(ldc));
         let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
-        for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| job.run_chunk(ChunkOut { c, stage }, part));
+        let start = |part| Worker { part, b_packed: false };
+        for_each_tile_worker(threads, (out, stage), packs, per, start, |_, (c, stage), w| job.run_chunk(ChunkOut { c, stage }, w));
         return;
     }
     // B shared (one thread): per k-block, the whole B block packed once, then every chunk
@@ -250,14 +270,15 @@ const A_GROUP: usize = 8;
 /// Whether the row chunks of `plan` share one packed B block per k-block instead of each
 /// packing its own: on one thread, when B is packed, C has one column of chunks (so the
 /// shared block is no wider than a chunk's) and more than one row chunk would pack it.
-/// Never inside a chunk of another section (its caller's scratch is sized for per-chunk
-/// packing). Only the order in which one thread runs the same tiles changes, not the
+/// Inside a chunk of another section, only if the caller's scratch holds the shared
+/// block and an A panel (`product`; `gemm_scratch_len` gives that much with one column
+/// of chunks). Only the order in which one thread runs the same tiles changes, not the
 /// grid or any tile's arithmetic, so the bits are the same. Two threads would need a
 /// hand-off per k-block between packing and computing: measured under load on the Intel
 /// Xeon, the helper's polling at those barriers (5% of the samples at 512³) ate what the
 /// shared packing saved (`pack_b` 8.4% → 3.8%).
 fn shared_b(plan: &Plan, threads: usize) -> bool {
-    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1 && !in_parallel_chunk()
+    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1
 }
 
 /// The threads a product runs on: one below [`SERIAL_WORK`] multiply-adds, else the
@@ -306,6 +327,19 @@ const MIN_CHUNKS: usize = 2;
 /// As [`MIN_CHUNKS`] when B is read in place: row splits then repack nothing, and finer
 /// chunks let a late thread cost less.
 const MIN_CHUNKS_DIRECT: usize = 4;
+
+/// As [`MIN_CHUNKS`] when each thread keeps B packed for all its row chunks
+/// ([`Plan::keep_b`]): row splits then repack nothing, and finer chunks let a late or
+/// preempted thread cost less. Measured 2026-12-03 on an Intel Xeon model 167 (2 threads,
+/// idle spells, 74 rotating rounds of `om bench gemm`, medians): 4 against 2 ran 0.993× at
+/// 256³ and 1.025× at 512³ (2 kept chunks gain no reuse and hold both k-blocks in L2);
+/// at load 2.6, 8 ran as 4 (docs/kernels-gemm.md, "Seventh session").
+const MIN_CHUNKS_KEPT: usize = 4;
+
+/// The largest packed B (all k-blocks) a thread keeps for its row chunks ([`Plan::keep_b`]):
+/// half of the Intel Xeon's 2 MiB L2, so 512³ (two k-blocks of 512 KiB) is kept and 1024³
+/// (4 MiB) is not (not tuned).
+const KEEP_B_BYTES: usize = 1 << 20;
 
 /// Largest k-block of every path (it fixes [`A_STRIDE`]); a path's own k-block may be
 /// smaller if its A panel would not fit the L1 cache (see [`Kernel::new`]).
@@ -551,6 +585,11 @@ struct Plan {
     col_chunks: usize,
     /// Read full B micro-panels in place instead of packing them.
     direct_b: bool,
+    /// The row chunks (one column of chunks, B packed) span the same columns, and all of
+    /// B packed, every k-block, takes at most [`KEEP_B_BYTES`]: a thread then packs B
+    /// once for all the chunks it runs (if its scratch holds it), so a row split repacks
+    /// nothing, and rows are split as finely as for a B read in place.
+    keep_b: bool,
 }
 
 impl Plan {
@@ -571,6 +610,7 @@ impl Plan {
                 || (m <= kernel.direct_panels * kernel.mr && k * n * 4 <= cache::caches().l2.size / 2)
                 || direct_b_pays(k, n, ldb)
                 || direct_b_fits_l2(kc, nc, ldb));
+        let keepable = !direct_b && nc >= n && k.div_ceil(kc) * kc * tiles * kernel.nr * 4 <= KEEP_B_BYTES;
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
         // Row splits repack nothing when B is read in place: split finer then (up to twice
         // as fine while the halves keep full-height tiles).
@@ -578,6 +618,8 @@ impl Plan {
             let chunks = chunks(mc, nc);
             if direct_b {
                 chunks < MIN_CHUNKS_DIRECT || (chunks < 2 * MIN_CHUNKS_DIRECT && mc >= 2 * kernel.mr)
+            } else if keepable {
+                chunks < MIN_CHUNKS_KEPT
             } else {
                 chunks < MIN_CHUNKS
             }
@@ -589,7 +631,7 @@ impl Plan {
             // end in a shorter tile), columns in whole tiles (a narrow tile goes through
             // the edge buffer).
             let (rows, cols) = (mc.div_ceil(ROW_UNIT), nc.div_ceil(kernel.nr));
-            let row_key = (rows > 1, rows % 2 == 0, if direct_b { usize::MAX } else { mc });
+            let row_key = (rows > 1, rows % 2 == 0, if direct_b || keepable { usize::MAX } else { mc });
             let col_key = (cols > 1, cols % 2 == 0, nc);
             if rows > 1 && row_key >= col_key {
                 mc = rows.div_ceil(2) * ROW_UNIT;
@@ -599,7 +641,8 @@ impl Plan {
                 break;
             }
         }
-        Plan { mc, nc, kc, row_chunks: m.div_ceil(mc), col_chunks: n.div_ceil(nc), direct_b }
+        let (row_chunks, col_chunks) = (m.div_ceil(mc), n.div_ceil(nc));
+        Plan { mc, nc, kc, row_chunks, col_chunks, direct_b, keep_b: keepable && col_chunks == 1 && row_chunks > 1 }
     }
 
     fn chunks(&self) -> usize {
@@ -620,7 +663,8 @@ fn direct_b_pays(k: usize, n: usize, ldb: usize) -> bool {
     }
     let sets = l1.sets();
     let stride_lines = (ldb / line_floats) % sets;
-    let sets_used = sets / gcd(stride_lines.max(1), sets);
+    // A stride a multiple of the sets' span (`stride_lines == 0`) reaches one set (`gcd(0, sets) = sets`).
+    let sets_used = sets / gcd(stride_lines, sets);
     sets_used * l1.ways >= 2 * k.min(KC)
 }
 
@@ -660,6 +704,15 @@ struct Job<'a> {
     a_panels: usize,
     b: MatRef<'a>,
     bias: Option<Bias<'a>>,
+    /// Each thread packs all of B once, into its part, for all its chunks ([`Plan::keep_b`]).
+    keep: bool,
+}
+
+/// A thread's state in a product's section: its part of the packing scratch, and whether
+/// the part already holds all of B packed, by an earlier chunk of this call.
+struct Worker<'p> {
+    part: &'p mut [f32],
+    b_packed: bool,
 }
 
 /// One chunk's rectangle of C, and of the staging copy of C (for the k-blocks before the
@@ -684,17 +737,24 @@ impl Job<'_> {
     /// Computes one chunk of C, all k-blocks, on the calling thread. The chunk's rows
     /// are cut into `ceil(rows / MR)` panels of equal height (±1), so a chunk never ends in
     /// a short, inefficient tile.
-    fn run_chunk(&self, mut out: ChunkOut, part: &mut [f32]) {
+    fn run_chunk(&self, mut out: ChunkOut, w: &mut Worker) {
         let (col0, cols) = (out.c.origin().1, out.c.cols());
         let (nr, kc) = (self.kernel.nr, self.plan.kc);
-        let (apack, bpack) = self.kernel.split_part(part, self.a_panels);
-        let bpack = &mut bpack[..cols.div_ceil(nr) * nr * kc];
-        for pc in (0..self.k).step_by(kc) {
+        let (apack, bpack) = self.kernel.split_part(w.part, self.a_panels);
+        let block_len = cols.div_ceil(nr) * nr * kc;
+        // Kept B: every chunk spans all columns, so the blocks packed for the thread's
+        // first chunk serve the others.
+        debug_assert!(!self.keep || (col0 == 0 && cols == self.b.cols()));
+        for (q, pc) in (0..self.k).step_by(kc).enumerate() {
             let kb = kc.min(self.k - pc);
-            let first = if self.plan.direct_b { cols / nr } else { 0 };
-            pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
-            self.run_block(&mut out, apack, pc, kb, bpack);
+            let block = &mut bpack[if self.keep { q * block_len } else { 0 }..][..block_len];
+            if !w.b_packed {
+                let first = if self.plan.direct_b { cols / nr } else { 0 };
+                pack::pack_b(&self.b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, block);
+            }
+            self.run_block(&mut out, apack, pc, kb, block);
         }
+        w.b_packed = self.keep;
     }
 
     /// Runs k-block `pc..pc + kb` of one chunk over its packed B block `bpack`, one row

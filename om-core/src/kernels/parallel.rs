@@ -1,5 +1,5 @@
 //! Running a kernel's chunks on several threads: [`for_each_chunk`] (the calling thread
-//! takes part, helpers join through a shared chunk counter) and the one primitive for
+//! takes part, helpers join through shared chunk counters) and the one primitive for
 //! writing disjoint parts of outputs from several threads, [`for_each_tile`]: each output
 //! is a [`Tiled`] (a slice borrowed mutably, seen as a row-major [`Grid`] with a row stride
 //! and cut into row bands × column bands), and each chunk gets its rectangle of every
@@ -85,7 +85,7 @@ impl Drop for InChunk {
 /// take pool memory (see the module documentation; use [`for_each_chunk_scratch`]).
 ///
 /// The calling thread takes part: it posts the job to `threads - 1` helper threads and
-/// claims chunks itself from a shared counter, as do the helpers once they wake up. The
+/// claims chunks itself from shared counters, as do the helpers once they wake up. The
 /// caller then waits only for helpers still inside a chunk, never for one to wake, so a
 /// late helper costs nothing but its share. A warm call allocates nothing. If another
 /// caller is using the helpers, this call runs all its chunks on the calling thread.
@@ -97,21 +97,28 @@ pub fn for_each_chunk(threads: usize, chunks: usize, f: impl Fn(usize) + Sync + 
 /// of every loop of this module. Each thread taking part draws its `worker` index once,
 /// from a counter of its own call, so the indices are distinct and below
 /// [`workers`]`(threads, chunks)`; before its first chunk it makes its `state` with
-/// `start(worker)` (its part of a scratch) and passes it to each chunk it runs. Each chunk
-/// index is claimed from a shared counter, so each is run exactly once.
+/// `start(worker)` (its part of a scratch) and passes it to each chunk it runs.
+///
+/// A thread first claims the right to run one more chunk from a shared count (`claimed`;
+/// only `chunks` claims succeed), then takes the chunk from its end of the range: even
+/// workers (the caller, usually worker 0) the lowest chunk not yet taken, odd workers the
+/// highest. So each chunk is run exactly once (`f` front and `b` back takes with
+/// `f + b = chunks` are chunks `0..f` and `chunks - b..`), and with two threads each keeps
+/// the same chunks from call to call while they run equally fast (the caller the first
+/// half, the helper the second), so their rows of the outputs stay in its own caches;
+/// with one shared counter the later chunks went to whichever thread was free first.
 fn run_section<W>(threads: usize, chunks: usize, start: impl Fn(usize) -> W + Sync + Send, f: impl Fn(&mut W, usize) + Sync + Send) {
-    let next = AtomicUsize::new(0);
+    let claimed = AtomicUsize::new(0);
+    let (front, back) = (AtomicUsize::new(0), AtomicUsize::new(chunks));
     let joined = AtomicUsize::new(0);
     let parallel = workers(threads, chunks) > 1;
     let work = || {
         let _inside = parallel.then(InChunk::enter);
         let worker = joined.fetch_add(1, Ordering::Relaxed);
         let mut state = None;
-        loop {
-            let chunk = next.fetch_add(1, Ordering::Relaxed);
-            if chunk >= chunks {
-                break;
-            }
+        while claimed.fetch_add(1, Ordering::Relaxed) < chunks {
+            let chunk =
+                if worker.is_multiple_of(2) { front.fetch_add(1, Ordering::Relaxed) } else { back.fetch_sub(1, Ordering::Relaxed) - 1 };
             f(state.get_or_insert_with(|| start(worker)), chunk);
         }
     };
@@ -139,6 +146,9 @@ struct Team {
     /// Helpers inside the current job: raised under the `slot` lock when one joins, lowered
     /// (without it) when one is done with the job, so the caller can poll it.
     running: std::sync::atomic::AtomicUsize,
+    /// The caller stopped polling `running` and sleeps on `done` (set under the `slot`
+    /// lock): only then does the last helper to leave take the lock and signal it.
+    caller_asleep: std::sync::atomic::AtomicBool,
 }
 
 /// The posted job and the helpers' bookkeeping.
@@ -166,6 +176,23 @@ unsafe impl Send for TeamJob {}
 /// docs/performance.md, "Tuning constants").
 const HELPER_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// Polls `busy` until it turns false or [`HELPER_SPIN`] has passed; true if still busy.
+/// It checks after every pause instruction (a pause takes up to about 140 cycles on recent
+/// Intel cores, so checking every 64 pauses, as before, answered up to a few µs late) and
+/// reads the clock every 64 checks.
+fn poll_while(busy: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    let mut polls = 0u32;
+    while busy() {
+        std::hint::spin_loop();
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(64) && start.elapsed() > HELPER_SPIN {
+            return true;
+        }
+    }
+    false
+}
+
 impl Team {
     fn get() -> &'static Team {
         static TEAM: OnceLock<Team> = OnceLock::new();
@@ -176,6 +203,7 @@ impl Team {
             done: std::sync::Condvar::new(),
             generation: std::sync::atomic::AtomicU64::new(0),
             running: std::sync::atomic::AtomicUsize::new(0),
+            caller_asleep: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -217,47 +245,40 @@ impl Team {
         }
         /// Withdraws the job and waits for the helpers running it: polls for
         /// [`HELPER_SPIN`] (the last chunks usually end within it, and a sleeping caller
-        /// would pay a wake-up), then sleeps.
-        struct Finish(&'static Team);
-        impl Drop for Finish {
+        /// would pay a wake-up), then sleeps; then reports whether a helper's run panicked.
+        struct Finish<'a>(&'static Team, &'a std::cell::Cell<bool>);
+        impl Drop for Finish<'_> {
             fn drop(&mut self) {
                 use std::sync::atomic::Ordering::SeqCst;
                 let team = self.0;
                 team.slot().wanted = 0;
-                let start = std::time::Instant::now();
-                while team.running.load(SeqCst) > 0 && start.elapsed() < HELPER_SPIN {
-                    for _ in 0..64 {
-                        std::hint::spin_loop();
-                    }
-                }
+                poll_while(|| team.running.load(SeqCst) > 0);
                 let mut slot = team.slot();
+                // Announced before the check: a helper leaving after it sees the flag
+                // (both sequentially consistent) and signals under the lock, which this
+                // thread holds until it waits.
+                team.caller_asleep.store(true, SeqCst);
                 while team.running.load(SeqCst) > 0 {
                     slot = team.done.wait(slot).unwrap_or_else(|e| e.into_inner());
                 }
+                team.caller_asleep.store(false, SeqCst);
                 slot.job = None;
+                self.1.set(std::mem::take(&mut slot.panicked));
             }
         }
-        let finish = Finish(self);
+        let panicked = std::cell::Cell::new(false);
+        let finish = Finish(self, &panicked);
         work();
         drop(finish);
-        let panicked = std::mem::take(&mut self.slot().panicked);
         drop(spawned);
-        assert!(!panicked, "for_each_chunk: a chunk panicked on a helper thread");
+        assert!(!panicked.get(), "for_each_chunk: a chunk panicked on a helper thread");
     }
 
     /// A helper thread: polls for a job for [`HELPER_SPIN`], then sleeps until one is posted.
     fn helper(&self) {
         let mut seen = self.generation.load(Ordering::Acquire);
         loop {
-            let start = std::time::Instant::now();
-            'spin: while self.generation.load(Ordering::Acquire) == seen {
-                for _ in 0..64 {
-                    std::hint::spin_loop();
-                }
-                if start.elapsed() > HELPER_SPIN {
-                    break 'spin;
-                }
-            }
+            poll_while(|| self.generation.load(Ordering::Acquire) == seen);
             let mut slot = self.slot();
             while self.generation.load(Ordering::Relaxed) == seen {
                 slot.sleeping += 1;
@@ -274,8 +295,9 @@ impl Team {
             if !ok {
                 self.slot().panicked = true;
             }
-            // The last access to the job; the caller may return once `running` is zero.
-            if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The last access to the job; the caller may return once `running` is zero. A
+            // caller still polling sees that by itself; one that may sleep has said so first.
+            if self.running.fetch_sub(1, Ordering::SeqCst) == 1 && self.caller_asleep.load(Ordering::SeqCst) {
                 // Under the lock, so a caller between its check and its wait cannot miss it.
                 let _slot = self.slot();
                 self.done.notify_all();
@@ -719,6 +741,25 @@ pub fn for_each_tile_scratch<O: Outputs, S: Send>(
     per_worker: usize,
     f: impl Fn(usize, O::Tile, &mut [S]) + Sync + Send,
 ) {
+    for_each_tile_worker(threads, outs, scratch, per_worker, |part| part, |chunk, tiles, part| f(chunk, tiles, part));
+}
+
+/// As [`for_each_tile_scratch`], with a state per thread: each thread taking part makes
+/// its `W` from its part of `scratch` with `start(part)` once, before its first chunk, and
+/// `f(chunk, tiles, state)` gets it for every chunk the thread runs, so a chunk can reuse
+/// what the thread's earlier chunks of this call left in its part (a state made fresh for
+/// each call says what that is; the part's values themselves may be left from anything).
+///
+/// # Panics
+/// As [`for_each_tile_scratch`].
+pub fn for_each_tile_worker<'s, O: Outputs, S: Send, W>(
+    threads: usize,
+    outs: O,
+    scratch: &'s mut [S],
+    per_worker: usize,
+    start: impl Fn(&'s mut [S]) -> W + Sync + Send,
+    f: impl Fn(usize, O::Tile, &mut W) + Sync + Send,
+) {
     let (row_bands, col_bands) = outs.bands();
     let chunks = row_bands * col_bands;
     let parts = worker_parts(scratch, workers(threads, chunks), per_worker);
@@ -726,7 +767,7 @@ pub fn for_each_tile_scratch<O: Outputs, S: Send>(
         threads,
         chunks,
         // SAFETY: each worker index is drawn by one thread, once (`run_section`).
-        |worker| unsafe { parts.take(worker, 0) }.into_slice(),
+        |worker| start(unsafe { parts.take(worker, 0) }.into_slice()),
         |part, chunk| {
             // SAFETY: each chunk index is run once (`run_section`), so each band is taken once.
             let tiles = unsafe { outs.take(chunk / col_bands, chunk % col_bands) };

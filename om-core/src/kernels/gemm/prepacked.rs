@@ -12,7 +12,7 @@
 //! runs through `Job::run_block` with a view whose rows are `A_STRIDE` apart and whose
 //! step `pc` is the slab's first value; row panels may then be cut anywhere.
 
-use super::{for_each_tile_scratch, gemm_scratch_len, padded_c_len, product, workers};
+use super::{for_each_tile_scratch, gemm_scratch_len, in_parallel_chunk, padded_c_len, product, workers};
 use super::{pack, shared_b, threads_for, Bias, ChunkOut, Grid, Job, Kernel, MatMut, MatRef, Plan, Tiled, ALIAS_PAD, A_STRIDE};
 use crate::compute::Settings;
 
@@ -118,7 +118,8 @@ pub fn gemm_prepacked_a(settings: Settings, a: &PackedA, b: MatRef, mut c: MatMu
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, &b);
     assert_eq!(plan.kc, a.kc, "gemm_prepacked_a: A packed for k-blocks of {}, the plan has {}", a.kc, plan.kc);
-    let threads = threads_for(settings, m, k, n);
+    // Inside another section's chunk this section runs on this thread alone (as `product`).
+    let threads = if in_parallel_chunk() { 1 } else { threads_for(settings, m, k, n) };
     let packing = gemm_scratch_len(settings, m, k, n, c.row_stride()) - padded_c_len(m, n, c.row_stride());
     assert!(scratch.len() >= packing, "gemm_prepacked_a: {packing} floats of scratch needed, {} given", scratch.len());
     let (packs, rest) = scratch.split_at_mut(packing);
@@ -136,7 +137,7 @@ pub fn gemm_prepacked_a(settings: Settings, a: &PackedA, b: MatRef, mut c: MatMu
     let ldc = c.row_stride();
     for pc in (0..k).step_by(plan.kc) {
         let kb = plan.kc.min(k - pc);
-        let job = Job { kernel: &kernel, plan: &plan, k, a: a.block(pc, kb), a_panels: 1, b, bias };
+        let job = Job { kernel: &kernel, plan: &plan, k, a: a.block(pc, kb), a_panels: 1, b, bias, keep: false };
         if shared {
             pack::pack_b(&b, pack::BPanels { nr, col: 0, cols: n, first: 0, pc, kb }, bshared);
         }

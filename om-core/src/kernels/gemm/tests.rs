@@ -134,8 +134,9 @@ fn cases() -> Vec<Case> {
     // a narrow edge tile and k over several blocks.
     cases.push(Case::new(56, 600, 100).ld(600, 1024, 100));
     cases.push(Case::new(29, 300, 47));
-    // Two row chunks that share one packed B per k-block on one thread (two k-blocks, a
-    // 16-column edge panel), C rows 2 KiB apart (the staged path).
+    // Row chunks that share one packed B per k-block on one thread, and on several
+    // threads each keep all of B packed for the chunks they run (four row chunks, two
+    // k-blocks, a 16-column edge panel), C rows 2 KiB apart (the staged path).
     cases.push(Case::new(528, 320, 400).ld(320, 400, 512));
     // A read in place (rows `DIRECT_A_STRIDE` apart): one or two k-blocks, short and tall,
     // several chunks, a partial last panel.
@@ -445,4 +446,17 @@ fn gemm_scratch_len_covers_the_packing_of_every_plan_inside_a_chunk() {
             }
         }
     }
+}
+
+/// A B row stride that is a multiple of the L1 sets' span maps every row of a micro-panel
+/// to one set: never read in place (unless a micro-panel's rows fit that set's ways); a
+/// stride one line longer reaches every set.
+#[test]
+fn direct_b_is_refused_for_a_stride_that_reaches_one_set() {
+    let l1 = super::cache::caches().l1;
+    let span = l1.sets() * l1.line / 4;
+    let k = l1.ways;
+    assert!(!super::direct_b_pays(k, 32, span), "stride {span} floats, {k} rows");
+    assert!(!super::direct_b_pays(k, 32, 2 * span));
+    assert!(super::direct_b_pays(k, 32, span + l1.line / 4));
 }
