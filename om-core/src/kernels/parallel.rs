@@ -752,6 +752,28 @@ pub fn for_each_tile_scratch<O: Outputs, S: Send>(
 ///
 /// # Panics
 /// As [`for_each_tile_scratch`].
+///
+/// # Examples
+///
+/// Each thread fills its scratch part with a row of weights once, for all its chunks:
+///
+/// ```
+/// use om_core::kernels::parallel::{for_each_tile_worker, workers, Tiled};
+///
+/// let mut y = vec![0.0f32; 4 * 3]; // 4 rows of 3, one chunk per row
+/// let mut scratch = vec![0.0f32; workers(2, 4) * 3];
+/// let outs = Tiled::row_bands(&mut y, 4, 3, 1);
+/// // A thread's state: its part, and whether it is filled yet.
+/// for_each_tile_worker(2, outs, &mut scratch, 3, |part| (part, false), |_, y, (w, filled)| {
+///     if !*filled {
+///         w.copy_from_slice(&[1.0, 2.0, 3.0]);
+///         *filled = true;
+///     }
+///     let r = y.origin().0 as f32;
+///     y.into_slice().iter_mut().zip(w.iter()).for_each(|(y, &w)| *y = r * w);
+/// });
+/// assert_eq!(y[9..], [3.0, 6.0, 9.0]);
+/// ```
 pub fn for_each_tile_worker<'s, O: Outputs, S: Send, W>(
     threads: usize,
     outs: O,
