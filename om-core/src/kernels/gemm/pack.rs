@@ -84,6 +84,27 @@ pub(super) fn pack_b(b: &MatRef, part: BPanels, dst: &mut [f32]) {
     if cols > full * nr {
         let start = full * nr;
         let out = &mut dst[full * nr * kb..][..nr * kb];
+        if b.rows_contiguous() {
+            // The edge panel's `cols - start` values of each row copied as one run, the
+            // rest of the panel's width zero. Element by element through `b.at` (bounds
+            // checks and a branch per value) this took 33% of the samples of a 64×288×272
+            // product that reads its full panels in place (Intel Xeon model 167, 1 thread).
+            let w = cols - start;
+            for (p, step) in out.chunks_exact_mut(nr).enumerate() {
+                let (vals, zeros) = step.split_at_mut(w);
+                vals.copy_from_slice(&data[(pc + p) * rs + (col + start) * cs..][..w]);
+                zeros.fill(0.0);
+            }
+            return;
+        }
+        if b.cols_contiguous() {
+            // A transposed B (`x·Wᵀ`): the edge's `cols - start` columns are runs of `kb`
+            // steps, written as the first values of each step, the rest zero.
+            let w = cols - start;
+            transpose_runs(Runs { src: data, start: (col + start) * cs + pc * rs, stride: cs, count: w, len: kb }, out, nr);
+            out.chunks_exact_mut(nr).for_each(|step| step[w..].fill(0.0));
+            return;
+        }
         for (p, step) in out.chunks_exact_mut(nr).enumerate() {
             for (j, o) in step.iter_mut().enumerate() {
                 *o = if start + j < cols { b.at(pc + p, col + start + j) } else { 0.0 };
