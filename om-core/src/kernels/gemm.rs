@@ -66,7 +66,7 @@ pub use operand::{Bias, MatMut, MatRef};
 /// # Panics
 /// If the shapes do not chain (`a.cols() != b.rows()`, or C is not `a.rows() × b.cols()`).
 pub fn gemm(settings: Settings, a: MatRef, b: MatRef, c: MatMut) {
-    product(settings, a, b, c, None, None);
+    product(settings, AOperand::View(a), b, c, None, None);
 }
 
 /// Floats of scratch [`gemm_with_scratch`] uses for an `m × n` C with row stride `ldc`: a
@@ -124,7 +124,7 @@ pub fn gemm_scratch_len(settings: Settings, m: usize, k: usize, n: usize, ldc: u
 /// # Panics
 /// As [`gemm`].
 pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, scratch: &mut [f32]) {
-    product(settings, a, b, c, None, Some(scratch));
+    product(settings, AOperand::View(a), b, c, None, Some(scratch));
 }
 
 /// [`gemm`] followed by `C += bias` (per column or per row), fused into the store of
@@ -134,12 +134,12 @@ pub fn gemm_with_scratch(settings: Settings, a: MatRef, b: MatRef, c: MatMut, sc
 /// # Panics
 /// As [`gemm`], and if the bias length is not C's column (row) count.
 pub fn gemm_bias(settings: Settings, a: MatRef, b: MatRef, c: MatMut, bias: Bias) {
-    product(settings, a, b, c, Some(bias), None);
+    product(settings, AOperand::View(a), b, c, Some(bias), None);
 }
 
 /// The common body of [`gemm`], [`gemm_bias`] and [`gemm_with_scratch`] (`scratch`: the
 /// caller's room for the packing and a padded copy of C).
-fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
+fn product(settings: Settings, a: AOperand, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: Option<&mut [f32]>) {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
     assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
     assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
@@ -161,6 +161,9 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
     }
     let kernel = Kernel::select(settings.path, settings.mode);
     let plan = Plan::new(&kernel, m, k, n, &b);
+    if let AOperand::Packed(p) = &a {
+        p.check_blocks(plan.kc);
+    }
     // Inside another section's chunk the team is taken, so this section runs on this
     // thread alone whatever the setting (`kernels::parallel`): plan for one thread.
     let threads = if in_parallel_chunk() { 1 } else { threads_for(settings, m, k, n) };
@@ -253,8 +256,8 @@ fn product(settings: Settings, a: MatRef, b: MatRef, mut c: MatMut, bias: Option
 
 /// Row panels of A packed at once: [`A_GROUP`] for a column-major A (a transposed
 /// operand, at most as many as its rows fill), else 1.
-fn a_group(kernel: &Kernel, a: &MatRef, m: usize) -> usize {
-    if a.cols_contiguous() && !a.rows_contiguous() {
+fn a_group(kernel: &Kernel, a: &AOperand, m: usize) -> usize {
+    if matches!(a, AOperand::View(v) if v.cols_contiguous() && !v.rows_contiguous()) {
         A_GROUP.min(m.div_ceil(kernel.mr))
     } else {
         1
@@ -548,6 +551,15 @@ impl Kernel {
         self.a_floats(a_panels) + cols * kc
     }
 
+    /// The plan's k-block length for `k` steps: `k` cut into the fewest blocks of at most
+    /// `kc` steps, all of equal length but the last (`kc` for `k = 0`).
+    fn k_block(&self, k: usize) -> usize {
+        if k == 0 {
+            return self.kc;
+        }
+        k.div_ceil(k.div_ceil(self.kc))
+    }
+
     /// Floats of packing scratch for `a_panels` A panels packed at once (MR rows each,
     /// [`A_STRIDE`] apart, rounded up to 64 bytes) and the slack that aligns them to 64 bytes.
     fn a_floats(&self, a_panels: usize) -> usize {
@@ -594,7 +606,7 @@ struct Plan {
 
 impl Plan {
     fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &MatRef) -> Plan {
-        let kc = k.div_ceil(k.div_ceil(kernel.kc));
+        let kc = kernel.k_block(k);
         // All rows (A is packed one register-tile panel at a time, so a chunk's row count
         // costs no cache), and the columns in equal whole tiles of at most `kernel.nc`.
         let tiles = n.div_ceil(kernel.nr);
@@ -694,12 +706,46 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
     a
 }
 
+/// A product's A: a view, packed panel by panel as the tiles need it (or read in place
+/// when its rows are [`A_STRIDE`] apart), or packed once by the caller
+/// ([`prepacked::pack_a_once`]), whose k-block slabs are read in place.
+#[derive(Clone, Copy)]
+enum AOperand<'a> {
+    View(MatRef<'a>),
+    Packed(prepacked::PackedA<'a>),
+}
+
+impl AOperand<'_> {
+    fn rows(&self) -> usize {
+        match self {
+            AOperand::View(v) => v.rows(),
+            AOperand::Packed(p) => p.rows(),
+        }
+    }
+
+    fn cols(&self) -> usize {
+        match self {
+            AOperand::View(v) => v.cols(),
+            AOperand::Packed(p) => p.cols(),
+        }
+    }
+
+    /// What the tiles of k-block `pc..pc + kb` read: the view itself, or the packed slab
+    /// of that block as a view with rows `A_STRIDE` apart (read in place).
+    fn block(&self, pc: usize, kb: usize) -> MatRef<'_> {
+        match self {
+            AOperand::View(v) => *v,
+            AOperand::Packed(p) => p.block(pc, kb),
+        }
+    }
+}
+
 /// Everything one chunk needs besides its tiles.
 struct Job<'a> {
     kernel: &'a Kernel,
     plan: &'a Plan,
     k: usize,
-    a: MatRef<'a>,
+    a: AOperand<'a>,
     /// Row panels of A packed at once ([`a_group`]).
     a_panels: usize,
     b: MatRef<'a>,
@@ -764,17 +810,18 @@ impl Job<'_> {
         let (row0, rows) = (out.c.origin().0, out.c.rows());
         let panels = rows.div_ceil(self.kernel.mr);
         // A with rows `A_STRIDE` apart is read in place (`DIRECT_A_STRIDE`).
-        let direct_a = self.a.rows_contiguous() && self.a.row_stride() == A_STRIDE;
+        let a_view = self.a.block(pc, kb);
+        let direct_a = a_view.rows_contiguous() && a_view.row_stride() == A_STRIDE;
         // The first row of the panels packed last.
         let mut packed = 0;
         for q in 0..panels {
             let (row, end) = (q * rows / panels, (q + 1) * rows / panels);
             let a: &[f32] = if direct_a {
-                &self.a.data()[(row0 + row) * A_STRIDE + pc..]
+                &a_view.data()[(row0 + row) * A_STRIDE + pc..]
             } else {
                 if q % self.a_panels == 0 {
                     let last = (q + self.a_panels).min(panels) * rows / panels;
-                    pack::pack_a(&self.a, row0 + row, last - row, pc, kb, apack);
+                    pack::pack_a(&a_view, row0 + row, last - row, pc, kb, apack);
                     packed = row;
                 }
                 &apack[(row - packed) * A_STRIDE..]

@@ -1,19 +1,18 @@
 //! A GEMM whose A operand the caller packs once and reuses for many products (a
 //! convolution's `W_g`, the same for every image): [`pack_a_once`] lays A out as the
 //! register tiles read a packed A panel, and [`gemm_prepacked_a`] runs `C = A·B (+ bias)` on
-//! it with the plan, k-blocks, tiles and bias epilogue of
-//! [`gemm_with_scratch`](super::gemm_with_scratch) /
-//! [`gemm_bias`](super::gemm_bias), so the bits are the same; only A's packing pass, once
-//! per product there, is gone.
+//! it through the same product as [`gemm_with_scratch`](super::gemm_with_scratch) /
+//! [`gemm_bias`](super::gemm_bias) (plan, chunks, B packing, tiles, bias epilogue), so the
+//! bits are the same; only A's packing pass, once per product there, is gone.
 //!
 //! Layout ([`PackedA`]): one slab per k-block, `m` rows of the block's `kb` steps,
 //! `A_STRIDE` (272) apart (`[m, A_STRIDE]`), slab `i` at `i·m·A_STRIDE`. A slab is what the
-//! register tiles read of an A that is read in place (`DIRECT_A_STRIDE`), so each k-block
-//! runs through `Job::run_block` with a view whose rows are `A_STRIDE` apart and whose
-//! step `pc` is the slab's first value; row panels may then be cut anywhere.
+//! register tiles read of an A that is read in place (`DIRECT_A_STRIDE`), so the product's
+//! `Job::run_block` reads each k-block's slab through a view whose rows are `A_STRIDE`
+//! apart and whose step `pc` is the slab's first value; row panels may then be cut
+//! anywhere.
 
-use super::{for_each_tile_scratch, gemm_scratch_len, in_parallel_chunk, padded_c_len, product, workers};
-use super::{pack, shared_b, threads_for, Bias, ChunkOut, Grid, Job, Kernel, MatMut, MatRef, Plan, Tiled, ALIAS_PAD, A_STRIDE};
+use super::{gemm_scratch_len, pack, padded_c_len, product, AOperand, Bias, Kernel, MatMut, MatRef, A_STRIDE};
 use crate::compute::Settings;
 
 /// An `m × k` A operand packed by [`pack_a_once`]: k-blocks of `kc` steps (the last may be
@@ -56,24 +55,21 @@ impl PackedA<'_> {
     /// `A_STRIDE` apart, whose element `(i, pc + p)` is the slab's row `i`, step `p` (the
     /// view starts `pc` values before the slab: slab `b` starts `b·slab ≥ b·A_STRIDE` values
     /// in, more than its `pc = b·kc`, as `kc ≤ KC < A_STRIDE`).
-    fn block(&self, pc: usize, kb: usize) -> MatRef<'_> {
+    pub(super) fn block(&self, pc: usize, kb: usize) -> MatRef<'_> {
         let slab = pc / self.kc * self.slab;
         MatRef::with_stride(&self.data[slab - pc..], self.m, pc + kb, A_STRIDE)
     }
-}
 
-/// The k-block length of the GEMM's plan for `k` steps on `kernel` (`Plan::new`'s).
-fn block_steps(kernel: &Kernel, k: usize) -> usize {
-    if k == 0 {
-        return kernel.kc;
+    /// Panics unless the product's plan has the k-blocks `a` was packed for (`kc`).
+    pub(super) fn check_blocks(&self, kc: usize) {
+        assert_eq!(kc, self.kc, "gemm_prepacked_a: A packed for k-blocks of {}, the plan has {kc}", self.kc);
     }
-    k.div_ceil(k.div_ceil(kernel.kc))
 }
 
 /// Floats [`pack_a_once`] writes for an `m × k` A at `settings` (its path's k-blocks).
 pub fn packed_a_len(settings: Settings, m: usize, k: usize) -> usize {
     let kernel = Kernel::select(settings.path, settings.mode);
-    k.div_ceil(block_steps(&kernel, k)).saturating_mul(m).saturating_mul(A_STRIDE)
+    k.div_ceil(kernel.k_block(k)).saturating_mul(m).saturating_mul(A_STRIDE)
 }
 
 /// Packs `a` into `dst` (at least [`packed_a_len`] floats) for [`gemm_prepacked_a`] at the
@@ -84,7 +80,7 @@ pub fn packed_a_len(settings: Settings, m: usize, k: usize) -> usize {
 pub fn pack_a_once<'d>(settings: Settings, a: MatRef, dst: &'d mut [f32]) -> PackedA<'d> {
     let (m, k) = (a.rows(), a.cols());
     let kernel = Kernel::select(settings.path, settings.mode);
-    let kc = block_steps(&kernel, k);
+    let kc = kernel.k_block(k);
     let len = packed_a_len(settings, m, k);
     assert!(dst.len() >= len, "pack_a_once: {len} floats needed, {} given", dst.len());
     if m > 0 {
@@ -103,60 +99,13 @@ pub fn pack_a_once<'d>(settings: Settings, a: MatRef, dst: &'d mut [f32]) -> Pac
 /// # Panics
 /// If the shapes do not chain, the bias length is wrong, `a` was packed for another
 /// path's k-blocks, or `scratch` is too short.
-pub fn gemm_prepacked_a(settings: Settings, a: &PackedA, b: MatRef, mut c: MatMut, bias: Option<Bias>, scratch: &mut [f32]) {
+pub fn gemm_prepacked_a(settings: Settings, a: &PackedA, b: MatRef, c: MatMut, bias: Option<Bias>, scratch: &mut [f32]) {
     let (m, k, n) = (a.m, a.k, b.cols());
-    assert!(b.rows() == k, "gemm: A is {m}×{k} but B has {} rows", b.rows());
-    assert!(c.rows() == m && c.cols() == n, "gemm: C is {}×{}, the product {m}×{n}", c.rows(), c.cols());
-    if m == 0 || n == 0 || k == 0 {
-        // Nothing packed to read: the general product writes `+0.0` (and the bias).
-        product(settings, MatRef::row_major(&[], m, k), b, c, bias, Some(scratch));
-        return;
+    if m > 0 && n > 0 && k > 0 {
+        let packing = gemm_scratch_len(settings, m, k, n, c.row_stride()) - padded_c_len(m, n, c.row_stride());
+        assert!(scratch.len() >= packing, "gemm_prepacked_a: {packing} floats of scratch needed, {} given", scratch.len());
     }
-    if let Some(bias) = &bias {
-        bias.check(m, n);
-    }
-    let kernel = Kernel::select(settings.path, settings.mode);
-    let plan = Plan::new(&kernel, m, k, n, &b);
-    assert_eq!(plan.kc, a.kc, "gemm_prepacked_a: A packed for k-blocks of {}, the plan has {}", a.kc, plan.kc);
-    // Inside another section's chunk this section runs on this thread alone (as `product`).
-    let threads = if in_parallel_chunk() { 1 } else { threads_for(settings, m, k, n) };
-    let packing = gemm_scratch_len(settings, m, k, n, c.row_stride()) - padded_c_len(m, n, c.row_stride());
-    assert!(scratch.len() >= packing, "gemm_prepacked_a: {packing} floats of scratch needed, {} given", scratch.len());
-    let (packs, rest) = scratch.split_at_mut(packing);
-    let padded_len = padded_c_len(m, n, c.row_stride());
-    let mut stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
-    // With B shared by the row chunks (one thread), one B block as wide as C, packed once
-    // per k-block, and an A part per chunk (unused: A is read in place); else each chunk
-    // packs its own columns of B per k-block.
-    let shared = shared_b(&plan, threads);
-    let nr = kernel.nr;
-    let shared_len = if shared { n.div_ceil(nr) * nr * plan.kc } else { 0 };
-    let (bshared, packs) = packs.split_at_mut(shared_len);
-    let per = packs.len() / workers(threads, plan.chunks()).max(1);
-    let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
-    let ldc = c.row_stride();
-    for pc in (0..k).step_by(plan.kc) {
-        let kb = plan.kc.min(k - pc);
-        let job = Job { kernel: &kernel, plan: &plan, k, a: a.block(pc, kb), a_panels: 1, b, bias, keep: false };
-        if shared {
-            pack::pack_b(&b, pack::BPanels { nr, col: 0, cols: n, first: 0, pc, kb }, bshared);
-        }
-        let out = Tiled::new(c.span(), grid(ldc));
-        let stage = stage.as_deref_mut().map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
-        let bshared = &*bshared;
-        for_each_tile_scratch(threads, (out, stage), packs, per, |_, (c, stage), part| {
-            let mut out = ChunkOut { c, stage };
-            if shared {
-                job.run_block(&mut out, &mut [], pc, kb, bshared);
-                return;
-            }
-            let (col0, cols) = (out.c.origin().1, out.c.cols());
-            let bpack = &mut kernel.split_part(part, 1).1[..cols.div_ceil(nr) * nr * kb];
-            let first = if plan.direct_b { cols / nr } else { 0 };
-            pack::pack_b(&b, pack::BPanels { nr, col: col0, cols, first, pc, kb }, bpack);
-            job.run_block(&mut out, &mut [], pc, kb, bpack);
-        });
-    }
+    product(settings, AOperand::Packed(*a), b, c, bias, Some(scratch));
 }
 
 #[cfg(test)]
