@@ -160,13 +160,13 @@ fn product(settings: Settings, a: AOperand, b: MatRef, mut c: MatMut, bias: Opti
         return;
     }
     let kernel = Kernel::select(settings.path, settings.mode);
-    let plan = Plan::new(&kernel, m, k, n, &b);
-    if let AOperand::Packed(p) = &a {
-        p.check_blocks(plan.kc);
-    }
     // Inside another section's chunk the team is taken, so this section runs on this
     // thread alone whatever the setting (`kernels::parallel`): plan for one thread.
     let threads = if in_parallel_chunk() { 1 } else { threads_for(settings, m, k, n) };
+    let plan = Plan::new(&kernel, m, k, n, &b, threads);
+    if let AOperand::Packed(p) = &a {
+        p.check_blocks(plan.kc);
+    }
     // The packing scratch: one part per thread that may take part, each for the largest
     // chunk of the plan; or, with B shared by the row chunks on one thread, one packed B
     // block as wide as C (no wider than a chunk) and an A panel; or, with B kept
@@ -605,7 +605,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &MatRef) -> Plan {
+    fn new(kernel: &Kernel, m: usize, k: usize, n: usize, b: &MatRef, threads: usize) -> Plan {
         let kc = kernel.k_block(k);
         // All rows (A is packed one register-tile panel at a time, so a chunk's row count
         // costs no cache), and the columns in equal whole tiles of at most `kernel.nc`.
@@ -624,11 +624,17 @@ impl Plan {
                 || direct_b_fits_l2(kc, nc, ldb));
         let keepable = !direct_b && nc >= n && k.div_ceil(kc) * kc * tiles * kernel.nr * 4 <= KEEP_B_BYTES;
         let chunks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
-        // Row splits repack nothing when B is read in place: split finer then (up to twice
-        // as fine while the halves keep full-height tiles).
+        // One thread splits nothing: chunks only share work between threads, and a row
+        // split cuts a chunk's rows into shorter panels (64 rows in 4 chunks ran as 8-row
+        // tiles: 64×288×256 with B in place 180 against 209 GFLOP/s unsplit, Intel Xeon
+        // model 167, `om bench gemm --threads 1`). Row splits repack nothing when B is
+        // read in place: split finer then (up to twice as fine while the halves keep
+        // full-height tiles).
         let wanted = |mc: usize, nc: usize| {
             let chunks = chunks(mc, nc);
-            if direct_b {
+            if threads == 1 {
+                false
+            } else if direct_b {
                 chunks < MIN_CHUNKS_DIRECT || (chunks < 2 * MIN_CHUNKS_DIRECT && mc >= 2 * kernel.mr)
             } else if keepable {
                 chunks < MIN_CHUNKS_KEPT
