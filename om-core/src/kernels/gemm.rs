@@ -11,8 +11,9 @@
 //!
 //! Structure: the operands are typed views ([`MatRef`], [`MatMut`], `operand.rs`), so a
 //! transposed or strided operand is read in place by the packers (`pack.rs`). The output
-//! is cut into a few large, equal chunks by `Plan::new`, from the shape, the path's tile
-//! and the cache sizes read at run time (`cache.rs`), never the thread count. Each chunk
+//! is cut into column blocks by `Plan::new`, from the shape, the path's tile and the cache
+//! sizes read at run time (`cache.rs`), and, for several threads, into a few large, equal
+//! chunks (a chunk boundary moves no addition, so the bits do not depend on it). Each chunk
 //! is computed independently by one thread, as a rectangle of C handed out by
 //! [`for_each_tile_worker`] (disjoint by construction): for each k-block it packs its B
 //! columns once into its thread's part of the packing scratch (or, when the row chunks
@@ -21,9 +22,7 @@
 //! up to MR rows packs those A rows (an L1-sized panel; a column-major A `A_GROUP`
 //! panels at a time) and runs the path's register-tile kernel across the packed B; an
 //! optional [`Bias`] is added to each tile after its last k-block (by the AVX-512 kernel
-//! itself, before its store). On one thread, when several row chunks would pack the same
-//! B columns, the k-loop moves out of the chunks instead: per k-block the whole B block is
-//! packed once, then every chunk runs over it (`shared_b`; same tiles, same bits). An A whose rows are
+//! itself, before its store). An A whose rows are
 //! already [`DIRECT_A_STRIDE`] apart is read in place (the same bits). The packing
 //! scratch comes from the pool, taken on the calling thread before the chunks run, or,
 //! inside another kernel's chunk, from the caller ([`gemm_with_scratch`],
@@ -34,7 +33,7 @@
 //! silent wrong read.
 
 use crate::compute::{KernelPath, Mode, Settings};
-use crate::kernels::parallel::{for_each_tile_scratch, for_each_tile_worker, in_parallel_chunk, workers, Grid, TileMut, Tiled};
+use crate::kernels::parallel::{for_each_tile_worker, in_parallel_chunk, workers, Grid, TileMut, Tiled};
 #[cfg(target_arch = "aarch64")]
 use crate::kernels::simd::Neon;
 use crate::kernels::simd::Scalar;
@@ -168,23 +167,14 @@ fn product(settings: Settings, a: AOperand, b: MatRef, mut c: MatMut, bias: Opti
         p.check_blocks(plan.kc);
     }
     // The packing scratch: one part per thread that may take part, each for the largest
-    // chunk of the plan; or, with B shared by the row chunks on one thread, one packed B
-    // block as wide as C (no wider than a chunk) and an A panel; or, with B kept
-    // (`Plan::keep_b`, several threads), a part holds an A panel and all of B's k-blocks.
+    // chunk of the plan; or, with B kept (`Plan::keep_b`, several threads), a part holds
+    // an A panel and all of B's k-blocks.
     let caller = scratch.unwrap_or(&mut []);
     let block_len = n.div_ceil(kernel.nr) * kernel.nr * plan.kc;
-    let shared = shared_b(&plan, threads) && (!in_parallel_chunk() || caller.len() >= kernel.a_floats(1) + block_len);
-    let shared_len = if shared { block_len } else { 0 };
-    let kept_len = if plan.keep_b && !shared { k.div_ceil(plan.kc) * block_len } else { 0 };
+    let kept_len = if plan.keep_b { k.div_ceil(plan.kc) * block_len } else { 0 };
     let packing_for = |panels, keep: bool| {
-        let per = if shared {
-            kernel.a_floats(panels)
-        } else if keep {
-            kernel.a_floats(panels) + kept_len
-        } else {
-            kernel.packing_floats(plan.kc, plan.nc, panels)
-        };
-        (per, workers(threads, plan.chunks()) * per + shared_len)
+        let per = if keep { kernel.a_floats(panels) + kept_len } else { kernel.packing_floats(plan.kc, plan.nc, panels) };
+        (per, workers(threads, plan.chunks()) * per)
     };
     // A column-major A is packed several row panels at a time (`a_panels`), and B kept —
     // unless the caller's scratch, sized by `gemm_scratch_len` for one panel and one
@@ -228,30 +218,15 @@ fn product(settings: Settings, a: AOperand, b: MatRef, mut c: MatMut, bias: Opti
             }
         }
     };
-    let mut stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
+    let stage = (padded_len > 0 && rest.len() >= padded_len).then(|| &mut rest[..padded_len]);
     let job = Job { kernel: &kernel, plan: &plan, k, a, a_panels, b, bias, keep };
     // C and its staging copy cut into the plan's chunks (bands of `mc` rows by `nc` columns).
     let grid = |row_stride| Grid { rows: m, cols: n, row_stride, band_rows: plan.mc, band_cols: plan.nc };
     let ldc = c.row_stride();
-    if !shared {
-        let out = Tiled::new(c.span(), grid(ldc));
-        let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
-        let start = |part| Worker { part, b_packed: false };
-        for_each_tile_worker(threads, (out, stage), packs, per, start, |_, (c, stage), w| job.run_chunk(ChunkOut { c, stage }, w));
-        return;
-    }
-    // B shared (one thread): per k-block, the whole B block packed once, then every chunk
-    // run over it.
-    let (bpack, apacks) = packs.split_at_mut(shared_len);
-    for pc in (0..k).step_by(plan.kc) {
-        let kb = plan.kc.min(k - pc);
-        pack::pack_b(&b, pack::BPanels { nr: kernel.nr, col: 0, cols: n, first: 0, pc, kb }, bpack);
-        let out = Tiled::new(c.span(), grid(ldc));
-        let stage = stage.as_deref_mut().map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
-        for_each_tile_scratch(threads, (out, stage), apacks, per, |_, (c, stage), part| {
-            job.run_block(&mut ChunkOut { c, stage }, kernel.split_part(part, a_panels).0, pc, kb, bpack);
-        });
-    }
+    let out = Tiled::new(c.span(), grid(ldc));
+    let stage = stage.map(|s| Tiled::new(s, grid(n + ALIAS_PAD)));
+    let start = |part| Worker { part, b_packed: false };
+    for_each_tile_worker(threads, (out, stage), packs, per, start, |_, (c, stage), w| job.run_chunk(ChunkOut { c, stage }, w));
 }
 
 /// Row panels of A packed at once: [`A_GROUP`] for a column-major A (a transposed
@@ -269,20 +244,6 @@ fn a_group(kernel: &Kernel, a: &AOperand, m: usize) -> usize {
 /// AVX-512 panel) instead of one panel's 56 bytes from a line, and a page, of its own;
 /// the panels (122 KiB) wait in L2 next to the packed B block.
 const A_GROUP: usize = 8;
-
-/// Whether the row chunks of `plan` share one packed B block per k-block instead of each
-/// packing its own: on one thread, when B is packed, C has one column of chunks (so the
-/// shared block is no wider than a chunk's) and more than one row chunk would pack it.
-/// Inside a chunk of another section, only if the caller's scratch holds the shared
-/// block and an A panel (`product`; `gemm_scratch_len` gives that much with one column
-/// of chunks). Only the order in which one thread runs the same tiles changes, not the
-/// grid or any tile's arithmetic, so the bits are the same. Two threads would need a
-/// hand-off per k-block between packing and computing: measured under load on the Intel
-/// Xeon, the helper's polling at those barriers (5% of the samples at 512³) ate what the
-/// shared packing saved (`pack_b` 8.4% → 3.8%).
-fn shared_b(plan: &Plan, threads: usize) -> bool {
-    workers(threads, plan.chunks()) == 1 && !plan.direct_b && plan.col_chunks == 1 && plan.row_chunks > 1
-}
 
 /// The threads a product runs on: one below [`SERIAL_WORK`] multiply-adds, else the
 /// setting's.
@@ -583,7 +544,8 @@ impl Kernel {
 }
 
 /// How the output is cut into chunks and k into blocks; a function of the shape, the
-/// leading dimension of B and the kernel's constants only (never of the thread count).
+/// leading dimension of B, the kernel's constants and whether more than one thread runs
+/// (one thread: one chunk per column block). The k-blocks never depend on the threads.
 struct Plan {
     /// Rows per chunk (a multiple of [`ROW_UNIT`], except the last chunk).
     mc: usize,
