@@ -315,7 +315,9 @@ impl Team {
 /// `c·band_cols..`; chunks are numbered row-major over the bands (`r · col_bands + c`).
 ///
 /// A grid must be a function of the kernel and the shape only, never of the thread count:
-/// then every chunk boundary, and so every bit, is the same at every thread count.
+/// then every chunk boundary, and so every bit, is the same at every thread count. (A
+/// kernel whose chunk boundaries move no floating-point operation, as the GEMM's, may cut
+/// more finely for more threads.)
 ///
 /// # Examples
 ///
