@@ -15,7 +15,11 @@
 //!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`,
 //!   read transposed in place by the GEMM's packer, once per image by each band). The
 //!   band's rows are unfolded [`DIRECT_A_STRIDE`] apart when `P` fits, so the GEMM reads
-//!   its A operand in place instead of packing it.
+//!   its A operand in place instead of packing it. A band of more than `SUB_ROWS` rows
+//!   transposes each image's `g` once into a row-major `gᵀ` and runs as sub-bands of at
+//!   most `SUB_ROWS` rows whose GEMMs read both operands in place, each sub-band's
+//!   product added to the sum while it is in L1 (the same bits: each row of `dWᵀ` is its
+//!   own sums, whichever GEMM computes it).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once,
 //!   rows [`DIRECT_A_STRIDE`] apart when `og` fits, so no image's GEMM packs it again),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
@@ -274,8 +278,14 @@ fn weight_gradient(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw:
     // The band's rows `DIRECT_A_STRIDE` apart when they fit: the GEMM then reads its A
     // operand in place instead of packing it (the same bits).
     let lda = if p <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { p };
-    // Per thread: the unfolding of a band, its product, and the GEMM's scratch.
-    let floats = band.saturating_mul(lda.saturating_add(og)).saturating_add(gemm_scratch_len(inner, band, p, og, og));
+    // A band of more than `SUB_ROWS` rows runs as sub-bands over `gᵀ` transposed once per
+    // image, rows `ldg` apart (`sub_bands`).
+    let subs = sub_bands(band);
+    let ldg = og.next_multiple_of(16) + 16;
+    let gt_len = if subs > 1 { p.saturating_mul(ldg) } else { 0 };
+    // Per thread: the unfolding of a band, its product, `gᵀ`, and the GEMM's scratch.
+    let floats =
+        band.saturating_mul(lda.saturating_add(og)).saturating_add(gt_len).saturating_add(gemm_scratch_len(inner, band, p, og, og));
     let mut scratch = WorkerScratch::f32(settings.threads, chunk_count(acc.len(), band * og), floats)?;
     let per_worker = scratch.per_worker();
     let outs = (Tiled::contiguous(&mut *acc, band * og), sums);
@@ -289,8 +299,10 @@ fn weight_gradient(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw:
         let channels = gi * og + (b * per).min(og)..gi * og + (b * per + per).min(og);
         let mut sums = sums.map(|s| &mut s.into_slice()[..channels.len()]);
         let (cols, rest) = scratch.split_at_mut(band * lda);
-        let (part, tmp) = rest.split_at_mut(band * og);
+        let (part, rest) = rest.split_at_mut(band * og);
+        let (gt, tmp) = rest.split_at_mut(gt_len);
         let (cols, part) = (&mut cols[..m * lda], &mut part[..m * og]);
+        let subs = sub_bands(m);
         for n in 0..geo.n {
             let xg = &x[n * image_in + gi * cg * plane..][..cg * plane];
             let (rows, band_cols) = (rows.clone(), &mut *cols);
@@ -298,26 +310,40 @@ fn weight_gradient(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw:
                 im2col_kp_rows_strided(geo, xg, rows, band_cols, lda)
             });
             let at = n * image_out + gi * og * p;
-            // gᵀ read in place: the packer transposes it block-wise.
-            let ggt = MatRef::row_major(&g[at..][..og * p], og, p).t();
-            gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(&mut *part, m, og), tmp);
-            let (acc, part) = (&mut *acc, &*part);
-            on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
+            let gg = &g[at..][..og * p];
+            if subs == 1 {
+                // gᵀ read in place: the packer transposes it block-wise.
+                let ggt = MatRef::row_major(gg, og, p).t();
+                gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(&mut *part, m, og), tmp);
+                let (acc, part) = (&mut *acc, &*part);
+                on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
+            } else {
+                // gᵀ row-major once for every sub-band (the same values the packer's
+                // transposition gives each GEMM): the sub-bands' GEMMs read both operands
+                // in place, and each sub-band's product is added while it is in L1.
+                transpose_runs(Runs { src: gg, start: 0, stride: p, count: og, len: p }, &mut gt[..p * ldg], ldg);
+                let ggt = MatRef::with_stride(&gt[..p * ldg], p, og, ldg);
+                for s in 0..subs {
+                    let r = s * m / subs..(s + 1) * m / subs;
+                    let a = MatRef::with_stride(&cols[r.start * lda..], r.len(), p, lda);
+                    let part = &mut part[..r.len() * og];
+                    gemm_with_scratch(inner, a, ggt, MatMut::row_major(&mut *part, r.len(), og), tmp);
+                    let (acc, part) = (&mut acc[r.start * og..r.end * og], &*part);
+                    on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
+                }
+            }
             if let Some(sums) = sums.as_deref_mut() {
                 let planes = &g[n * image_out + channels.start * p..][..channels.len() * p];
                 on_path!(settings.path, isa, (planes: &'a [f32], p: usize, sums: &'a mut [f64]) { add_plane_sums::<L>(isa, planes, p, sums) });
             }
         }
     });
-    // dw[g·Og + o, k] = dWᵀ_g[k, o].
+    // dw[g·Og + o, k] = dWᵀ_g[k, o]: the `K` rows of `og` (a group's bands, in order)
+    // written as columns (a block transpose, where an element loop with stride `K` took
+    // 3% of layer 3's `dw_ms`).
     for gi in 0..geo.groups {
-        let dwg = &mut dw[gi * og * k..][..og * k];
-        for kk in 0..k {
-            let row = &acc[(gi * bands * band + kk) * og..][..og];
-            for (o, &v) in row.iter().enumerate() {
-                dwg[o * k + kk] = v;
-            }
-        }
+        let runs = Runs { src: &acc[gi * bands * band * og..][..k * og], start: 0, stride: og, count: k, len: og };
+        transpose_runs(runs, &mut dw[gi * og * k..][..og * k], k);
     }
     if let (Some(db), Some(sums)) = (db, sums_buf.as_mut()) {
         // Chunk `gi·bands + b` holds channels `gi·og + b·per ..` of its group, in order.
@@ -391,6 +417,17 @@ fn weight_bands(k: usize, threads: usize) -> (usize, usize) {
     let band = if panels >= 2 * target { 24 * panels.div_ceil(target) } else { k.div_ceil(target) };
     (band, k.div_ceil(band))
 }
+
+/// Sub-bands of a weight-gradient band of `rows` rows: one up to [`SUB_ROWS`] rows, else
+/// `ceil(rows / SUB_ROWS)` of equal height (±1). The bits do not depend on them: each row
+/// of the product is its own sums, whichever GEMM computes it.
+fn sub_bands(rows: usize) -> usize {
+    rows.div_ceil(SUB_ROWS).max(1)
+}
+
+/// Most rows of one sub-band's GEMM ([`sub_bands`]): four 14-row AVX-512 panels, for
+/// which the GEMM reads B (`gᵀ`, row-major) in place when it fits in half of L2.
+const SUB_ROWS: usize = 56;
 
 /// Bias gradient: `db[o] = Σ g[n, o, :]` in f64, `n` outer and positions inner, threaded
 /// over channels ([`channel_sums`]). Fails if the f64 scratch is refused.
@@ -511,6 +548,74 @@ mod tests {
                 conv2d_backward_weight_bias(st, &geo, &x, &g, &mut dw2, &mut db2).unwrap();
                 assert_eq!(bits(&dw2), bits(&dw), "dw {geo:?} {st:?}");
                 assert_eq!(bits(&db2), bits(&db), "db {geo:?} {st:?}");
+            }
+        }
+    }
+
+    /// The weight gradient in exact mode is, bit for bit, the element-wise definition
+    /// (per image `s = +0`, `s = s + g·x` over positions in increasing order with the
+    /// product rounded, then `dw = dw + s` in image order, from `+0`), and the bias
+    /// gradient that of `conv2d_backward_bias`, on every path at 1, 2 and 3 threads: for a
+    /// band of one GEMM (`K ≤ SUB_ROWS`) and of several sub-bands over `gᵀ` transposed
+    /// once (`K` = 72, 100, 144, with 2 and 3 bands at 2 and 3 threads), with groups, a
+    /// stride, a dilation and uneven padding.
+    #[test]
+    fn exact_weight_gradient_is_the_element_wise_definition() {
+        use crate::compute::Mode;
+        // (n, c, o, groups, h, w, kh, kw, stride, dilation, pad)
+        let shapes = [
+            (2, 3, 5, 1, 9, 7, 3, 3, 1, 1, 1),
+            (3, 8, 11, 1, 6, 5, 3, 3, 1, 1, 1),
+            (2, 8, 6, 2, 7, 9, 3, 3, 2, 1, 1),
+            (2, 4, 7, 1, 9, 8, 5, 5, 1, 1, 2),
+            (2, 16, 20, 1, 5, 6, 3, 3, 1, 2, 2),
+        ];
+        for (n, c, o, groups, h, w, kh, kw, s, d, pad) in shapes {
+            let (oh, ow) = ((h + 2 * pad - (kh - 1) * d - 1) / s + 1, (w + 2 * pad - (kw - 1) * d - 1) / s + 1);
+            let geo = ConvGeom { n, c, h, w, o, groups, kh, kw, sh: s, sw: s, pt: pad, pl: pad, dh: d, dw: d, oh, ow };
+            let wave = |len: usize, seed: usize| -> Vec<f32> {
+                (0..len).map(|i| (((i + seed) * 7919 % 1013) as f32 - 500.0) * 10f32.powi(((i + seed) % 7) as i32 - 3)).collect()
+            };
+            let (x, g) = (wave(n * c * h * w, 5), wave(n * o * geo.p(), 17));
+            let (k, p, og, cg) = (geo.k(), geo.p(), geo.og(), geo.cg());
+            let mut want = vec![0.0f32; o * k];
+            for oc in 0..o {
+                let gi = oc / og;
+                for ci in 0..cg {
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            let kk = (ci * kh + ky) * kw + kx;
+                            let mut total = 0.0f32;
+                            for img in 0..n {
+                                let mut acc = 0.0f32;
+                                for oy in 0..oh {
+                                    for ox in 0..ow {
+                                        let (r, col) = ((oy * s + ky * d).wrapping_sub(pad), (ox * s + kx * d).wrapping_sub(pad));
+                                        let xv = if r < h && col < w { x[((img * c + gi * cg + ci) * h + r) * w + col] } else { 0.0 };
+                                        acc += g[(img * o + oc) * p + oy * ow + ox] * xv;
+                                    }
+                                }
+                                total += acc;
+                            }
+                            want[oc * k + kk] = total;
+                        }
+                    }
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let mut settings = crate::kernels::norm::tests::every_setting();
+            settings.extend(settings.clone().into_iter().map(|st| Settings { threads: 3, ..st }));
+            for st in settings {
+                let st = Settings { mode: Mode::Exact, ..st };
+                let mut db_want = vec![f32::NAN; o];
+                conv2d_backward_bias(st, &geo, &g, &mut db_want).unwrap();
+                let mut dw = vec![f32::NAN; o * k];
+                conv2d_backward_weight(st, &geo, &x, &g, &mut dw).unwrap();
+                assert_eq!(bits(&dw), bits(&want), "{geo:?} {st:?}");
+                let (mut dw2, mut db) = (vec![f32::NAN; o * k], vec![f32::NAN; o]);
+                conv2d_backward_weight_bias(st, &geo, &x, &g, &mut dw2, &mut db).unwrap();
+                assert_eq!(bits(&dw2), bits(&want), "{geo:?} {st:?}");
+                assert_eq!(bits(&db), bits(&db_want), "{geo:?} {st:?}");
             }
         }
     }
