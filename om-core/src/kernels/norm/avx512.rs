@@ -1,6 +1,6 @@
 //! AVX-512 lockstep sums for the norms: eight slices (rows or channel planes) at once, one
 //! f64 lane per slice. Each step loads eight consecutive f32 of every slice, transposes
-//! the 8×8 block (AVX shuffles) so that a vector holds one element of each slice, widens
+//! the 8×8 block (half-row loads and AVX shuffles) so that a vector holds one element of each slice, widens
 //! it to f64 and adds it into the accumulator vector, element after element: per lane the
 //! same additions in the same order as the scalar fold (no fused multiply-add), so the same
 //! bits. Tails shorter than eight elements finish in scalar code per slice.
@@ -16,30 +16,47 @@ use super::ProdRows;
 use crate::kernels::simd::Avx512;
 use std::arch::x86_64::*;
 
-/// Loads `s[i..i + 8]` (panics if out of bounds).
+/// Loads `s[i..i + 4]` (panics if out of bounds).
 #[inline(always)]
-fn load8(_: Avx512, s: &[f32], i: usize) -> __m256 {
-    let s = &s[i..i + 8];
-    // SAFETY: `s` holds eight f32; the token proves AVX-512F, hence AVX, on this CPU.
-    unsafe { _mm256_loadu_ps(s.as_ptr()) }
+fn load4(_: Avx512, s: &[f32], i: usize) -> __m128 {
+    let s = &s[i..i + 4];
+    // SAFETY: `s` holds four f32; the token proves AVX-512F, hence SSE, on this CPU.
+    unsafe { _mm_loadu_ps(s.as_ptr()) }
 }
 
-/// Loads `rows[k][i..i + 8]` for every `k` (no closures: their bodies would be compiled
-/// without AVX).
+/// Loads `rows[k][i..i + 8]` for every `k` and transposes the 8×8 block: output `j` holds
+/// element `i + j` of every row, row `k` in lane `k` (panics if out of bounds).
+///
+/// The first stage of the transpose is done by the loads: vector `k` (`k < 4`) is
+/// `rows[k][i..i + 4]` beside `rows[k + 4][i..i + 4]`, vector `k + 4` the same at `i + 4`
+/// (a 128-bit load and an insert from memory, no shuffle port), so each 128-bit half needs
+/// only a 4×4 transpose: 16 shuffles instead of the 24 of loading whole rows
+/// (`kernels::transpose::x86::regs`). Only loads and moves: the values are untouched.
 #[inline(always)]
-fn load_block(isa: Avx512, rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
-    // SAFETY: the token proves AVX-512F, hence AVX, on this CPU.
-    let mut r = unsafe { [_mm256_setzero_ps(); 8] };
-    for k in 0..8 {
-        r[k] = load8(isa, rows[k], i);
+fn load_transposed(isa: Avx512, rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
+    // SAFETY: the token proves AVX-512F, hence AVX, on this CPU; shuffles of registers.
+    unsafe {
+        let mut r = [_mm256_setzero_ps(); 8];
+        for k in 0..4 {
+            for (h, at) in [(0, i), (4, i + 4)] {
+                let low = _mm256_castps128_ps256(load4(isa, rows[k], at));
+                r[k + h] = _mm256_insertf128_ps::<1>(low, load4(isa, rows[k + 4], at));
+            }
+        }
+        let mut out = [_mm256_setzero_ps(); 8];
+        for h in [0, 4] {
+            // Columns h..h + 4 of rows 0..4 in the low halves, of rows 4..8 in the high ones.
+            let t0 = _mm256_castps_pd(_mm256_unpacklo_ps(r[h], r[h + 1]));
+            let t1 = _mm256_castps_pd(_mm256_unpackhi_ps(r[h], r[h + 1]));
+            let t2 = _mm256_castps_pd(_mm256_unpacklo_ps(r[h + 2], r[h + 3]));
+            let t3 = _mm256_castps_pd(_mm256_unpackhi_ps(r[h + 2], r[h + 3]));
+            out[h] = _mm256_castpd_ps(_mm256_unpacklo_pd(t0, t2));
+            out[h + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(t0, t2));
+            out[h + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(t1, t3));
+            out[h + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(t1, t3));
+        }
+        out
     }
-    r
-}
-
-/// Transposes an 8×8 block: output `j` holds element `j` of every input, input `k` in lane `k`.
-#[inline(always)]
-fn transpose(isa: Avx512, r: [__m256; 8]) -> [__m256; 8] {
-    crate::kernels::transpose::x86::regs(isa.avx(), r)
 }
 
 /// The common length of the slices (panics if they differ).
@@ -59,7 +76,7 @@ pub(super) fn sum(isa: Avx512, rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
     unsafe {
         let mut s = _mm512_loadu_pd(acc.as_ptr());
         for i in (0..full).step_by(8) {
-            for t in transpose(isa, load_block(isa, rows, i)) {
+            for t in load_transposed(isa, rows, i) {
                 s = _mm512_add_pd(s, _mm512_cvtps_pd(t));
             }
         }
@@ -81,7 +98,7 @@ pub(super) fn sum_sq(isa: Avx512, rows: [&[f32]; 8], mu: [f64; 8], acc: [f64; 8]
     unsafe {
         let (mut s, m) = (_mm512_loadu_pd(acc.as_ptr()), _mm512_loadu_pd(mu.as_ptr()));
         for i in (0..full).step_by(8) {
-            for t in transpose(isa, load_block(isa, rows, i)) {
+            for t in load_transposed(isa, rows, i) {
                 let dv = _mm512_sub_pd(_mm512_cvtps_pd(t), m);
                 s = _mm512_add_pd(s, _mm512_mul_pd(dv, dv));
             }
@@ -109,14 +126,15 @@ pub(super) fn sum_prod(isa: Avx512, rows: ProdRows<8>, acc: ([f64; 8], [f64; 8])
         // Lane k of `mv`, `sv` is row k's mean and scale: `b` is formed after the transpose.
         let (mv, sv) = (_mm256_loadu_ps(m.as_ptr()), _mm256_loadu_ps(st.as_ptr()));
         for i in (0..full).step_by(8) {
-            let mut a = load_block(isa, gs, i);
+            let mut a = load_transposed(isa, gs, i);
             if let Some(sc) = scale {
-                let f = load8(isa, sc, i);
-                for a in &mut a {
-                    *a = _mm256_mul_ps(*a, f);
+                // Vector `j` holds element `i + j` of every row: times `scale[i + j]`.
+                let sc = &sc[i..i + 8];
+                for (a, &f) in a.iter_mut().zip(sc) {
+                    *a = _mm256_mul_ps(*a, _mm256_set1_ps(f));
                 }
             }
-            let (a, xt) = (transpose(isa, a), transpose(isa, load_block(isa, xs, i)));
+            let xt = load_transposed(isa, xs, i);
             for j in 0..8 {
                 let av = _mm512_cvtps_pd(a[j]);
                 let bv = _mm256_mul_ps(_mm256_sub_ps(xt[j], mv), sv);
