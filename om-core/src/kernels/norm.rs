@@ -610,7 +610,8 @@ pub fn batch_norm(settings: Settings, shape: BatchShape, x: &[f32], affine: Affi
             let (mut stats, mut y) = (stats, y);
             in_lockstep!(c0, nc, bn_stats(isa, c0, shape, x, eps, &mut stats));
             let (mean, rstd) = (&*stats.mean, &*stats.rstd);
-            for b in 0..shape.n {
+            // Images in reverse: the last planes the sums read are the ones still in cache.
+            for b in (0..shape.n).rev() {
                 let y = y.row(b);
                 for ch in c0..c0 + nc {
                     let y = &mut y[(ch - c0) * shape.hw..][..shape.hw];
@@ -771,7 +772,8 @@ fn bn_backward(settings: Settings, shape: BatchShape, saved: BnSaved, sums: Para
             let BnSaved { x, stats: Stats { mean, rstd }, gamma, training } = saved;
             let (sg, sgx) = (&*sums.dbeta, &*sums.dgamma);
             let count = (shape.n * shape.hw) as f64;
-            for b in 0..shape.n {
+            // Images in reverse: the sums' last images are the ones still in cache.
+            for b in (0..shape.n).rev() {
                 let dx = dx.row(b);
                 for ch in c0..c0 + nc {
                     let k = match gamma {
