@@ -59,6 +59,96 @@ fn load_transposed(isa: Avx512, rows: [&[f32]; 8], i: usize) -> [__m256; 8] {
     }
 }
 
+/// The `vpermt2ps` indices of [`load_pairs`]: lane `l` of an output takes lane `l mod 16`
+/// of the first source when `l < 16`, of the second when `16 ≤ l < 32`.
+struct PairIndex {
+    /// First stage, columns 0..4 of the pair: `(r_k, r_k+1, r_k+4, r_k+5)` at each column.
+    cols_low: __m512i,
+    /// First stage, columns 4..8.
+    cols_high: __m512i,
+    /// Second stage: columns `(0, 1)` of the first stage's four, rows in order.
+    first: __m512i,
+    /// Second stage: columns `(2, 3)`.
+    second: __m512i,
+}
+
+/// The first stage's lanes: column `c0 + x` of the pair `(A, B)` = rows `(k, k+4)` and
+/// `(k+1, k+5)` as `[r_k, r_k+1, r_k+4, r_k+5]` for `x` in `0..4`.
+const COLS_LOW: [i32; 16] = [0, 16, 8, 24, 1, 17, 9, 25, 2, 18, 10, 26, 3, 19, 11, 27];
+/// [`COLS_LOW`] for columns 4..8.
+const COLS_HIGH: [i32; 16] = [4, 20, 12, 28, 5, 21, 13, 29, 6, 22, 14, 30, 7, 23, 15, 31];
+/// The second stage: from `(B0, B2)` (rows `0, 1, 4, 5` and `2, 3, 6, 7` at four columns)
+/// the first two columns, each as rows 0..8.
+const FIRST: [i32; 16] = [0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23];
+/// [`FIRST`] for the last two columns.
+const SECOND: [i32; 16] = [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
+
+impl PairIndex {
+    /// The four index vectors.
+    #[inline(always)]
+    fn new(_: Avx512) -> PairIndex {
+        // SAFETY: the token proves AVX-512F on this CPU; each array holds sixteen i32.
+        unsafe {
+            PairIndex {
+                cols_low: _mm512_loadu_si512(COLS_LOW.as_ptr().cast()),
+                cols_high: _mm512_loadu_si512(COLS_HIGH.as_ptr().cast()),
+                first: _mm512_loadu_si512(FIRST.as_ptr().cast()),
+                second: _mm512_loadu_si512(SECOND.as_ptr().cast()),
+            }
+        }
+    }
+}
+
+/// `v` in both halves of a 512-bit vector.
+#[inline(always)]
+fn twice(_: Avx512, v: __m256) -> __m512 {
+    // SAFETY: the token proves AVX-512F on this CPU; register moves only.
+    unsafe { _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(v))) }
+}
+
+/// Loads `rows[k][i..i + 8]` for every `k` and transposes the 8×8 block into four 512-bit
+/// vectors: vector `p` holds element `i + 2p` of every row in its low half and element
+/// `i + 2p + 1` in its high half, row `k` in lane `k` of each half (panics if out of
+/// bounds). Two rows per 512-bit load (`k` and `k + 4`), then two stages of four
+/// two-source permutes: 8 shuffles for the block (the half-row loads of
+/// [`load_transposed`] need 16). Only loads and moves: the values are untouched.
+#[inline(always)]
+fn load_pairs(isa: Avx512, rows: [&[f32]; 8], i: usize, ix: &PairIndex) -> [__m512; 4] {
+    // SAFETY: the token proves AVX-512F on this CPU; `load8` checks the bounds.
+    unsafe {
+        let mut a = [_mm512_setzero_ps(); 4];
+        for (k, a) in a.iter_mut().enumerate() {
+            let low = _mm512_castps_pd(_mm512_castps256_ps512(load8(isa, rows[k], i)));
+            *a = _mm512_castpd_ps(_mm512_insertf64x4::<1>(low, _mm256_castps_pd(load8(isa, rows[k + 4], i))));
+        }
+        let b0 = _mm512_permutex2var_ps(a[0], ix.cols_low, a[1]);
+        let b1 = _mm512_permutex2var_ps(a[0], ix.cols_high, a[1]);
+        let b2 = _mm512_permutex2var_ps(a[2], ix.cols_low, a[3]);
+        let b3 = _mm512_permutex2var_ps(a[2], ix.cols_high, a[3]);
+        [
+            _mm512_permutex2var_ps(b0, ix.first, b2),
+            _mm512_permutex2var_ps(b0, ix.second, b2),
+            _mm512_permutex2var_ps(b1, ix.first, b3),
+            _mm512_permutex2var_ps(b1, ix.second, b3),
+        ]
+    }
+}
+
+/// Loads `s[i..i + 8]` (panics if out of bounds).
+#[inline(always)]
+fn load8(_: Avx512, s: &[f32], i: usize) -> __m256 {
+    let s = &s[i..i + 8];
+    // SAFETY: `s` holds eight f32; the token proves AVX-512F, hence AVX, on this CPU.
+    unsafe { _mm256_loadu_ps(s.as_ptr()) }
+}
+
+/// The low and the high half of `v`.
+#[inline(always)]
+fn halves(_: Avx512, v: __m512) -> (__m256, __m256) {
+    // SAFETY: the token proves AVX-512F on this CPU; register moves only.
+    unsafe { (_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))) }
+}
+
 /// The common length of the slices (panics if they differ).
 fn common_len<const N: usize>(rows: [&[f32]; N]) -> usize {
     let len = rows[0].len();
@@ -125,7 +215,23 @@ pub(super) fn sum_prod(isa: Avx512, rows: ProdRows<8>, acc: ([f64; 8], [f64; 8])
         let (mut s1, mut s2) = (_mm512_loadu_pd(acc.0.as_ptr()), _mm512_loadu_pd(acc.1.as_ptr()));
         // Lane k of `mv`, `sv` is row k's mean and scale: `b` is formed after the transpose.
         let (mv, sv) = (_mm256_loadu_ps(m.as_ptr()), _mm256_loadu_ps(st.as_ptr()));
-        for i in (0..full).step_by(8) {
+        // Without a scale (batch norm): the cheaper pair transposes, `b` formed on both
+        // halves at once (each half's lane k is row k); the columns still go in order.
+        let ix = PairIndex::new(isa);
+        let (mm, ss) = (twice(isa, mv), twice(isa, sv));
+        let pairs = if scale.is_none() { full } else { 0 };
+        for i in (0..pairs).step_by(8) {
+            let (a, xt) = (load_pairs(isa, gs, i, &ix), load_pairs(isa, xs, i, &ix));
+            for p in 0..4 {
+                let ((a0, a1), (b0, b1)) = (halves(isa, a[p]), halves(isa, _mm512_mul_ps(_mm512_sub_ps(xt[p], mm), ss)));
+                for (a, b) in [(a0, b0), (a1, b1)] {
+                    let av = _mm512_cvtps_pd(a);
+                    s1 = _mm512_add_pd(s1, av);
+                    s2 = _mm512_add_pd(s2, _mm512_mul_pd(av, _mm512_cvtps_pd(b)));
+                }
+            }
+        }
+        for i in (pairs..full).step_by(8) {
             let mut a = load_transposed(isa, gs, i);
             if let Some(sc) = scale {
                 // Vector `j` holds element `i + j` of every row: times `scale[i + j]`.
