@@ -149,6 +149,26 @@ fn halves(_: Avx512, v: __m512) -> (__m256, __m256) {
     unsafe { (_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))) }
 }
 
+/// How far ahead (in elements) the channel sums of a batch norm prefetch each plane they
+/// stream: near a plane's end, the start of the same channel's plane in the next image (a
+/// 4 KiB plane is one page, where the hardware prefetcher stops).
+const AHEAD: usize = 128;
+
+/// Prefetches the cache line `AHEAD` elements past `i` in every row, continuing at `next`
+/// elements from each row's start once past its end (the same channel's plane in the
+/// next image). Only a hint: no value is read into the program.
+#[inline(always)]
+fn prefetch_ahead(_: Avx512, rows: [&[f32]; 8], i: usize, next: usize) {
+    let (len, at) = (rows[0].len(), i + AHEAD);
+    let offset = if at < len { at } else { next + (at - len) };
+    for r in rows {
+        let p = r.as_ptr().wrapping_add(offset).cast::<i8>();
+        // SAFETY: a prefetch never faults, whatever the address, and reads nothing into
+        // the program; the token proves AVX-512F, hence SSE, on this CPU.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+    }
+}
+
 /// The common length of the slices (panics if they differ).
 fn common_len<const N: usize>(rows: [&[f32]; N]) -> usize {
     let len = rows[0].len();
@@ -156,9 +176,10 @@ fn common_len<const N: usize>(rows: [&[f32]; N]) -> usize {
     len
 }
 
-/// `acc[k] + Σ rows[k][i] as f64`, in increasing `i`.
+/// `acc[k] + Σ rows[k][i] as f64`, in increasing `i`; with `next`, prefetching ahead and
+/// then into the rows `next` elements on (see [`prefetch_ahead`]).
 #[inline(always)]
-pub(super) fn sum(isa: Avx512, rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
+pub(super) fn sum(isa: Avx512, rows: [&[f32]; 8], acc: [f64; 8], next: Option<usize>) -> [f64; 8] {
     let len = common_len(rows);
     let full = len / 8 * 8;
     let mut out = [0.0f64; 8];
@@ -166,6 +187,9 @@ pub(super) fn sum(isa: Avx512, rows: [&[f32]; 8], acc: [f64; 8]) -> [f64; 8] {
     unsafe {
         let mut s = _mm512_loadu_pd(acc.as_ptr());
         for i in (0..full).step_by(8) {
+            if let (Some(next), 0) = (next, i % 16) {
+                prefetch_ahead(isa, rows, i, next);
+            }
             for t in load_transposed(isa, rows, i) {
                 s = _mm512_add_pd(s, _mm512_cvtps_pd(t));
             }
@@ -205,7 +229,7 @@ pub(super) fn sum_sq(isa: Avx512, rows: [&[f32]; 8], mu: [f64; 8], acc: [f64; 8]
 /// `acc.1[k] + Σ a·b` in f64, in increasing `i`.
 #[inline(always)]
 pub(super) fn sum_prod(isa: Avx512, rows: ProdRows<8>, acc: ([f64; 8], [f64; 8])) -> ([f64; 8], [f64; 8]) {
-    let ProdRows { xs, gs, scale, m, s: st } = rows;
+    let ProdRows { xs, gs, scale, m, s: st, .. } = rows;
     let len = common_len(xs);
     assert_eq!(common_len(gs), len, "lockstep slices differ in length");
     let full = len / 8 * 8;
@@ -221,6 +245,10 @@ pub(super) fn sum_prod(isa: Avx512, rows: ProdRows<8>, acc: ([f64; 8], [f64; 8])
         let (mm, ss) = (twice(isa, mv), twice(isa, sv));
         let pairs = if scale.is_none() { full } else { 0 };
         for i in (0..pairs).step_by(8) {
+            if let (Some(next), 0) = (rows.next, i % 16) {
+                prefetch_ahead(isa, gs, i, next);
+                prefetch_ahead(isa, xs, i, next);
+            }
             let (a, xt) = (load_pairs(isa, gs, i, &ix), load_pairs(isa, xs, i, &ix));
             for p in 0..4 {
                 let ((a0, a1), (b0, b1)) = (halves(isa, a[p]), halves(isa, _mm512_mul_ps(_mm512_sub_ps(xt[p], mm), ss)));
