@@ -291,3 +291,45 @@ pub(super) fn sum_prod(isa: Avx512, rows: ProdRows<8>, acc: ([f64; 8], [f64; 8])
     }
     (o1, o2)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The transposing loads against their definition (the sums' bits are checked against
+    //! the scalar definitions in `norm::tests`).
+
+    use super::*;
+
+    /// The lanes of `v`.
+    fn lanes256(_: Avx512, v: __m256) -> [f32; 8] {
+        let mut out = [0.0f32; 8];
+        // SAFETY: the token proves AVX-512F, hence AVX; `out` holds eight f32.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+        out
+    }
+
+    #[test]
+    fn transposing_loads_give_column_j_of_every_row_in_lane_k() {
+        let Some(isa) = Avx512::detect() else { return };
+        // Eight rows of 19 distinct values (including −0 and NaN), read at 0 and at 8.
+        let data: Vec<Vec<f32>> = (0..8).map(|k| (0..19).map(|j| (100 * k + j) as f32 + 0.25).collect()).collect();
+        let mut data = data;
+        data[3][9] = -0.0;
+        data[5][2] = f32::NAN;
+        let rows: [&[f32]; 8] = std::array::from_fn(|k| &data[k][..]);
+        let ix = PairIndex::new(isa);
+        for i in [0, 8, 11] {
+            let half = load_transposed(isa, rows, i);
+            let pairs = load_pairs(isa, rows, i, &ix);
+            for j in 0..8 {
+                let want: [u32; 8] = std::array::from_fn(|k| rows[k][i + j].to_bits());
+                assert_eq!(lanes256(isa, half[j]).map(f32::to_bits), want, "half rows, i {i}, column {j}");
+                let (low, high) = halves(isa, pairs[j / 2]);
+                let got = if j % 2 == 0 { low } else { high };
+                assert_eq!(lanes256(isa, got).map(f32::to_bits), want, "pairs, i {i}, column {j}");
+            }
+        }
+        // Prefetching (within the rows, then `next` on) changes no sum.
+        let plain = sum(isa, rows, [0.5; 8], None);
+        assert_eq!(sum(isa, rows, [0.5; 8], Some(19)).map(f64::to_bits), plain.map(f64::to_bits));
+    }
+}
