@@ -214,12 +214,19 @@ fn from8<T: Copy, const K: usize>(a: [T; 8]) -> [T; K] {
 /// `kernels::softmax`).
 #[inline(always)]
 pub(crate) fn sum<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], acc: [f64; K]) -> [f64; K] {
+    sum_ahead::<L, K>(isa, rows, acc, None)
+}
+
+/// [`sum`], telling the AVX-512 sums where the rows' next planes are (`next` elements on
+/// from each row's start) so that they prefetch them (a hint: the same values and sums).
+#[inline(always)]
+fn sum_ahead<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], acc: [f64; K], next: Option<usize>) -> [f64; K] {
     #[cfg(target_arch = "x86_64")]
     if let (Some(avx), Some(rows8), Some(acc8)) = (L::avx512(isa), as8(rows), as8(acc)) {
-        return from8(avx512::sum(avx, rows8, acc8));
+        return from8(avx512::sum(avx, rows8, acc8, next));
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = isa;
+    let _ = (isa, next);
     sum_side_by_side(rows, acc)
 }
 
@@ -236,7 +243,9 @@ fn sum_sq<L: Lanes, const K: usize>(isa: L::Isa, rows: [&[f32]; K], mu: [f64; K]
 }
 
 /// The operands of [`sum_prod`]: `K` equally long slices of `x` and of `g`, an optional
-/// per-element `scale` (at least as long), and per slice the mean `m` and scale `s`.
+/// per-element `scale` (at least as long), and per slice the mean `m` and scale `s`; and
+/// where the slices' next planes are, if known (`next` elements on from each slice's
+/// start, for the AVX-512 sums' prefetches).
 #[derive(Clone, Copy)]
 struct ProdRows<'a, const K: usize> {
     xs: [&'a [f32]; K],
@@ -244,6 +253,7 @@ struct ProdRows<'a, const K: usize> {
     scale: Option<&'a [f32]>,
     m: [f32; K],
     s: [f32; K],
+    next: Option<usize>,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -251,7 +261,7 @@ impl<'a, const K: usize> ProdRows<'a, K> {
     /// The same operands as `ProdRows<8>`, when `K` is 8.
     #[inline(always)]
     fn as8(self) -> Option<ProdRows<'a, 8>> {
-        Some(ProdRows { xs: as8(self.xs)?, gs: as8(self.gs)?, scale: self.scale, m: as8(self.m)?, s: as8(self.s)? })
+        Some(ProdRows { xs: as8(self.xs)?, gs: as8(self.gs)?, scale: self.scale, m: as8(self.m)?, s: as8(self.s)?, next: self.next })
     }
 }
 
@@ -267,7 +277,7 @@ fn sum_prod<L: Lanes, const K: usize>(isa: L::Isa, rows: ProdRows<K>, acc: ([f64
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = isa;
-    let ProdRows { xs, gs, scale, m, s } = rows;
+    let ProdRows { xs, gs, scale, m, s, .. } = rows;
     let len = xs[0].len();
     let (xs, gs) = (xs.map(|r| &r[..len]), gs.map(|r| &r[..len]));
     let (mut acc1, mut acc2) = acc;
@@ -481,7 +491,7 @@ fn ln_dx_rows<L: Lanes, const K: usize>(isa: L::Isa, grad: NormGrad, d: usize, r
     let gs: [&[f32]; K] = std::array::from_fn(|k| &g[(r + k) * d..(r + k + 1) * d]);
     let m: [f32; K] = std::array::from_fn(|k| mean[r + k]);
     let s: [f32; K] = std::array::from_fn(|k| rstd[r + k]);
-    let (s1, s2) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: gamma, m, s }, ([0.0; K], [0.0; K]));
+    let (s1, s2) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: gamma, m, s, next: None }, ([0.0; K], [0.0; K]));
     for k in 0..K {
         let m1 = (s1[k] / d as f64) as f32;
         let m2 = (s2[k] / d as f64) as f32;
@@ -610,7 +620,8 @@ pub fn batch_norm(settings: Settings, shape: BatchShape, x: &[f32], affine: Affi
             let (mut stats, mut y) = (stats, y);
             in_lockstep!(c0, nc, bn_stats(isa, c0, shape, x, eps, &mut stats));
             let (mean, rstd) = (&*stats.mean, &*stats.rstd);
-            for b in 0..shape.n {
+            // Images in reverse: the last planes the sums read are the ones still in cache.
+            for b in (0..shape.n).rev() {
                 let y = y.row(b);
                 for ch in c0..c0 + nc {
                     let y = &mut y[(ch - c0) * shape.hw..][..shape.hw];
@@ -771,7 +782,8 @@ fn bn_backward(settings: Settings, shape: BatchShape, saved: BnSaved, sums: Para
             let BnSaved { x, stats: Stats { mean, rstd }, gamma, training } = saved;
             let (sg, sgx) = (&*sums.dbeta, &*sums.dgamma);
             let count = (shape.n * shape.hw) as f64;
-            for b in 0..shape.n {
+            // Images in reverse: the sums' last images are the ones still in cache.
+            for b in (0..shape.n).rev() {
                 let dx = dx.row(b);
                 for ch in c0..c0 + nc {
                     let k = match gamma {
@@ -836,7 +848,10 @@ fn bn_grad_sums<L: Lanes, const K: usize>(
         };
         let xs: [&[f32]; K] = std::array::from_fn(|k| &x[shape.plane(img, ch + k)]);
         let gs: [&[f32]; K] = std::array::from_fn(|k| &row[(ch + k - first) * hw..][..hw]);
-        (a, b) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: None, m, s }, (a, b));
+        // The same channels' planes in the next image are `c·hw` elements on, in `x` and in
+        // `g` (a slice or the tile's rows, all rows of `c·hw`).
+        let next = (img + 1 < shape.n).then_some(shape.c * hw);
+        (a, b) = sum_prod::<L, K>(isa, ProdRows { xs, gs, scale: None, m, s, next }, (a, b));
     }
     for k in 0..K {
         sums.dbeta[ch - c0 + k] = a[k];
@@ -887,7 +902,8 @@ fn plane_sums<L: Lanes, const K: usize>(ch: usize, isa: L::Isa, c0: usize, shape
 fn channel_totals<L: Lanes, const K: usize>(isa: L::Isa, ch: usize, shape: BatchShape, x: &[f32]) -> [f64; K] {
     let mut s = [0.0f64; K];
     for b in 0..shape.n {
-        s = sum::<L, K>(isa, std::array::from_fn(|k| &x[shape.plane(b, ch + k)]), s);
+        let next = (b + 1 < shape.n).then_some(shape.c * shape.hw);
+        s = sum_ahead::<L, K>(isa, std::array::from_fn(|k| &x[shape.plane(b, ch + k)]), s, next);
     }
     s
 }

@@ -331,9 +331,9 @@ mod x86 {
     }
 
     impl Avx512 {
-        /// The AVX token: [`Avx512::detect`] found AVX (for the 8×8 register transpose
-        /// of the norms' AVX-512 sums).
+        /// The AVX token: [`Avx512::detect`] found AVX.
         #[inline(always)]
+        #[allow(dead_code)]
         pub(crate) fn avx(self) -> Avx {
             Avx(())
         }
