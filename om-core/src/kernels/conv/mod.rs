@@ -311,26 +311,23 @@ fn weight_gradient(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw:
             });
             let at = n * image_out + gi * og * p;
             let gg = &g[at..][..og * p];
-            if subs == 1 {
+            let ggt = if subs == 1 {
                 // gᵀ read in place: the packer transposes it block-wise.
-                let ggt = MatRef::row_major(gg, og, p).t();
-                gemm_with_scratch(inner, MatRef::with_stride(cols, m, p, lda), ggt, MatMut::row_major(&mut *part, m, og), tmp);
-                let (acc, part) = (&mut *acc, &*part);
-                on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
+                MatRef::row_major(gg, og, p).t()
             } else {
                 // gᵀ row-major once for every sub-band (the same values the packer's
                 // transposition gives each GEMM): the sub-bands' GEMMs read both operands
                 // in place, and each sub-band's product is added while it is in L1.
                 transpose_runs(Runs { src: gg, start: 0, stride: p, count: og, len: p }, &mut gt[..p * ldg], ldg);
-                let ggt = MatRef::with_stride(&gt[..p * ldg], p, og, ldg);
-                for s in 0..subs {
-                    let r = s * m / subs..(s + 1) * m / subs;
-                    let a = MatRef::with_stride(&cols[r.start * lda..], r.len(), p, lda);
-                    let part = &mut part[..r.len() * og];
-                    gemm_with_scratch(inner, a, ggt, MatMut::row_major(&mut *part, r.len(), og), tmp);
-                    let (acc, part) = (&mut acc[r.start * og..r.end * og], &*part);
-                    on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
-                }
+                MatRef::with_stride(&gt[..p * ldg], p, og, ldg)
+            };
+            for s in 0..subs {
+                let r = s * m / subs..(s + 1) * m / subs;
+                let a = MatRef::with_stride(&cols[r.start * lda..], r.len(), p, lda);
+                let part = &mut part[..r.len() * og];
+                gemm_with_scratch(inner, a, ggt, MatMut::row_major(&mut *part, r.len(), og), tmp);
+                let (acc, part) = (&mut acc[r.start * og..r.end * og], &*part);
+                on_path!(settings.path, _isa, (acc: &'a mut [f32], part: &'a [f32]) { acc.iter_mut().zip(part).for_each(|(d, &s)| *d += s) });
             }
             if let Some(sums) = sums.as_deref_mut() {
                 let planes = &g[n * image_out + channels.start * p..][..channels.len() * p];

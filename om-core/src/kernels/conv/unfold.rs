@@ -141,53 +141,46 @@ fn flat_run(geo: &ConvGeom, ky: usize, kx: usize, ys: &Range<usize>) -> Option<(
     Some((a as usize..b as usize, shift as isize))
 }
 
-/// Values of one block of [`copy_short`] and [`zero_short`].
+/// Values of one block of [`short_blocks`].
 const BLOCK: usize = 16;
-
-/// `dst.copy_from_slice(src)` in blocks of [`BLOCK`] values up to [`LONG_RUN`] (the last one overlapping
-/// its predecessor instead of a shorter tail; a run of 8 to 15 values as two overlapping
-/// halves), so that the copy is inlined vector moves rather than a `memcpy` call: the
-/// unfolding's runs are a row or a plane of a small image (64 values on the convnet's
-/// 8×8 layer, 256 on its 16×16 one), where a call per run cost as much as the copy.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    let n = dst.len();
-    if n > LONG_RUN {
-        dst.copy_from_slice(src);
-    } else if n >= BLOCK {
-        for i in (0..n - BLOCK).step_by(BLOCK) {
-            dst[i..i + BLOCK].copy_from_slice(&src[i..i + BLOCK]);
-        }
-        dst[n - BLOCK..].copy_from_slice(&src[n - BLOCK..n]);
-    } else if n >= BLOCK / 2 {
-        dst[..BLOCK / 2].copy_from_slice(&src[..BLOCK / 2]);
-        dst[n - BLOCK / 2..].copy_from_slice(&src[n - BLOCK / 2..n]);
-    } else {
-        dst.copy_from_slice(src);
-    }
-}
 
 /// Runs longer than this are left to `memcpy` / `memset` (whose call then costs little):
 /// the convnet's first layer (runs of about 1,000 values) ran 2–3% slower in blocks.
 const LONG_RUN: usize = 256;
 
-/// `dst.fill(0.0)` as [`copy_short`] copies: inlined blocks instead of a `memset` call.
+/// Calls `f` on ranges covering `0..n` so that a copy or fill of each is inlined vector
+/// moves rather than a `memcpy`/`memset` call: up to [`LONG_RUN`] values, blocks of
+/// [`BLOCK`] (the last one overlapping its predecessor instead of a shorter tail; a run of
+/// 8 to 15 values as two overlapping halves); otherwise, and below 8 values, `0..n` whole.
+/// The unfolding's runs are a row or a plane of a small image (64 values on the convnet's
+/// 8×8 layer, 256 on its 16×16 one), where a call per run cost as much as the copy.
+/// Overlapping ranges are written twice with the same values.
 #[inline(always)]
-fn zero_short(dst: &mut [f32]) {
-    let n = dst.len();
-    if n > LONG_RUN {
-        dst.fill(0.0);
+fn short_blocks(n: usize, mut f: impl FnMut(Range<usize>)) {
+    if !(BLOCK / 2..=LONG_RUN).contains(&n) {
+        f(0..n);
     } else if n >= BLOCK {
         for i in (0..n - BLOCK).step_by(BLOCK) {
-            dst[i..i + BLOCK].fill(0.0);
+            f(i..i + BLOCK);
         }
-        dst[n - BLOCK..].fill(0.0);
-    } else if n >= BLOCK / 2 {
-        dst[..BLOCK / 2].fill(0.0);
-        dst[n - BLOCK / 2..].fill(0.0);
+        f(n - BLOCK..n);
     } else {
-        dst.fill(0.0);
+        f(0..BLOCK / 2);
+        f(n - BLOCK / 2..n);
     }
+}
+
+/// `dst.copy_from_slice(src)` by [`short_blocks`].
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    assert_eq!(dst.len(), src.len(), "copy_short: lengths");
+    short_blocks(dst.len(), |r| dst[r.clone()].copy_from_slice(&src[r]));
+}
+
+/// `dst.fill(0.0)` by [`short_blocks`].
+#[inline(always)]
+fn zero_short(dst: &mut [f32]) {
+    short_blocks(dst.len(), |r| dst[r].fill(0.0));
 }
 
 /// Zeroes the columns outside `keep` of every row of `rows` (rows of `width`), a column
