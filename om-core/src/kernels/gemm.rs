@@ -310,9 +310,11 @@ const KEEP_B_BYTES: usize = 1 << 20;
 const KC: usize = 256;
 
 /// Row stride of a packed A micro-panel: a compile-time constant, so the kernels address
-/// every row with an immediate displacement; the 16-float pad keeps consecutive rows out of
-/// the same L1 set.
-pub(crate) const A_STRIDE: usize = KC + 16;
+/// every row with an immediate displacement. No pad: rows 1 KiB apart already spread over
+/// the L1 sets (a row's 256 floats cover 16 of 64 sets, four rows all of them), and a
+/// row-major A of 256 columns (a transformer's `[tokens, 256]` activations and their
+/// gradients) then has this stride itself and is read in place ([`DIRECT_A_STRIDE`]).
+pub(crate) const A_STRIDE: usize = KC;
 
 /// The row stride at which a row-major A operand (`col_stride == 1`) is read in place,
 /// without packing: its rows are then already laid out as the register tiles read a

@@ -6,7 +6,7 @@
 //! bits are the same; only A's packing pass, once per product there, is gone.
 //!
 //! Layout ([`PackedA`]): one slab per k-block, `m` rows of the block's `kb` steps,
-//! `A_STRIDE` (272) apart (`[m, A_STRIDE]`), slab `i` at `i·m·A_STRIDE`. A slab is what the
+//! `A_STRIDE` (256) apart (`[m, A_STRIDE]`), slab `i` at `i·m·A_STRIDE`. A slab is what the
 //! register tiles read of an A that is read in place (`DIRECT_A_STRIDE`), so the product's
 //! `Job::run_block` reads each k-block's slab through a view whose rows are `A_STRIDE`
 //! apart and whose step `pc` is the slab's first value; row panels may then be cut
