@@ -5,7 +5,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::gemm::{gemm, gemm_bias, gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef};
-use om_core::kernels::parallel::{chunk_count, for_each_chunk_mut, for_each_chunk_mut_scratch};
+use om_core::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch};
 use om_core::kernels::scratch::WorkerScratch;
 use om_core::layout::{broadcast_shapes, broadcast_strides, SignedDims};
 use om_core::{Case, DType, Error, Result, Tensor};
@@ -263,33 +263,14 @@ fn product_2d(a: MatRef, b: MatRef) -> Result<Tensor> {
     })
 }
 
-/// Most columns of the bias gradient per chunk of the thread team. Each chunk walks the
-/// rows in order and reads its columns of each row contiguously: half the columns (two
-/// chunks for two threads), at most this many. With 64 columns per chunk, a `[1024, 1024]`
-/// gradient was read 256 bytes per 4 KiB row, a page per read, which the hardware
-/// prefetchers do not follow (3% of the encoder step at 1 thread, Intel Xeon, perf).
-/// The chunks depend on the shape only, and columns are independent: the bits never
-/// depend on them.
-const BIAS_COLS_PER_CHUNK: usize = 512;
-
 /// The column sums of the `[rows, cols]` row-major `g` as a `[cols]` tensor: each column
 /// accumulated in f64 over the rows in increasing order from +0 and rounded once, which
 /// is what the engine's sum-to does for a bias broadcast over the rows (the bits of the
-/// composition's `add` backward). Columns are independent, so they are shared among
-/// the thread team in chunks.
+/// composition's `add` backward; `kernels::reduce::column_sums`).
 fn column_sums(g: &[f32], rows: usize, cols: usize) -> Result<Tensor> {
     let settings = Compute::settings();
     Tensor::build_f32(&[cols], |out| {
-        let per = cols.div_ceil(2).next_multiple_of(16).min(BIAS_COLS_PER_CHUNK);
-        for_each_chunk_mut(settings.threads, out, per, |i, o| {
-            let c0 = i * per;
-            let mut acc = [0.0f64; BIAS_COLS_PER_CHUNK];
-            let acc = &mut acc[..o.len()];
-            for row in g.chunks_exact(cols.max(1)).take(rows) {
-                acc.iter_mut().zip(&row[c0..c0 + o.len()]).for_each(|(a, &v)| *a += v as f64);
-            }
-            o.iter_mut().zip(acc.iter()).for_each(|(o, &a)| *o = a as f32);
-        });
+        om_core::kernels::reduce::column_sums(settings, g, rows, cols, out);
         Ok(())
     })
 }
