@@ -10,7 +10,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::row_tiles;
-use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
+use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
 use om_core::kernels::parallel::for_each_tile_scratch;
 use om_core::kernels::scratch::WorkerScratch;
 use om_core::kernels::softmax::softmax_rows;
@@ -183,11 +183,13 @@ fn probs_scratch_len(settings: Settings, dims: Dims, ops: &Operands) -> usize {
 /// of a parallel section takes no pool memory.
 fn block_gemm_len(settings: Settings, dims: Dims) -> usize {
     let Dims { tq, tk, d, dv, heads, .. } = dims;
-    let shapes = [(tq, d, tk), (tq, tk, dv), (tk, tq, dv), (tq, dv, tk), (tq, tk, d), (tk, tq, d)];
+    let shapes = [(tq, d, tk), (tq, tk, dv), (tk, tq, dv), (tq, tk, d), (tk, tq, d)];
     let len = |&(m, k, n): &(usize, usize, usize)| {
         gemm_scratch_len(settings, m, k, n, n).max(gemm_scratch_len(settings, m, k, n, heads.saturating_mul(n)))
     };
-    shapes.iter().map(len).max().unwrap_or(0)
+    // dPᵀ = V·gᵀ, written with rows `transposed_scores` apart.
+    let dpt = gemm_scratch_len(settings, tk, dv, tq, transposed_scores(tq, tk).0);
+    shapes.iter().map(len).fold(dpt, usize::max)
 }
 
 /// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
@@ -337,39 +339,48 @@ fn scale_rows(m: &mut [f32], rows: usize, cols: usize, ld: usize, s: f32) {
     }
 }
 
-/// Rows of the softmax backward summed in lockstep (independent f64 accumulators, so the
-/// adds of several rows overlap instead of waiting on one another): with 8 rows the
-/// backward's element-wise part went from 4.7% to 3.2% of the samples of `om bench
-/// attention` (AMD EPYC, 1 thread, perf).
-const LOCKSTEP_ROWS: usize = 8;
+/// Row stride and length of a block's `dPᵀ` / `dSᵀ` scratch (`[tk, tq]`): rows
+/// [`DIRECT_A_STRIDE`] apart when `tq` fits, so the GEMM of `dK = dSᵀ·Q` reads it as a
+/// packed A, in place (the same bits as packing it).
+fn transposed_scores(tq: usize, tk: usize) -> (usize, usize) {
+    let ld = if tq <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { tq };
+    (ld, if tk == 0 || tq == 0 { 0 } else { (tk - 1).saturating_mul(ld).saturating_add(tq) })
+}
 
-/// `dS = P∘(dP − rowsum(dP∘P))` in place of `dP` (`[rows, n]`), each row's sum in f64 in
-/// increasing element order, rounded once.
-fn softmax_backward(dp: &mut [f32], p: &[f32], n: usize) {
-    if n == 0 {
+/// Columns of `dPᵀ` whose sums [`softmax_backward_t`] carries at once (one f64
+/// accumulator each, on the stack).
+const SUM_COLS: usize = 64;
+
+/// `dSᵀ = Pᵀ∘(dPᵀ − rowsum(dP∘P))` in place of `dPᵀ` (`[tk, tq]`, rows `ld` apart), with
+/// `pt` = `Pᵀ` (`[tk, tq]`, contiguous): the softmax backward of each row of `dP` (a
+/// column here), its sum in f64 in increasing element order (`j`, a row here), rounded
+/// once: the same operations as on `dP` itself, so the same bits. Laid out so, the sums of
+/// [`SUM_COLS`] rows of `dP` run side by side along contiguous values: independent
+/// accumulators the compiler vectorises, where a row-major `dP` summed 8 rows in
+/// lockstep through strided reads.
+fn softmax_backward_t(dpt: &mut [f32], ld: usize, pt: &[f32], tq: usize) {
+    if tq == 0 {
         return;
     }
-    let finish = |dpr: &mut [f32], pr: &[f32], sum: f64| {
-        let rs = sum as f32;
-        dpr.iter_mut().zip(pr).for_each(|(x, &y)| *x = y * (*x - rs));
-    };
-    let mut groups = dp.chunks_mut(LOCKSTEP_ROWS * n).zip(p.chunks(LOCKSTEP_ROWS * n));
-    for (dpg, pg) in groups.by_ref() {
-        if dpg.len() < LOCKSTEP_ROWS * n {
-            for (dpr, pr) in dpg.chunks_mut(n).zip(pg.chunks(n)) {
-                let sum = dpr.iter().zip(pr).fold(0.0f64, |a, (&x, &y)| a + x as f64 * y as f64);
-                finish(dpr, pr, sum);
-            }
-            continue;
-        }
-        let mut acc = [0.0f64; LOCKSTEP_ROWS];
-        for j in 0..n {
-            for (r, a) in acc.iter_mut().enumerate() {
-                *a += dpg[r * n + j] as f64 * pg[r * n + j] as f64;
+    let tk = pt.len() / tq;
+    for c0 in (0..tq).step_by(SUM_COLS) {
+        let w = SUM_COLS.min(tq - c0);
+        let mut acc = [0.0f64; SUM_COLS];
+        let acc = &mut acc[..w];
+        for j in 0..tk {
+            let (dr, pr) = (&dpt[j * ld + c0..][..w], &pt[j * tq + c0..][..w]);
+            for ((a, &x), &y) in acc.iter_mut().zip(dr).zip(pr) {
+                *a += x as f64 * y as f64;
             }
         }
-        for ((dpr, pr), &sum) in dpg.chunks_mut(n).zip(pg.chunks(n)).zip(&acc) {
-            finish(dpr, pr, sum);
+        let mut sums = [0.0f32; SUM_COLS];
+        sums.iter_mut().zip(acc.iter()).for_each(|(r, &a)| *r = a as f32);
+        let sums = &sums[..w];
+        for j in 0..tk {
+            let (dr, pr) = (&mut dpt[j * ld + c0..][..w], &pt[j * tq + c0..][..w]);
+            for ((x, &y), &rs) in dr.iter_mut().zip(pr).zip(sums) {
+                *x = y * (*x - rs);
+            }
         }
     }
 }
@@ -455,8 +466,10 @@ pub mod attention {
                 let gview = View::new(gs, g, g.strides(), heads, tq, dv);
                 Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
                     let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
+                    let vn = ops.v.scratch_len();
                     let pn = probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops);
-                    let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]);
+                    let (ldt, dst_len) = transposed_scores(tq, tk);
+                    let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(2), dst_len, gn, kn, vn, qn, pn]);
                     let widths = [width(lq), width(lk), width(lv)];
                     per_block(settings, blocks, group, [dq_all, dk_all, dv_all], widths, floats, |s, b, i, [dq, dkb, dvb], buf| {
                         let (dq, ldq_out) = lq.block(dq, i);
@@ -464,48 +477,40 @@ pub mod attention {
                         let (dvb, ldv_out) = lv.block(dvb, i);
                         let (p, rest) = buf.split_at_mut(tq * tk);
                         let (pt, rest) = rest.split_at_mut(tq * tk);
-                        let (dp, rest) = rest.split_at_mut(tq * tk);
-                        let (vt, rest) = rest.split_at_mut(dv * tk);
+                        let (dst, rest) = rest.split_at_mut(dst_len);
                         let (g_scratch, rest) = rest.split_at_mut(gn);
                         let (k_scratch, rest) = rest.split_at_mut(kn);
+                        let (v_scratch, rest) = rest.split_at_mut(vn);
                         let (q_scratch, p_scratch) = rest.split_at_mut(qn);
                         probs(s, dims, scale, &ops, b, p, p_scratch);
                         let (gm, ldg) = gview.matrix(b, g_scratch);
+                        let gm = MatRef::with_stride(gm, tq, dv, ldg);
                         // dV = Pᵀ·g
                         transpose(p, tq, tk, tk, 1, pt);
-                        gemm_with_scratch(
-                            s,
-                            MatRef::with_stride(pt, tk, tq, tq),
-                            MatRef::with_stride(gm, tq, dv, ldg),
-                            MatMut::with_stride(dvb, tk, dv, ldv_out),
-                            p_scratch,
-                        );
-                        // dP = g·Vᵀ
-                        ops.v.transposed_into(b, vt);
-                        gemm_with_scratch(
-                            s,
-                            MatRef::with_stride(gm, tq, dv, ldg),
-                            MatRef::with_stride(vt, dv, tk, tk),
-                            MatMut::with_stride(dp, tq, tk, tk),
-                            p_scratch,
-                        );
-                        softmax_backward(dp, p, tk);
-                        // dQ = scale·(dS·K)
+                        let ptm = MatRef::with_stride(pt, tk, tq, tq);
+                        gemm_with_scratch(s, ptm, gm, MatMut::with_stride(dvb, tk, dv, ldv_out), p_scratch);
+                        // dPᵀ = V·gᵀ (each value the sum of dP = g·Vᵀ, same terms in the same
+                        // order), rows `ldt` apart, then dSᵀ in its place.
+                        let (vm, ldv) = ops.v.matrix(b, v_scratch);
+                        let vm = MatRef::with_stride(vm, tk, dv, ldv);
+                        gemm_with_scratch(s, vm, gm.t(), MatMut::with_stride(dst, tk, tq, ldt), p_scratch);
+                        softmax_backward_t(dst, ldt, pt, tq);
+                        let dstm = MatRef::with_stride(dst, tk, tq, ldt);
+                        // dQ = scale·(dS·K), dS read transposed in place
                         let (km, ldk) = ops.k.matrix(b, k_scratch);
                         gemm_with_scratch(
                             s,
-                            MatRef::with_stride(dp, tq, tk, tk),
+                            dstm.t(),
                             MatRef::with_stride(km, tk, dk, ldk),
                             MatMut::with_stride(dq, tq, dk, ldq_out),
                             p_scratch,
                         );
                         scale_rows(dq, tq, dk, ldq_out, scale);
                         // dK = scale·(dSᵀ·Q)
-                        transpose(dp, tq, tk, tk, 1, pt);
                         let (qm, ldq) = ops.q.matrix(b, q_scratch);
                         gemm_with_scratch(
                             s,
-                            MatRef::with_stride(pt, tk, tq, tq),
+                            dstm,
                             MatRef::with_stride(qm, tq, dk, ldq),
                             MatMut::with_stride(dkb, tk, dk, ldk_out),
                             p_scratch,
