@@ -10,6 +10,7 @@
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::row_tiles;
+use om_core::kernels::gemm::prepacked::{gemm_prepacked_a, pack_a_once, packed_a_len};
 use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
 use om_core::kernels::parallel::for_each_tile_scratch;
 use om_core::kernels::scratch::WorkerScratch;
@@ -469,7 +470,8 @@ pub mod attention {
                     let vn = ops.v.scratch_len();
                     let pn = probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops);
                     let (ldt, dst_len) = transposed_scores(tq, tk);
-                    let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(2), dst_len, gn, kn, vn, qn, pn]);
+                    let dsn = packed_a_len(Settings { threads: 1, ..settings }, tq, tk);
+                    let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(2), dst_len, gn, kn, vn, dsn, qn, pn]);
                     let widths = [width(lq), width(lk), width(lv)];
                     per_block(settings, blocks, group, [dq_all, dk_all, dv_all], widths, floats, |s, b, i, [dq, dkb, dvb], buf| {
                         let (dq, ldq_out) = lq.block(dq, i);
@@ -481,6 +483,7 @@ pub mod attention {
                         let (g_scratch, rest) = rest.split_at_mut(gn);
                         let (k_scratch, rest) = rest.split_at_mut(kn);
                         let (v_scratch, rest) = rest.split_at_mut(vn);
+                        let (ds_packed, rest) = rest.split_at_mut(dsn);
                         let (q_scratch, p_scratch) = rest.split_at_mut(qn);
                         probs(s, dims, scale, &ops, b, p, p_scratch);
                         let (gm, ldg) = gview.matrix(b, g_scratch);
@@ -496,15 +499,11 @@ pub mod attention {
                         gemm_with_scratch(s, vm, gm.t(), MatMut::with_stride(dst, tk, tq, ldt), p_scratch);
                         softmax_backward_t(dst, ldt, pt, tq);
                         let dstm = MatRef::with_stride(dst, tk, tq, ldt);
-                        // dQ = scale·(dS·K), dS read transposed in place
+                        // dQ = scale·(dS·K): dS packed once from dSᵀ, all its rows in one
+                        // transposing pass (whole 8×8 blocks), then the same product.
                         let (km, ldk) = ops.k.matrix(b, k_scratch);
-                        gemm_with_scratch(
-                            s,
-                            dstm.t(),
-                            MatRef::with_stride(km, tk, dk, ldk),
-                            MatMut::with_stride(dq, tq, dk, ldq_out),
-                            p_scratch,
-                        );
+                        let ds = pack_a_once(s, dstm.t(), ds_packed);
+                        gemm_prepacked_a(s, &ds, MatRef::with_stride(km, tk, dk, ldk), MatMut::with_stride(dq, tq, dk, ldq_out), None, p_scratch);
                         scale_rows(dq, tq, dk, ldq_out, scale);
                         // dK = scale·(dSᵀ·Q)
                         let (qm, ldq) = ops.q.matrix(b, q_scratch);
