@@ -5,7 +5,10 @@
 //! read in place through their strides (the heads of a permuted projection are GEMM
 //! operands with a leading dimension; a block is gathered into pooled scratch only when its
 //! rows are not unit-stride) and the mask through its broadcast strides, never expanded.
-//! The backward recomputes the attention weights instead of saving a `[T, T]` matrix.
+//! The forward keeps the attention weights for the backward when they are no larger than
+//! `q` and `k` together (short sequences, as in the encoder); for longer ones the backward
+//! recomputes them instead of holding a `[T, T]` matrix per block. Either way the same
+//! operations make them, so the same bits.
 //! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
@@ -416,7 +419,7 @@ fn inputs(bq: usize, h: usize, tq: usize, tk: usize, d: usize, dv: usize, seed: 
 /// Scaled dot-product attention: `softmax(scale·Q·Kᵀ + mask)·V` per batch and head, with
 /// `q: [B, H, Tq, D]`, `k: [B, H, Tk, D]`, `v: [B, H, Tk, Dv]` and an optional additive mask
 /// broadcastable to `[B, H, Tq, Tk]` (it gets no gradient).
-/// Backward (weights recomputed): `dV = Pᵀ·g`, `dP = g·Vᵀ`, `dS = P∘(dP − rowsum(dP∘P))`,
+/// Backward (weights kept when small, else recomputed): `dV = Pᵀ·g`, `dP = g·Vᵀ`, `dS = P∘(dP − rowsum(dP∘P))`,
 /// `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 ///
 /// # Examples
