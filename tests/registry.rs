@@ -177,7 +177,7 @@ const ROWS: &[(&str, &str, &[Ours], &str)] = &[
     ("0 = ids", "[paddingIndex]", &[Primitive("embedding", &["ids"], &["padding_idx"])], ""),
     ("0 = targets", "[mean, ignoreIndex]", &[Primitive("nll_loss", &["targets", "weight"], &["options"])], "class weights; reduction, ignore index and label smoothing are one `CrossEntropyOptions`"),
     ("(composition: LogSoftmax, NllLoss)", "", &[Composition("cross_entropy")], ""),
-    ("0 = q, 1 = k, 2 = v, 3 = additive mask (or empty)", "Floats [scale]", &[Primitive("attention", &["q", "k", "v", "mask"], &["scale"])], ""),
+    ("0 = q, 1 = k, 2 = v, 3 = additive mask (or empty)", "Floats [scale]", &[Primitive("attention", &["q", "k", "v", "mask", "probs (owned)"], &["scale"])], "the forward keeps P for the backward when it holds no more values than q and k (Tq·Tk ≤ (Tq + Tk)·D; empty otherwise, and the backward recomputes it as the spec says): the same operations, the bits of recomputing it"),
     (
         "none",
         "as `tensors.md`",

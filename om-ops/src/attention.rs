@@ -5,12 +5,16 @@
 //! read in place through their strides (the heads of a permuted projection are GEMM
 //! operands with a leading dimension; a block is gathered into pooled scratch only when its
 //! rows are not unit-stride) and the mask through its broadcast strides, never expanded.
-//! The backward recomputes the attention weights instead of saving a `[T, T]` matrix.
+//! The forward keeps the attention weights for the backward when they are no larger than
+//! `q` and `k` together (short sequences, as in the encoder); for longer ones the backward
+//! recomputes them instead of holding a `[T, T]` matrix per block. Either way the same
+//! operations make them, so the same bits.
 //! Layout and figures: `docs/ops-attention.md`.
 
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::row_tiles;
-use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
+use om_core::kernels::gemm::prepacked::{gemm_prepacked_a, pack_a_once, packed_a_len};
+use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
 use om_core::kernels::parallel::for_each_tile_scratch;
 use om_core::kernels::scratch::WorkerScratch;
 use om_core::kernels::softmax::softmax_rows;
@@ -183,11 +187,13 @@ fn probs_scratch_len(settings: Settings, dims: Dims, ops: &Operands) -> usize {
 /// of a parallel section takes no pool memory.
 fn block_gemm_len(settings: Settings, dims: Dims) -> usize {
     let Dims { tq, tk, d, dv, heads, .. } = dims;
-    let shapes = [(tq, d, tk), (tq, tk, dv), (tk, tq, dv), (tq, dv, tk), (tq, tk, d), (tk, tq, d)];
+    let shapes = [(tq, d, tk), (tq, tk, dv), (tk, tq, dv), (tq, tk, d), (tk, tq, d)];
     let len = |&(m, k, n): &(usize, usize, usize)| {
         gemm_scratch_len(settings, m, k, n, n).max(gemm_scratch_len(settings, m, k, n, heads.saturating_mul(n)))
     };
-    shapes.iter().map(len).max().unwrap_or(0)
+    // dPᵀ = V·gᵀ, written with rows `transposed_scores` apart.
+    let dpt = gemm_scratch_len(settings, tk, dv, tq, transposed_scores(tq, tk).0);
+    shapes.iter().map(len).fold(dpt, usize::max)
 }
 
 /// The bytes of the sum of `counts` floats, saturating (a size that overflows is refused).
@@ -337,39 +343,67 @@ fn scale_rows(m: &mut [f32], rows: usize, cols: usize, ld: usize, s: f32) {
     }
 }
 
-/// Rows of the softmax backward summed in lockstep (independent f64 accumulators, so the
-/// adds of several rows overlap instead of waiting on one another): with 8 rows the
-/// backward's element-wise part went from 4.7% to 3.2% of the samples of `om bench
-/// attention` (AMD EPYC, 1 thread, perf).
-const LOCKSTEP_ROWS: usize = 8;
+/// Whether the forward keeps the attention weights `P` (`[B, H, Tq, Tk]`) for the
+/// backward instead of the backward recomputing them (`Q·Kᵀ`, scale and mask, softmax:
+/// the same operations, so the same bits either way): when `P` holds no more values than
+/// `q` and `k` together (`Tq·Tk ≤ (Tq + Tk)·D`), so keeping it at most doubles what the
+/// record holds, whatever the length; long sequences recompute.
+fn keeps_probs(dims: Dims) -> bool {
+    #[cfg(test)]
+    if RECOMPUTE.with(|r| r.get()) {
+        return false;
+    }
+    dims.tq.saturating_mul(dims.tk) <= dims.tq.saturating_add(dims.tk).saturating_mul(dims.d)
+}
 
-/// `dS = P∘(dP − rowsum(dP∘P))` in place of `dP` (`[rows, n]`), each row's sum in f64 in
-/// increasing element order, rounded once.
-fn softmax_backward(dp: &mut [f32], p: &[f32], n: usize) {
-    if n == 0 {
+#[cfg(test)]
+thread_local! {
+    /// Tests: the forward keeps no weights, so the backward recomputes them.
+    static RECOMPUTE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Row stride and length of a block's `dPᵀ` / `dSᵀ` scratch (`[tk, tq]`): rows
+/// [`DIRECT_A_STRIDE`] apart when `tq` fits, so the GEMM of `dK = dSᵀ·Q` reads it as a
+/// packed A, in place (the same bits as packing it).
+fn transposed_scores(tq: usize, tk: usize) -> (usize, usize) {
+    let ld = if tq <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { tq };
+    (ld, if tk == 0 || tq == 0 { 0 } else { (tk - 1).saturating_mul(ld).saturating_add(tq) })
+}
+
+/// Columns of `dPᵀ` whose sums [`softmax_backward_t`] carries at once (one f64
+/// accumulator each, on the stack).
+const SUM_COLS: usize = 64;
+
+/// `dSᵀ = Pᵀ∘(dPᵀ − rowsum(dP∘P))` in place of `dPᵀ` (`[tk, tq]`, rows `ld` apart), with
+/// `pt` = `Pᵀ` (`[tk, tq]`, contiguous): the softmax backward of each row of `dP` (a
+/// column here), its sum in f64 in increasing element order (`j`, a row here), rounded
+/// once: the same operations as on `dP` itself, so the same bits. Laid out so, the sums of
+/// [`SUM_COLS`] rows of `dP` run side by side along contiguous values: independent
+/// accumulators the compiler vectorises, where a row-major `dP` summed 8 rows in
+/// lockstep through strided reads.
+fn softmax_backward_t(dpt: &mut [f32], ld: usize, pt: &[f32], tq: usize) {
+    if tq == 0 {
         return;
     }
-    let finish = |dpr: &mut [f32], pr: &[f32], sum: f64| {
-        let rs = sum as f32;
-        dpr.iter_mut().zip(pr).for_each(|(x, &y)| *x = y * (*x - rs));
-    };
-    let mut groups = dp.chunks_mut(LOCKSTEP_ROWS * n).zip(p.chunks(LOCKSTEP_ROWS * n));
-    for (dpg, pg) in groups.by_ref() {
-        if dpg.len() < LOCKSTEP_ROWS * n {
-            for (dpr, pr) in dpg.chunks_mut(n).zip(pg.chunks(n)) {
-                let sum = dpr.iter().zip(pr).fold(0.0f64, |a, (&x, &y)| a + x as f64 * y as f64);
-                finish(dpr, pr, sum);
-            }
-            continue;
-        }
-        let mut acc = [0.0f64; LOCKSTEP_ROWS];
-        for j in 0..n {
-            for (r, a) in acc.iter_mut().enumerate() {
-                *a += dpg[r * n + j] as f64 * pg[r * n + j] as f64;
+    let tk = pt.len() / tq;
+    for c0 in (0..tq).step_by(SUM_COLS) {
+        let w = SUM_COLS.min(tq - c0);
+        let mut acc = [0.0f64; SUM_COLS];
+        let acc = &mut acc[..w];
+        for j in 0..tk {
+            let (dr, pr) = (&dpt[j * ld + c0..][..w], &pt[j * tq + c0..][..w]);
+            for ((a, &x), &y) in acc.iter_mut().zip(dr).zip(pr) {
+                *a += x as f64 * y as f64;
             }
         }
-        for ((dpr, pr), &sum) in dpg.chunks_mut(n).zip(pg.chunks(n)).zip(&acc) {
-            finish(dpr, pr, sum);
+        let mut sums = [0.0f32; SUM_COLS];
+        sums.iter_mut().zip(acc.iter()).for_each(|(r, &a)| *r = a as f32);
+        let sums = &sums[..w];
+        for j in 0..tk {
+            let (dr, pr) = (&mut dpt[j * ld + c0..][..w], &pt[j * tq + c0..][..w]);
+            for ((x, &y), &rs) in dr.iter_mut().zip(pr).zip(sums) {
+                *x = y * (*x - rs);
+            }
         }
     }
 }
@@ -385,7 +419,7 @@ fn inputs(bq: usize, h: usize, tq: usize, tk: usize, d: usize, dv: usize, seed: 
 /// Scaled dot-product attention: `softmax(scale·Q·Kᵀ + mask)·V` per batch and head, with
 /// `q: [B, H, Tq, D]`, `k: [B, H, Tk, D]`, `v: [B, H, Tk, Dv]` and an optional additive mask
 /// broadcastable to `[B, H, Tq, Tk]` (it gets no gradient).
-/// Backward (weights recomputed): `dV = Pᵀ·g`, `dP = g·Vᵀ`, `dS = P∘(dP − rowsum(dP∘P))`,
+/// Backward (weights kept when small, else recomputed): `dV = Pᵀ·g`, `dP = g·Vᵀ`, `dS = P∘(dP − rowsum(dP∘P))`,
 /// `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
 ///
 /// # Examples
@@ -401,11 +435,11 @@ fn inputs(bq: usize, h: usize, tq: usize, tk: usize, d: usize, dv: usize, seed: 
 /// assert!(y.to_vec().iter().all(|v| (v - 2.0).abs() < 1e-6));
 /// # Ok::<(), om_ops::Error>(())
 /// ```
-#[op(saved = [q, k, v, mask], attrs = [scale: f32])]
+#[op(saved = [q, k, v, mask, probs: owned], attrs = [scale: f32])]
 pub mod attention {
     use super::*;
 
-    pub fn forward(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, scale: f32) -> Result<Tensor> {
+    pub fn forward(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, scale: f32) -> Result<(Tensor, Owned)> {
         let dims = check(NAME, q, k, v, mask, scale)?;
         let Dims { blocks, heads, tq, tk, dv, .. } = dims;
         let settings = Compute::settings();
@@ -415,12 +449,20 @@ pub mod attention {
         // that joining the heads again is a view.
         let lay = Out::like(q, dv);
         let group = if lay.token_major { heads } else { 1 };
-        let y = with_operands(dims, q, k, v, mask, |ops| {
-            Tensor::build_f32(&shape, |out| {
+        // The weights are kept for the backward when it will run and they are small
+        // (`keeps_probs`), written block after block; else they live in scratch.
+        let keep = (q.needs_grad() || k.needs_grad() || v.needs_grad()) && keeps_probs(dims);
+        let mut p_shape = om_core::layout::Dims::from_slice(q.shape());
+        p_shape[3] = tk;
+        let p_shape: &[usize] = if keep { &p_shape } else { &[0] };
+        let p_width = if keep { group * tq * tk } else { 0 };
+        let [y, probs_t] = with_operands(dims, q, k, v, mask, |ops| {
+            Tensor::build_many_f32([&shape, p_shape], |[out, p_all]| {
                 let (vn, pn) = (ops.v.scratch_len(), probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops));
-                let floats = f32_count(&[tq.saturating_mul(tk), vn, pn]);
-                per_block(settings, blocks, group, [out], [lay.chunk_width()], floats, |s, b, i, [o], buf| {
-                    let (p, rest) = buf.split_at_mut(tq * tk);
+                let floats = f32_count(&[if keep { 0 } else { tq.saturating_mul(tk) }, vn, pn]);
+                per_block(settings, blocks, group, [out, p_all], [lay.chunk_width(), p_width], floats, |s, b, i, [o, pp], buf| {
+                    let (p_own, rest) = buf.split_at_mut(if keep { 0 } else { tq * tk });
+                    let p = if keep { &mut pp[i * tq * tk..(i + 1) * tq * tk] } else { p_own };
                     let (v_scratch, p_scratch) = rest.split_at_mut(vn);
                     probs(s, dims, scale, &ops, b, p, p_scratch);
                     let (vm, ldv) = ops.v.matrix(b, v_scratch);
@@ -430,7 +472,7 @@ pub mod attention {
                 })
             })
         })?;
-        lay.wrap(y)
+        Ok((lay.wrap(y)?, Owned { probs: probs_t }))
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
@@ -450,71 +492,84 @@ pub mod attention {
         let (lq, lk, lv) = (Out::like(q, dk), Out::like(k, dk), Out::like(v, dv));
         let group = if lq.token_major || lk.token_major || lv.token_major { heads } else { 1 };
         let width = |l: Out| if group > 1 { l.heads * l.rows * l.cols } else { l.rows * l.cols };
-        let [dq_t, dk_t, dv_t] = with_operands(dims, q, k, v, mask, |ops| {
-            g.with_storage_f32(|gs| {
-                let gview = View::new(gs, g, g.strides(), heads, tq, dv);
-                Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
-                    let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
-                    let pn = probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops);
-                    let floats = f32_count(&[tq.saturating_mul(tk).saturating_mul(3), dv.saturating_mul(tk), gn, kn, qn, pn]);
-                    let widths = [width(lq), width(lk), width(lv)];
-                    per_block(settings, blocks, group, [dq_all, dk_all, dv_all], widths, floats, |s, b, i, [dq, dkb, dvb], buf| {
-                        let (dq, ldq_out) = lq.block(dq, i);
-                        let (dkb, ldk_out) = lk.block(dkb, i);
-                        let (dvb, ldv_out) = lv.block(dvb, i);
-                        let (p, rest) = buf.split_at_mut(tq * tk);
-                        let (pt, rest) = rest.split_at_mut(tq * tk);
-                        let (dp, rest) = rest.split_at_mut(tq * tk);
-                        let (vt, rest) = rest.split_at_mut(dv * tk);
-                        let (g_scratch, rest) = rest.split_at_mut(gn);
-                        let (k_scratch, rest) = rest.split_at_mut(kn);
-                        let (q_scratch, p_scratch) = rest.split_at_mut(qn);
-                        probs(s, dims, scale, &ops, b, p, p_scratch);
-                        let (gm, ldg) = gview.matrix(b, g_scratch);
-                        // dV = Pᵀ·g
-                        transpose(p, tq, tk, tk, 1, pt);
-                        gemm_with_scratch(
-                            s,
-                            MatRef::with_stride(pt, tk, tq, tq),
-                            MatRef::with_stride(gm, tq, dv, ldg),
-                            MatMut::with_stride(dvb, tk, dv, ldv_out),
-                            p_scratch,
-                        );
-                        // dP = g·Vᵀ
-                        ops.v.transposed_into(b, vt);
-                        gemm_with_scratch(
-                            s,
-                            MatRef::with_stride(gm, tq, dv, ldg),
-                            MatRef::with_stride(vt, dv, tk, tk),
-                            MatMut::with_stride(dp, tq, tk, tk),
-                            p_scratch,
-                        );
-                        softmax_backward(dp, p, tk);
-                        // dQ = scale·(dS·K)
-                        let (km, ldk) = ops.k.matrix(b, k_scratch);
-                        gemm_with_scratch(
-                            s,
-                            MatRef::with_stride(dp, tq, tk, tk),
-                            MatRef::with_stride(km, tk, dk, ldk),
-                            MatMut::with_stride(dq, tq, dk, ldq_out),
-                            p_scratch,
-                        );
-                        scale_rows(dq, tq, dk, ldq_out, scale);
-                        // dK = scale·(dSᵀ·Q)
-                        transpose(dp, tq, tk, tk, 1, pt);
-                        let (qm, ldq) = ops.q.matrix(b, q_scratch);
-                        gemm_with_scratch(
-                            s,
-                            MatRef::with_stride(pt, tk, tq, tq),
-                            MatRef::with_stride(qm, tq, dk, ldq),
-                            MatMut::with_stride(dkb, tk, dk, ldk_out),
-                            p_scratch,
-                        );
-                        scale_rows(dkb, tk, dk, ldk_out, scale);
+        // The weights kept by the forward (`keeps_probs`), block after block, else recomputed.
+        let kept = r.probs();
+        let kept = kept.numel() > 0 && kept.shape() == [q.shape()[0], heads, tq, tk];
+        let run = |saved: Option<&[f32]>| {
+            with_operands(dims, q, k, v, mask, |ops| {
+                g.with_storage_f32(|gs| {
+                    let gview = View::new(gs, g, g.strides(), heads, tq, dv);
+                    Tensor::build_many_f32([q.shape(), k.shape(), v.shape()], |[dq_all, dk_all, dv_all]| {
+                        let (gn, kn, qn) = (gview.scratch_len(), ops.k.scratch_len(), ops.q.scratch_len());
+                        let vn = ops.v.scratch_len();
+                        let pn = probs_scratch_len(Settings { threads: 1, ..settings }, dims, &ops);
+                        let (ldt, dst_len) = transposed_scores(tq, tk);
+                        let dsn = packed_a_len(Settings { threads: 1, ..settings }, tq, tk);
+                        let own_p = if saved.is_some() { 0 } else { tq.saturating_mul(tk) };
+                        let floats = f32_count(&[own_p, tq.saturating_mul(tk), dst_len, gn, kn, vn, dsn, qn, pn]);
+                        let widths = [width(lq), width(lk), width(lv)];
+                        per_block(settings, blocks, group, [dq_all, dk_all, dv_all], widths, floats, |s, b, i, [dq, dkb, dvb], buf| {
+                            let (dq, ldq_out) = lq.block(dq, i);
+                            let (dkb, ldk_out) = lk.block(dkb, i);
+                            let (dvb, ldv_out) = lv.block(dvb, i);
+                            let (p_own, rest) = buf.split_at_mut(if saved.is_some() { 0 } else { tq * tk });
+                            let (pt, rest) = rest.split_at_mut(tq * tk);
+                            let (dst, rest) = rest.split_at_mut(dst_len);
+                            let (g_scratch, rest) = rest.split_at_mut(gn);
+                            let (k_scratch, rest) = rest.split_at_mut(kn);
+                            let (v_scratch, rest) = rest.split_at_mut(vn);
+                            let (ds_packed, rest) = rest.split_at_mut(dsn);
+                            let (q_scratch, p_scratch) = rest.split_at_mut(qn);
+                            let p: &[f32] = match saved {
+                                Some(ps) => &ps[b * tq * tk..(b + 1) * tq * tk],
+                                None => {
+                                    probs(s, dims, scale, &ops, b, p_own, p_scratch);
+                                    p_own
+                                }
+                            };
+                            let (gm, ldg) = gview.matrix(b, g_scratch);
+                            let gm = MatRef::with_stride(gm, tq, dv, ldg);
+                            // dV = Pᵀ·g
+                            transpose(p, tq, tk, tk, 1, pt);
+                            let ptm = MatRef::with_stride(pt, tk, tq, tq);
+                            gemm_with_scratch(s, ptm, gm, MatMut::with_stride(dvb, tk, dv, ldv_out), p_scratch);
+                            // dPᵀ = V·gᵀ (each value the sum of dP = g·Vᵀ, same terms in the same
+                            // order), rows `ldt` apart, then dSᵀ in its place.
+                            let (vm, ldv) = ops.v.matrix(b, v_scratch);
+                            let vm = MatRef::with_stride(vm, tk, dv, ldv);
+                            gemm_with_scratch(s, vm, gm.t(), MatMut::with_stride(dst, tk, tq, ldt), p_scratch);
+                            softmax_backward_t(dst, ldt, pt, tq);
+                            let dstm = MatRef::with_stride(dst, tk, tq, ldt);
+                            // dQ = scale·(dS·K): dS packed once from dSᵀ, all its rows in one
+                            // transposing pass (whole 8×8 blocks), then the same product.
+                            let (km, ldk) = ops.k.matrix(b, k_scratch);
+                            let ds = pack_a_once(s, dstm.t(), ds_packed);
+                            gemm_prepacked_a(
+                                s,
+                                &ds,
+                                MatRef::with_stride(km, tk, dk, ldk),
+                                MatMut::with_stride(dq, tq, dk, ldq_out),
+                                None,
+                                p_scratch,
+                            );
+                            scale_rows(dq, tq, dk, ldq_out, scale);
+                            // dK = scale·(dSᵀ·Q)
+                            let (qm, ldq) = ops.q.matrix(b, q_scratch);
+                            gemm_with_scratch(
+                                s,
+                                dstm,
+                                MatRef::with_stride(qm, tq, dk, ldq),
+                                MatMut::with_stride(dkb, tk, dk, ldk_out),
+                                p_scratch,
+                            );
+                            scale_rows(dkb, tk, dk, ldk_out, scale);
+                        })
                     })
                 })
             })
-        })?;
+        };
+        let probs_t = r.probs();
+        let [dq_t, dk_t, dv_t] = if kept { probs_t.with_storage_f32(|ps| run(Some(&ps[probs_t.offset()..])))? } else { run(None)? };
         let (dq_t, dk_t, dv_t) = (lq.wrap(dq_t)?, lk.wrap(dk_t)?, lv.wrap(dv_t)?);
         if d.needs_q() {
             d.q(dq_t);
@@ -651,6 +706,47 @@ mod tests {
                     let (y, g, strided) = run(token_major_k, false);
                     assert!(strided, "the output of token-major heads is token-major");
                     assert!(y == want_y && g == want_g, "threads {threads}, token-major k {token_major_k}");
+                }
+            }
+            Compute::set_threads(1).unwrap();
+        });
+    }
+
+    /// The weights kept by the forward give the bits of the weights recomputed by the
+    /// backward, in both modes, at any thread count, with token-major and contiguous
+    /// operands, a broadcast mask, `Tq ≠ Tk` and `D ≠ Dv`; long sequences recompute.
+    #[test]
+    fn kept_weights_have_the_bits_of_recomputed_ones() {
+        let (b, h, tq, tk, d, dv) = (4, 3, 5, 7, 4, 6);
+        let bits = |t: &Tensor| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mask = Tensor::rand_uniform(&[tq, tk], -1.0, 1.0, 9).unwrap();
+        let c = Tensor::rand_uniform(&[b, h, tq, dv], -1.0, 1.0, 10).unwrap();
+        let heads = |x: &Tensor, t: usize, w: usize| {
+            crate::permute(&crate::reshape(x, [b as isize, t as isize, h as isize, w as isize]).unwrap(), [0, 2, 1, 3]).unwrap()
+        };
+        let run = |recompute: bool, token_major: bool| {
+            super::RECOMPUTE.with(|r| r.set(recompute));
+            let q = Tensor::rand_uniform(&[b, tq, h * d], -1.0, 1.0, 1).unwrap().requires_grad().unwrap();
+            let k = Tensor::rand_uniform(&[b, tk, h * d], -1.0, 1.0, 2).unwrap().requires_grad().unwrap();
+            let v = Tensor::rand_uniform(&[b, tk, h * dv], -1.0, 1.0, 3).unwrap().requires_grad().unwrap();
+            let (mut qh, mut kh, mut vh) = (heads(&q, tq, d), heads(&k, tk, d), heads(&v, tk, dv));
+            if !token_major {
+                (qh, kh, vh) = (crate::contiguous(&qh).unwrap(), crate::contiguous(&kh).unwrap(), crate::contiguous(&vh).unwrap());
+            }
+            let y = crate::attention(&qh, &kh, &vh, Some(&mask), 0.4).unwrap();
+            crate::sum(&crate::mul(&y, &c).unwrap(), None, false).unwrap().backward().unwrap();
+            super::RECOMPUTE.with(|r| r.set(false));
+            let mut all = bits(&y);
+            [&q, &k, &v].iter().for_each(|x| all.extend(bits(&x.grad().unwrap())));
+            all
+        };
+        assert!(super::keeps_probs(super::Dims { blocks: b * h, heads: h, tq, tk, d, dv }));
+        assert!(!super::keeps_probs(super::Dims { blocks: 1, heads: 1, tq: 512, tk: 512, d: 64, dv: 64 }));
+        both_modes(|| {
+            for threads in [1, 2, 3] {
+                Compute::set_threads(threads).unwrap();
+                for token_major in [true, false] {
+                    assert!(run(false, token_major) == run(true, token_major), "threads {threads}, token-major {token_major}");
                 }
             }
             Compute::set_threads(1).unwrap();
