@@ -493,8 +493,8 @@ pub mod attention {
         let group = if lq.token_major || lk.token_major || lv.token_major { heads } else { 1 };
         let width = |l: Out| if group > 1 { l.heads * l.rows * l.cols } else { l.rows * l.cols };
         // The weights kept by the forward (`keeps_probs`), block after block, else recomputed.
-        let kept = r.probs();
-        let kept = kept.numel() > 0 && kept.shape() == [q.shape()[0], heads, tq, tk];
+        let probs_t = r.probs();
+        let kept = probs_t.numel() > 0 && probs_t.shape() == [q.shape()[0], heads, tq, tk];
         let run = |saved: Option<&[f32]>| {
             with_operands(dims, q, k, v, mask, |ops| {
                 g.with_storage_f32(|gs| {
@@ -568,7 +568,6 @@ pub mod attention {
                 })
             })
         };
-        let probs_t = r.probs();
         let [dq_t, dk_t, dv_t] = if kept { probs_t.with_storage_f32(|ps| run(Some(&ps[probs_t.offset()..])))? } else { run(None)? };
         let (dq_t, dk_t, dv_t) = (lq.wrap(dq_t)?, lk.wrap(dk_t)?, lv.wrap(dv_t)?);
         if d.needs_q() {
@@ -773,5 +772,35 @@ mod tests {
         let m = t(&[4, 5]).requires_grad().unwrap();
         let e = crate::attention(&q, &t(&[2, 3, 5, 8]), &t(&[2, 3, 5, 4]), Some(&m), 1.0).unwrap_err();
         assert!(matches!(e, Error::Argument { op: "attention", .. }), "{e}");
+    }
+    /// More query positions than `DIRECT_A_STRIDE`: the backward's `dPᵀ`/`dSᵀ` scratch then
+    /// has rows `Tq` apart instead; the output and gradients agree with the composition
+    /// `softmax(scale·Q·Kᵀ + mask)·V` of separate operators (to rounding: the composition
+    /// adds the mask after the scaling as its own op, and sums the softmax differently).
+    #[test]
+    fn long_queries_match_the_composition() {
+        use om_core::kernels::gemm::DIRECT_A_STRIDE;
+        let (tq, tk, d, dv) = (DIRECT_A_STRIDE + 5, 6, 4, 3);
+        let mask = Tensor::rand_uniform(&[tq, tk], -1.0, 1.0, 9).unwrap();
+        let c = Tensor::rand_uniform(&[1, 1, tq, dv], -1.0, 1.0, 10).unwrap();
+        let grads = |composed: bool| {
+            let q = Tensor::rand_uniform(&[1, 1, tq, d], -1.0, 1.0, 1).unwrap().requires_grad().unwrap();
+            let k = Tensor::rand_uniform(&[1, 1, tk, d], -1.0, 1.0, 2).unwrap().requires_grad().unwrap();
+            let v = Tensor::rand_uniform(&[1, 1, tk, dv], -1.0, 1.0, 3).unwrap().requires_grad().unwrap();
+            let y = if composed {
+                let s = crate::mul_scalar(&crate::matmul(&q, &crate::transpose(&k, -2, -1).unwrap()).unwrap(), 0.4).unwrap();
+                crate::matmul(&crate::softmax(&crate::add(&s, &mask).unwrap(), -1).unwrap(), &v).unwrap()
+            } else {
+                crate::attention(&q, &k, &v, Some(&mask), 0.4).unwrap()
+            };
+            crate::sum(&crate::mul(&y, &c).unwrap(), None, false).unwrap().backward().unwrap();
+            [y.to_vec(), q.grad().unwrap().to_vec(), k.grad().unwrap().to_vec(), v.grad().unwrap().to_vec()]
+        };
+        let (ours, composed) = (grads(false), grads(true));
+        for (name, (a, b)) in ["y", "dq", "dk", "dv"].iter().zip(ours.iter().zip(&composed)) {
+            let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let err = a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(err <= 1e-5 * scale, "{name}: max error {err} against max {scale}");
+        }
     }
 }

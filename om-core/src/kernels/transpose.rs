@@ -2,7 +2,7 @@
 //!
 //! [`transpose`] writes the row-major transpose of a (possibly strided) matrix, in square
 //! tiles so that both the reads and the writes stay within a few cache lines per tile. Used
-//! by attention for a block's `Kᵀ`, `Vᵀ`, `Pᵀ`, `dSᵀ` (64×64 at the encoder's shape): there a
+//! by attention for a block's `Kᵀ` and `Pᵀ` (64×64 at the encoder's shape): there a
 //! copy plus row-major packing measured ~3% faster over the whole attention step than
 //! `MatRef::t()` views packed by the GEMM (AMD EPYC, 1 thread, `om bench attention`); the
 //! recurrent layers read their transposed operands in place instead. The GEMM's packers
