@@ -107,8 +107,27 @@ const ERF_BLOCK: usize = 1024;
 #[inline(always)]
 fn erf_block<L: Lanes>(isa: L::Isa, x: &[f32], y: &mut [f32], s: &mut [f32], mode: Mode) {
     let w = L::WIDTH;
-    let every = (1u32 << w) - 1; // w <= 16
-                                 // Per vector with uncovered lanes: its index in the low 16 bits, the lanes above.
+    if w == 1 {
+        // One lane: the small form on every element (a loop the compiler can vectorise),
+        // then the full formula on the elements it does not cover.
+        for ((&x, yo), so) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()) {
+            let (v, d, _) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
+            finish(v, mode).store(std::slice::from_mut(yo));
+            d.store(std::slice::from_mut(so));
+        }
+        for ((&x, yo), so) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()) {
+            let (_, _, small) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
+            if !L::all(small) {
+                let (v, d) = tr::gelu_erf_with_grad(L::splat(isa, x));
+                finish(v, mode).store(std::slice::from_mut(yo));
+                d.store(std::slice::from_mut(so));
+            }
+        }
+        return;
+    }
+    // w <= 16 lanes.
+    let every = (1u32 << w) - 1;
+    // Per vector with uncovered lanes: its index in the low 16 bits, the lanes above.
     let mut marked = [0u32; ERF_BLOCK];
     let mut n_marked = 0;
     for (c, (yo, so)) in y.chunks_exact_mut(w).zip(s.chunks_exact_mut(w)).enumerate() {

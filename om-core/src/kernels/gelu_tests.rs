@@ -192,14 +192,16 @@ fn short_exps_are_exp_on_all_of_their_domains() {
     check_short_exps(1);
 }
 
-/// A/B timing on a `[1024, 1024]` `N(0, 0.6)` input, one thread, exact mode, alternating
-/// the one-pass reference and the two-pass loop.
+/// A/B timing on a `[1024, 1024]` `N(0, σ)` input (σ = `OM_GELU_SIGMA`, default 0.6),
+/// one thread, exact mode, alternating the one-pass reference and the two-pass loop.
 /// `cargo test --release -p om-core --lib gelu_timing -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing, not a check"]
 fn gelu_timing() {
     let mut state = 11u64;
-    let x: Vec<f32> = (0..1 << 20).map(|_| 0.6 * ((0..12).map(|_| lcg(&mut state) as f32 / 4_294_967_296.0).sum::<f32>() - 6.0)).collect();
+    let sigma: f32 = std::env::var("OM_GELU_SIGMA").ok().and_then(|v| v.parse().ok()).unwrap_or(0.6);
+    let x: Vec<f32> =
+        (0..1 << 20).map(|_| sigma * ((0..12).map(|_| lcg(&mut state) as f32 / 4_294_967_296.0).sum::<f32>() - 6.0)).collect();
     let large = x.iter().filter(|v| v.abs() * std::f32::consts::FRAC_1_SQRT_2 >= 0.875).count();
     println!("{:.2}% of the inputs take the large-argument head", 100.0 * large as f64 / x.len() as f64);
     let (mut y, mut s) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
