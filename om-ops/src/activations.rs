@@ -150,8 +150,9 @@ pub mod gelu {
     }
 
     fn backward(r: &Record, g: &Tensor, d: &mut Grads) -> Result<()> {
-        // `g·slope`: the bits of `GeluErfBackward` / `GeluTanhBackward` of `(g, x)`.
-        d.x(binary_op(NAME, g, r.slope(), Binary::Mul)?);
+        // `g·slope`: the bits of `GeluErfBackward` / `GeluTanhBackward` of `(g, x)`; written
+        // over `g`'s buffer when `g` is its only handle.
+        d.x(binary_op_over_gradient(NAME, g, r.slope(), Binary::Mul)?);
         Ok(())
     }
 

@@ -7,7 +7,10 @@
 //! and again in the backward. Each value is computed by the same generic code as
 //! `Unary::GeluErf` / `Binary::GeluErfBackward` (full vectors of the path's width, then the
 //! same code at width 1 for the tail), so every path, length and thread count gives the
-//! scalar bits.
+//! scalar bits. The erf form does so in two passes per block (the small-argument form on
+//! every vector, then the remaining lanes gathered into full vectors of the full formula;
+//! see `erf_block`), with the same operations per lane (`gelu_tests.rs` checks all 2^32
+//! inputs against the one-pass loop).
 
 use crate::compute::{Mode, Settings};
 use crate::kernels::chunks::for_each_row_chunk;
@@ -63,8 +66,16 @@ pub fn gelu_with_slope(settings: Settings, formula: GeluFormula, x: &[f32], y: &
 }
 
 /// A function of one lane vector giving two (value, slope).
-trait PairKernel {
+trait PairKernel: Sized {
     fn apply<L: Lanes>(x: L) -> (L, L);
+
+    /// Full `L` vectors: `y` finished as the lane loops do (canonical NaN in exact mode),
+    /// the slope as computed ([`pair_full`] unless a kernel has a cheaper way to the same
+    /// bits).
+    #[inline(always)]
+    fn full<L: Lanes>(isa: L::Isa, x: &[f32], y: &mut [f32], s: &mut [f32], mode: Mode) {
+        pair_full::<L, Self>(isa, x, y, s, mode);
+    }
 }
 
 /// The erf GELU and its slope.
@@ -74,6 +85,89 @@ impl PairKernel for Erf {
     #[inline(always)]
     fn apply<L: Lanes>(x: L) -> (L, L) {
         tr::gelu_erf_with_grad(x)
+    }
+
+    #[inline(always)]
+    fn full<L: Lanes>(isa: L::Isa, x: &[f32], y: &mut [f32], s: &mut [f32], mode: Mode) {
+        for ((x, y), s) in x[..y.len()].chunks(ERF_BLOCK).zip(y.chunks_mut(ERF_BLOCK)).zip(s.chunks_mut(ERF_BLOCK)) {
+            erf_block::<L>(isa, x, y, s, mode);
+        }
+    }
+}
+
+/// Elements per block of [`erf_block`] (a multiple of every lane width; the block's `x`,
+/// `y` and slope stay in L1 between its two passes).
+const ERF_BLOCK: usize = 1024;
+
+/// The erf GELU of one block of full vectors in two passes, each lane through the same
+/// operations as [`tr::gelu_erf_with_grad`], so with its bits. The first pass runs the
+/// small-argument form [`tr::gelu_erf_with_grad_small`] on every vector and notes the
+/// vectors with lanes it does not cover (`|x|/√2 >= 0.875`, ±inf, NaN) and which lanes; the
+/// second gathers those lanes' inputs into full vectors, runs the full formula on them and
+/// scatters the results back. The large-argument head (a division, an exponential and a
+/// degree-9 polynomial) thus runs once per `L::WIDTH` such lanes instead of for every
+/// vector that holds one.
+#[inline(always)]
+fn erf_block<L: Lanes>(isa: L::Isa, x: &[f32], y: &mut [f32], s: &mut [f32], mode: Mode) {
+    let w = L::WIDTH;
+    if w == 1 {
+        // One lane: the small form on every element (a loop the compiler can vectorise),
+        // then the full formula on the elements it does not cover.
+        for ((&x, yo), so) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()) {
+            let (v, d, _) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
+            finish(v, mode).store(std::slice::from_mut(yo));
+            d.store(std::slice::from_mut(so));
+        }
+        for ((&x, yo), so) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()) {
+            let (_, _, small) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
+            if !L::all(small) {
+                let (v, d) = tr::gelu_erf_with_grad(L::splat(isa, x));
+                finish(v, mode).store(std::slice::from_mut(yo));
+                d.store(std::slice::from_mut(so));
+            }
+        }
+        return;
+    }
+    // w <= 16 lanes.
+    let every = (1u32 << w) - 1;
+    // Per vector with uncovered lanes: its index in the low 16 bits, the lanes above.
+    let mut marked = [0u32; ERF_BLOCK];
+    let mut n_marked = 0;
+    for (c, (yo, so)) in y.chunks_exact_mut(w).zip(s.chunks_exact_mut(w)).enumerate() {
+        let (v, d, small) = tr::gelu_erf_with_grad_small(L::load(isa, &x[c * w..]));
+        finish(v, mode).store(yo);
+        d.store(so);
+        let rest = !L::bitmask(isa, small) & every;
+        marked[n_marked] = c as u32 | rest << 16;
+        n_marked += usize::from(rest != 0);
+    }
+    if n_marked == 0 {
+        return;
+    }
+    let mut lanes = [0u16; ERF_BLOCK];
+    let mut n_lanes = 0;
+    for &m in &marked[..n_marked] {
+        let base = (m & 0xffff) as usize * w;
+        let mut rest = m >> 16;
+        while rest != 0 {
+            lanes[n_lanes] = (base + rest.trailing_zeros() as usize) as u16;
+            n_lanes += 1;
+            rest &= rest - 1;
+        }
+    }
+    for group in lanes[..n_lanes].chunks(w) {
+        let mut xs = [x[usize::from(group[0])]; 16];
+        for (xi, &i) in xs.iter_mut().zip(group) {
+            *xi = x[usize::from(i)];
+        }
+        let (v, d) = tr::gelu_erf_with_grad(L::load(isa, &xs));
+        let (mut vs, mut ds) = ([0.0f32; 16], [0.0f32; 16]);
+        finish(v, mode).store(&mut vs);
+        d.store(&mut ds);
+        for (j, &i) in group.iter().enumerate() {
+            y[usize::from(i)] = vs[j];
+            s[usize::from(i)] = ds[j];
+        }
     }
 }
 
@@ -104,7 +198,7 @@ impl<K: PairKernel> LaneTask for PairTask<'_, '_, K> {
         let full = y.len() / L::WIDTH * L::WIDTH;
         let (yf, yt) = y.split_at_mut(full);
         let (sf, st) = s.split_at_mut(full);
-        pair_full::<L, K>(isa, x, yf, sf, mode);
+        K::full::<L>(isa, x, yf, sf, mode);
         pair_full::<f32, K>(Scalar, &x[full..], yt, st, mode);
     }
 }
@@ -171,3 +265,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "gelu_tests.rs"]
+mod gelu_tests;

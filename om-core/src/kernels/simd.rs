@@ -88,6 +88,14 @@ pub(crate) trait Lanes: Copy {
     /// Whether `m` is set in every lane (lets a kernel skip the work of a `select` operand
     /// that no lane takes; the selected values, hence the bits, are the same).
     fn all(m: Self::Mask) -> bool;
+    /// The lanes set in `m` as bits (lane `i` is bit `i`), so that a kernel can visit only
+    /// those lanes. The default goes through memory; the x86 and scalar lanes override it.
+    #[inline(always)]
+    fn bitmask(isa: Self::Isa, m: Self::Mask) -> u32 {
+        let mut flags = [0.0f32; 16];
+        Self::select(m, Self::splat(isa, 1.0), Self::splat(isa, 0.0)).store(&mut flags);
+        flags[..Self::WIDTH].iter().enumerate().fold(0, |bits, (i, &f)| bits | (u32::from(f != 0.0) << i))
+    }
     fn to_bits(self) -> Self::Int;
     fn from_bits(i: Self::Int) -> Self;
     fn int_splat(isa: Self::Isa, v: i32) -> Self::Int;
@@ -216,6 +224,10 @@ impl Lanes for f32 {
     #[inline(always)]
     fn all(m: bool) -> bool {
         m
+    }
+    #[inline(always)]
+    fn bitmask(_: Scalar, m: bool) -> u32 {
+        u32::from(m)
     }
     #[inline(always)]
     fn to_bits(self) -> i32 {
@@ -414,6 +426,10 @@ mod x86 {
             intrinsic!(_mm_movemask_ps(m)) == 0xf
         }
         #[inline(always)]
+        fn bitmask(_: Self::Isa, m: __m128) -> u32 {
+            intrinsic!(_mm_movemask_ps(m)) as u32
+        }
+        #[inline(always)]
         fn to_bits(self) -> I32x4 {
             I32x4(intrinsic!(_mm_castps_si128(self.0)))
         }
@@ -522,6 +538,10 @@ mod x86 {
         #[inline(always)]
         fn all(m: __m256) -> bool {
             intrinsic!(_mm256_movemask_ps(m)) == 0xff
+        }
+        #[inline(always)]
+        fn bitmask(_: Self::Isa, m: __m256) -> u32 {
+            intrinsic!(_mm256_movemask_ps(m)) as u32
         }
         #[inline(always)]
         fn to_bits(self) -> I32x8 {
@@ -636,6 +656,10 @@ mod x86 {
         #[inline(always)]
         fn all(m: __mmask16) -> bool {
             m == 0xffff
+        }
+        #[inline(always)]
+        fn bitmask(_: Self::Isa, m: __mmask16) -> u32 {
+            u32::from(m)
         }
         #[inline(always)]
         fn to_bits(self) -> I32x16 {

@@ -160,6 +160,30 @@ pub(crate) fn exp<L: Lanes>(x: L) -> L {
     p.mul(pow2(n1)).mul(pow2(n.sub(n1)))
 }
 
+/// [`exp`] of `v` for `|v| <= 1`, with its bits: there `n = round(v log2 e)` is -1, 0 or
+/// 1, so the clamp is the identity and `n1 = round(n/2) = 0` (ties to even), whose factor
+/// `2^0` multiplies exactly; what is left is the same operations on the same values.
+#[inline(always)]
+pub(crate) fn exp_unit<L: Lanes>(v: L) -> L {
+    let splat = |c: f32| L::splat(v.isa(), c);
+    let n = round_int(v.mul(splat(std::f32::consts::LOG2_E)));
+    let r = v.sub(n.mul(splat(EXP_LN2_HI))).sub(n.mul(splat(EXP_LN2_LO)));
+    let p = splat(1.0).add(r.add(r.mul(r).mul(horner(r, &EXP_P))));
+    p.mul(pow2(n))
+}
+
+/// [`exp`] of `v` for `|v| <= 0.34`, with its bits: there `n = 0`, so `r = v`
+/// exactly (also for `-0`) and both `2^0` factors multiply exactly.
+#[inline(always)]
+pub(crate) fn exp_near0<L: Lanes>(v: L) -> L {
+    let splat = |c: f32| L::splat(v.isa(), c);
+    splat(1.0).add(v.add(v.mul(v).mul(horner(v, &EXP_P))))
+}
+
+/// The domain of [`exp_near0`]: `0.34 log2 e < 0.5`, so `round(v log2 e) = 0`.
+#[cfg(test)]
+pub(crate) const EXP_NEAR0_MAX: f32 = 0.34;
+
 /// Natural logarithm.
 #[inline(always)]
 pub(crate) fn log<L: Lanes>(x: L) -> L {
@@ -307,6 +331,27 @@ pub(crate) fn gelu_erf_with_grad<L: Lanes>(x: L) -> (L, L) {
     let c = x.clamp(-GELU_CLAMP, GELU_CLAMP);
     let g = Gauss::new(c);
     (gelu_erf_from(x, c, &g), gelu_erf_grad_from(c, &g))
+}
+
+/// [`gelu_erf_with_grad`] for the lanes with `|x|/√2 < ERF_SPLIT` (set in the returned
+/// mask; the other lanes' values are meaningless, and NaN lanes are never set), with its
+/// bits and less work. On those lanes `x = clamp(x)`, Φ's tail takes the small-argument
+/// head, and its scale factor 1 multiplies exactly, so `x Φ(x)` is `x·cdf` on both sides
+/// of 0; `x²/2 = hi + lo` has `hi <= 0.77` and `0 <= lo < 0.001` (`square_split`), so
+/// `e^(-hi)` and `e^(-lo)` are [`exp_unit`] and [`exp_near0`]; and `hi·(-0.5)` is the
+/// exact negation of `hi·0.5` (rounding is symmetric in sign).
+#[inline(always)]
+pub(crate) fn gelu_erf_with_grad_small<L: Lanes>(x: L) -> (L, L, L::Mask) {
+    let splat = |c: f32| L::splat(x.isa(), c);
+    let ax = x.abs();
+    let a = ax.mul(splat(FRAC_1_SQRT_2));
+    let small = a.lt(splat(ERF_SPLIT));
+    let (hi2, lo2) = square_split(ax);
+    let scale = exp_unit(hi2.mul(splat(-0.5)));
+    let density = splat(INV_SQRT_2PI).mul(exp_near0(lo2.mul(splat(-0.5))));
+    let tail = splat(1.0).sub(erf_small(a)).mul(splat(0.5));
+    let cdf = L::select(x.ge(splat(0.0)), splat(1.0).sub(tail), tail);
+    (x.mul(cdf), cdf.add(x.mul(density).mul(scale)), small)
 }
 
 /// [`gelu_erf`] of `x` given `c = clamp(x, ±GELU_CLAMP)` and `g = Gauss::new(c)`.
