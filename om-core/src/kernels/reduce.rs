@@ -225,7 +225,12 @@ const COLUMN_SUM_CHUNK: usize = 512;
 /// assert_eq!(out, [5.0, 7.0, 9.0]);
 /// ```
 pub fn column_sums(settings: Settings, g: &[f32], rows: usize, cols: usize, out: &mut [f32]) {
-    assert!(out.len() == cols && g.len() >= rows.saturating_mul(cols), "column_sums: {} values for {rows} × {cols}, {} sums", g.len(), out.len());
+    assert!(
+        out.len() == cols && g.len() >= rows.saturating_mul(cols),
+        "column_sums: {} values for {rows} × {cols}, {} sums",
+        g.len(),
+        out.len()
+    );
     if cols == 0 {
         return;
     }
@@ -453,9 +458,16 @@ mod tests {
         let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 1e-40, -3e-39];
         for &(rows, cols) in &[(1, 1), (3, 7), (17, 33), (64, 256), (5, 1030), (9, 2049), (0, 5)] {
             let g: Vec<f32> = (0..rows * cols)
-                .map(|i| if i % 97 == 5 { specials[i % specials.len()] } else { f32::from_bits((next(&mut st) >> 32) as u32 & 0x807f_ffff | 0x3f00_0000) * 3.0 })
+                .map(|i| {
+                    if i % 97 == 5 {
+                        specials[i % specials.len()]
+                    } else {
+                        f32::from_bits((next(&mut st) >> 32) as u32 & 0x807f_ffff | 0x3f00_0000) * 3.0
+                    }
+                })
                 .collect();
-            let reference: Vec<u32> = (0..cols).map(|c| ((0..rows).fold(0.0f64, |a, r| a + g[r * cols + c] as f64) as f32).to_bits()).collect();
+            let reference: Vec<u32> =
+                (0..cols).map(|c| ((0..rows).fold(0.0f64, |a, r| a + g[r * cols + c] as f64) as f32).to_bits()).collect();
             for path in crate::compute::KernelPath::supported() {
                 for threads in [1, 2] {
                     let settings = Settings { mode: crate::compute::Mode::Fast, threads, path };
