@@ -112,15 +112,16 @@ fn erf_block<L: Lanes>(isa: L::Isa, x: &[f32], y: &mut [f32], s: &mut [f32], mod
     let w = L::WIDTH;
     if w == 1 {
         // One lane: the small form on every element (a loop the compiler can vectorise),
-        // then the full formula on the elements it does not cover.
-        for ((&x, yo), so) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()) {
-            let (v, d, _) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
+        // noting which elements it covers, then the full formula on the others.
+        let mut covered = [false; ERF_BLOCK];
+        for (((&x, yo), so), c) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()).zip(covered.iter_mut()) {
+            let (v, d, small) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
             finish(v, mode).store(std::slice::from_mut(yo));
             d.store(std::slice::from_mut(so));
+            *c = L::all(small);
         }
-        for ((&x, yo), so) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()) {
-            let (_, _, small) = tr::gelu_erf_with_grad_small(L::splat(isa, x));
-            if !L::all(small) {
+        for (((&x, yo), so), &c) in x.iter().zip(y.iter_mut()).zip(s.iter_mut()).zip(&covered) {
+            if !c {
                 let (v, d) = tr::gelu_erf_with_grad(L::splat(isa, x));
                 finish(v, mode).store(std::slice::from_mut(yo));
                 d.store(std::slice::from_mut(so));
