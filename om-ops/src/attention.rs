@@ -14,7 +14,7 @@
 use om_core::compute::{Compute, Settings};
 use om_core::kernels::chunks::row_tiles;
 use om_core::kernels::gemm::prepacked::{gemm_prepacked_a, pack_a_once, packed_a_len};
-use om_core::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, MatMut, MatRef, DIRECT_A_STRIDE};
+use om_core::kernels::gemm::{direct_a_row_stride, gemm_scratch_len, gemm_with_scratch, MatMut, MatRef};
 use om_core::kernels::parallel::for_each_tile_scratch;
 use om_core::kernels::scratch::WorkerScratch;
 use om_core::kernels::softmax::softmax_rows;
@@ -363,10 +363,10 @@ thread_local! {
 }
 
 /// Row stride and length of a block's `dPᵀ` / `dSᵀ` scratch (`[tk, tq]`): rows
-/// [`DIRECT_A_STRIDE`] apart when `tq` fits, so the GEMM of `dK = dSᵀ·Q` reads it as a
+/// [`DIRECT_A_STRIDE`](om_core::kernels::gemm::DIRECT_A_STRIDE) apart when `tq` fits, so the GEMM of `dK = dSᵀ·Q` reads it as a
 /// packed A, in place (the same bits as packing it).
 fn transposed_scores(tq: usize, tk: usize) -> (usize, usize) {
-    let ld = if tq <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { tq };
+    let ld = direct_a_row_stride(tq);
     (ld, if tk == 0 || tq == 0 { 0 } else { (tk - 1).saturating_mul(ld).saturating_add(tq) })
 }
 

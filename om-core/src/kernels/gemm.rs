@@ -323,6 +323,25 @@ pub(crate) const A_STRIDE: usize = KC;
 /// the same.
 pub const DIRECT_A_STRIDE: usize = A_STRIDE;
 
+/// The row stride a caller should give an A of `cols` columns that it writes itself:
+/// [`DIRECT_A_STRIDE`] when the rows fit in it (the GEMM then reads A in place), else
+/// `cols` (rows packed tight; the GEMM packs them).
+///
+/// # Examples
+///
+/// ```
+/// use om_core::kernels::gemm::{direct_a_row_stride, DIRECT_A_STRIDE};
+/// assert_eq!(direct_a_row_stride(64), DIRECT_A_STRIDE);
+/// assert_eq!(direct_a_row_stride(DIRECT_A_STRIDE + 1), DIRECT_A_STRIDE + 1);
+/// ```
+pub fn direct_a_row_stride(cols: usize) -> usize {
+    if cols <= DIRECT_A_STRIDE {
+        DIRECT_A_STRIDE
+    } else {
+        cols
+    }
+}
+
 /// Granularity of row splits when chunks are made smaller. Measured 2026-12-02 on an Intel
 /// Xeon model 167 (`om bench gemm`, 2 threads): 4 and 16 ran 1.17× and 0.96× the GFLOP/s of
 /// 8 at 256³, 0.995× and 1.02× at 2048×128×128 (medians of 21 interleaved runs on a machine

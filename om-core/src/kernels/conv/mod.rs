@@ -14,14 +14,14 @@
 //!   element is the same `Σ_p g·cols` as `S = g·cols; dW += S`, and only the `[K, P]`
 //!   unfolding is needed (`g` is transposed instead, `og·P` per image instead of `K·P`,
 //!   read transposed in place by the GEMM's packer, once per image by each band). The
-//!   band's rows are unfolded [`DIRECT_A_STRIDE`] apart when `P` fits, so the GEMM reads
+//!   band's rows are unfolded [`DIRECT_A_STRIDE`](crate::kernels::gemm::DIRECT_A_STRIDE) apart when `P` fits, so the GEMM reads
 //!   its A operand in place instead of packing it. A band of more than `SUB_ROWS` rows
 //!   transposes each image's `g` once into a row-major `gᵀ` and runs as sub-bands of at
 //!   most `SUB_ROWS` rows whose GEMMs read both operands in place, each sub-band's
 //!   product added to the sum while it is in L1 (the same bits: each row of `dWᵀ` is its
 //!   own sums, whichever GEMM computes it).
 //! - input gradient: `dcols[K, P] = W_gᵀ[K, og] · g[og, P]` (`W_gᵀ` copied to row-major once,
-//!   rows [`DIRECT_A_STRIDE`] apart when `og` fits, so no image's GEMM packs it again),
+//!   rows [`DIRECT_A_STRIDE`](crate::kernels::gemm::DIRECT_A_STRIDE) apart when `og` fits, so no image's GEMM packs it again),
 //!   then col2im adds each tap into `dx`, `k` outer and `p` inner.
 //! - bias gradient: `Σ g` over images and positions in f64, increasing element order;
 //!   with the weight gradient ([`conv2d_backward_weight_bias`]) each band sums its share of
@@ -54,7 +54,7 @@
 use crate::compute::Settings;
 use crate::error::Result;
 use crate::kernels::gemm::prepacked::{gemm_prepacked_a, pack_a_once, packed_a_len};
-use crate::kernels::gemm::{gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef, DIRECT_A_STRIDE};
+use crate::kernels::gemm::{direct_a_row_stride, gemm_scratch_len, gemm_with_scratch, Bias, MatMut, MatRef};
 use crate::kernels::norm::{on_path, sum};
 use crate::kernels::parallel::{chunk_count, for_each_chunk_mut_scratch, for_each_tile_scratch, Tiled};
 use crate::kernels::scratch::WorkerScratch;
@@ -193,7 +193,7 @@ pub fn conv2d_backward_input(settings: Settings, geo: &ConvGeom, g: &[f32], w: &
     // W_gᵀ for every group, `[K, og]` with rows `lda` apart: `DIRECT_A_STRIDE` when `og`
     // fits, so that every image's GEMM reads its A operand in place instead of packing
     // it again (the same bits).
-    let lda = if og <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { og };
+    let lda = direct_a_row_stride(og);
     let group_len = k * lda;
     let mut wt_buf = Buffer::try_new(geo.groups * group_len * 4)?;
     let wt = &mut wt_buf.f32_mut()[..geo.groups * group_len];
@@ -277,7 +277,7 @@ fn weight_gradient(settings: Settings, geo: &ConvGeom, x: &[f32], g: &[f32], dw:
     let inner = inner_settings(settings, chunks);
     // The band's rows `DIRECT_A_STRIDE` apart when they fit: the GEMM then reads its A
     // operand in place instead of packing it (the same bits).
-    let lda = if p <= DIRECT_A_STRIDE { DIRECT_A_STRIDE } else { p };
+    let lda = direct_a_row_stride(p);
     // A band of more than `SUB_ROWS` rows runs as sub-bands over `gᵀ` transposed once per
     // image, rows `ldg` apart (`sub_bands`).
     let subs = sub_bands(band);
